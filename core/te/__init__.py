@@ -1,0 +1,61 @@
+"""The tensor-expression DSL (thesis §2.5.1, Def. 1).
+
+>>> from tilecraft import te
+>>> A = te.placeholder((3, 5), "float32", name="A")
+>>> B = te.compute((3, 5), lambda i, j: te.max(A[i, j], 0.0), name="B")
+>>> print(B.statement())
+B[i, j] = max(A[i, j], 0.0)
+"""
+
+from tilecraft.te.expr import (
+    AxisKind,
+    Binary,
+    BinaryOp,
+    Cast,
+    Compare,
+    CompareOp,
+    Const,
+    Expr,
+    IterVar,
+    Load,
+    Logical,
+    LogicalOp,
+    Not,
+    Reduce,
+    ReduceOp,
+    Select,
+    Unary,
+    UnaryOp,
+    Var,
+    as_expr,
+    cast,
+    const,
+    select,
+)
+from tilecraft.te.functions import (
+    abs,
+    all_of,
+    eq,
+    erf,
+    exp,
+    log,
+    max,
+    maximum,
+    min,
+    minimum,
+    ne,
+    neg,
+    sigmoid,
+    sqrt,
+    sum,
+    tanh,
+)
+from tilecraft.te.tensor import ComputeOp, PlaceholderOp, Tensor, compute, placeholder, reduce_axis
+
+__all__ = [
+    "AxisKind", "Binary", "BinaryOp", "Cast", "Compare", "CompareOp", "ComputeOp", "Const",
+    "Expr", "IterVar", "Load", "Logical", "LogicalOp", "Not", "PlaceholderOp", "Reduce",
+    "ReduceOp", "Select", "Tensor", "Unary", "UnaryOp", "Var", "abs", "all_of", "as_expr",
+    "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",
+    "ne", "neg", "placeholder", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
+]

@@ -1,0 +1,136 @@
+"""Elementwise functions and reductions of the te DSL.
+
+``te.max`` / ``te.min`` reduce when given ``axis=`` and compare two values otherwise.
+
+>>> from tilecraft import te
+>>> A = te.placeholder((4, 8), name="A")
+>>> r = te.reduce_axis(8, name="r")
+>>> M = te.compute((4,), lambda i: te.max(A[i, r], axis=r), name="M")
+>>> print(M.statement())
+M[i] = max(A[i, r], axis=[r])
+>>> print(te.compute((4, 8), lambda i, j: te.max(A[i, j], 0.0), name="R").statement())
+R[i, j] = max(A[i, j], 0.0)
+"""
+
+from __future__ import annotations
+
+
+from collections.abc import Sequence
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import ExpressionError, ReduceAxisError
+from tilecraft.te.expr import (
+    AxisKind,
+    BinaryOp,
+    CompareOp,
+    Expr,
+    ExprLike,
+    IterVar,
+    Reduce,
+    ReduceOp,
+    UnaryOp,
+    as_expr,
+    binary,
+    compare,
+    unary,
+)
+
+
+def _reduce(op: ReduceOp, expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Expr:
+    body = as_expr(expr)
+    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    if not axes:
+        raise ReduceAxisError(f"te.{op.value} needs at least one reduce axis")
+    for ax in axes:
+        if not isinstance(ax, IterVar) or ax.kind is not AxisKind.REDUCE:
+            raise ReduceAxisError(f"te.{op.value}: axis {ax} is not a reduce axis; create it "
+                                  "with te.reduce_axis(extent, name=...)")
+    if body.dtype == DType.BOOL:
+        raise ExpressionError(f"te.{op.value} of a condition ({body})")
+    return Reduce(op, body, axes)
+
+
+def sum(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Expr:  # noqa: A001
+    """Sum of ``expr`` over the reduce axes ``axis``."""
+    return _reduce(ReduceOp.SUM, expr, axis)
+
+
+def max(a: ExprLike, b: ExprLike | None = None, *,  # noqa: A001
+        axis: IterVar | Sequence[IterVar] | None = None) -> Expr:
+    """``max(a, axis=r)`` reduces; ``max(a, b)`` is the elementwise maximum."""
+    if axis is not None:
+        return _reduce(ReduceOp.MAX, a, axis)
+    if b is None:
+        raise ExpressionError("te.max needs a second operand or axis=")
+    return binary(BinaryOp.MAX, a, b)
+
+
+def min(a: ExprLike, b: ExprLike | None = None, *,  # noqa: A001
+        axis: IterVar | Sequence[IterVar] | None = None) -> Expr:
+    """``min(a, axis=r)`` reduces; ``min(a, b)`` is the elementwise minimum."""
+    if axis is not None:
+        return _reduce(ReduceOp.MIN, a, axis)
+    if b is None:
+        raise ExpressionError("te.min needs a second operand or axis=")
+    return binary(BinaryOp.MIN, a, b)
+
+
+def maximum(a: ExprLike, b: ExprLike) -> Expr:
+    return binary(BinaryOp.MAX, a, b)
+
+
+def minimum(a: ExprLike, b: ExprLike) -> Expr:
+    return binary(BinaryOp.MIN, a, b)
+
+
+def exp(x: ExprLike) -> Expr:
+    return unary(UnaryOp.EXP, x)
+
+
+def log(x: ExprLike) -> Expr:
+    return unary(UnaryOp.LOG, x)
+
+
+def sqrt(x: ExprLike) -> Expr:
+    return unary(UnaryOp.SQRT, x)
+
+
+def tanh(x: ExprLike) -> Expr:
+    return unary(UnaryOp.TANH, x)
+
+
+def erf(x: ExprLike) -> Expr:
+    return unary(UnaryOp.ERF, x)
+
+
+def sigmoid(x: ExprLike) -> Expr:
+    return unary(UnaryOp.SIGMOID, x)
+
+
+def neg(x: ExprLike) -> Expr:
+    return unary(UnaryOp.NEG, x)
+
+
+def abs(x: ExprLike) -> Expr:  # noqa: A001
+    return unary(UnaryOp.ABS, x)
+
+
+def eq(a: ExprLike, b: ExprLike) -> Expr:
+    """``a == b`` as a condition (``==`` on expressions compares structure)."""
+    return compare(CompareOp.EQ, a, b)
+
+
+def ne(a: ExprLike, b: ExprLike) -> Expr:
+    return compare(CompareOp.NE, a, b)
+
+
+def all_of(*conditions: ExprLike) -> Expr:
+    """The conjunction of ``conditions``."""
+    if not conditions:
+        raise ExpressionError("all_of needs at least one condition")
+    result = as_expr(conditions[0])
+    for cond in conditions[1:]:
+        result = result & cond
+    return result
+
+
