@@ -1,0 +1,150 @@
+"""The Target protocol: what a plugin hands the core (DESIGN.md, "The target plugin contract").
+
+A target is data (its :class:`~tilecraft.target.spec.TargetSpec`) plus named stages, each
+producing the next stage's input, like Triton's backends:
+
+``codegen(kernel) -> Source``, ``build(source) -> Artifact``, ``load(artifact) -> KernelFunction``,
+or ``emulate(kernel, arrays)`` where it cannot run natively, and ``estimate(kernel) -> Estimate``
+where it models instead of measures. ``available()`` says which stages this machine can do,
+and why not.
+
+>>> Availability(codegen=True, build=True, execute=False, emulate=True,
+...              reasons={"execute": "no GPU"}).capability.value
+'emulate'
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from tilecraft.errors import TargetError
+
+if TYPE_CHECKING:
+    from tilecraft.kernel_ir.nodes import Kernel
+    from tilecraft.target.spec import TargetSpec
+
+
+class Capability(str, enum.Enum):
+    """What this machine can do with a target, best first."""
+
+    EXECUTE = "execute"
+    EMULATE = "emulate"
+    COMPILE_ONLY = "compile only"
+    MODEL_ONLY = "model only"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Which stages work on this machine; ``reasons`` explains each one that does not."""
+
+    codegen: bool
+    build: bool
+    execute: bool
+    emulate: bool = False
+    estimate: bool = False
+    reasons: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def capability(self) -> Capability:
+        if self.execute:
+            return Capability.EXECUTE
+        if self.emulate:
+            return Capability.EMULATE
+        if self.build:
+            return Capability.COMPILE_ONLY
+        if self.estimate:
+            return Capability.MODEL_ONLY
+        return Capability.UNAVAILABLE
+
+    def explain(self) -> str:
+        """One line: the capability and why the better ones are missing."""
+        why = "; ".join(f"{stage}: {reason}" for stage, reason in self.reasons.items())
+        return f"{self.capability.value}" + (f" ({why})" if why else "")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Generated code for one kernel; ``language`` doubles as the dump-file suffix."""
+
+    target: str
+    kernel_name: str
+    language: str
+    text: str
+    entry: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A built kernel: a file (object, shared library, binary) and/or an in-memory handle."""
+
+    target: str
+    kernel_name: str
+    path: Path | None = None
+    handle: Any = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A modelled cost of a kernel."""
+
+    seconds: float
+    detail: Mapping[str, float] = field(default_factory=dict)
+
+
+class KernelFunction(Protocol):
+    """A loaded kernel: call it with every parameter of the kernel by name (C-contiguous
+    arrays of the declared shape and dtype); it writes its outputs in place."""
+
+    def __call__(self, arrays: Mapping[str, np.ndarray]) -> None: ...
+
+
+class Target(ABC):
+    """Base class of every target plugin's target object."""
+
+    @property
+    @abstractmethod
+    def spec(self) -> TargetSpec:
+        """The validated, versioned description of the chip."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @abstractmethod
+    def available(self) -> Availability:
+        """Which stages this machine can run, and why not."""
+
+    @abstractmethod
+    def codegen(self, kernel: Kernel) -> Source:
+        """Kernel IR to source text; reject constructs the target cannot express with a
+        :class:`~tilecraft.errors.CodegenError` naming the construct."""
+
+    def build(self, source: Source) -> Artifact:
+        raise TargetError(f"target {self.name} cannot build code on this machine: "
+                          f"{self.available().reasons.get('build', 'no build stage')}")
+
+    def load(self, artifact: Artifact) -> KernelFunction:
+        raise TargetError(f"target {self.name} cannot execute on this machine: "
+                          f"{self.available().reasons.get('execute', 'no load stage')}")
+
+    def emulate(self, kernel: Kernel, arrays: Mapping[str, np.ndarray]) -> None:
+        """Run ``kernel`` without the hardware (the core's Kernel IR interpreter by default)."""
+        from tilecraft.kernel_ir.interpreter import run_kernel
+
+        run_kernel(kernel, arrays)
+
+    def estimate(self, kernel: Kernel) -> Estimate:
+        raise TargetError(f"target {self.name} has no performance model")
+
+    def __repr__(self) -> str:
+        return f"<Target {self.name}>"
