@@ -1,0 +1,1 @@
+"""Test support shipped with the core: the target conformance suite as a pytest plugin."""
