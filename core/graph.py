@@ -34,10 +34,12 @@ class Graph:
         self._outputs = tuple(dict.fromkeys(outputs))
         self._dag = nx.DiGraph()
         stack = list(self._outputs)
+        visited: set[Tensor] = set()
         while stack:
             tensor = stack.pop()
-            if tensor in self._dag:
+            if tensor in visited:
                 continue
+            visited.add(tensor)
             self._dag.add_node(tensor)
             for producer in tensor.inputs:
                 self._dag.add_edge(producer, tensor)

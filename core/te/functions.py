@@ -43,8 +43,9 @@ def _reduce(op: ReduceOp, expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> 
         raise ReduceAxisError(f"te.{op.value} needs at least one reduce axis")
     for ax in axes:
         if not isinstance(ax, IterVar) or ax.kind is not AxisKind.REDUCE:
-            raise ReduceAxisError(f"te.{op.value}: axis {ax} is not a reduce axis; create it "
-                                  "with te.reduce_axis(extent, name=...)")
+            kind = "a spatial axis" if isinstance(ax, IterVar) else "not an axis"
+            raise ReduceAxisError(f"te.{op.value}: {ax} is {kind}, not a reduce axis; create "
+                                  "reduce axes with te.reduce_axis(extent, name=...)")
     if body.dtype == DType.BOOL:
         raise ExpressionError(f"te.{op.value} of a condition ({body})")
     return Reduce(op, body, axes)
