@@ -1,0 +1,90 @@
+"""The programmatic compile API.
+
+>>> import numpy as np
+>>> import tilecraft as tc
+>>> from tilecraft import te
+>>> A = te.placeholder((5, 7), name="A")
+>>> B = te.compute((5, 7), lambda i, j: te.max(A[i, j], 0.0), name="B")
+>>> exe = tc.compile(tc.Graph.from_outputs([B]), target="x86_avx512")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from tilecraft.errors import GraphError, TargetError
+from tilecraft.graph import Graph
+from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.runtime.executable import CompiledKernel, Executable, KernelRunner
+from tilecraft.runtime.report import KernelReport, Report
+from tilecraft.target.base import Capability, Target
+from tilecraft.te.tensor import Tensor
+
+
+def _as_graph(program: Graph | Tensor | Sequence[Tensor]) -> Graph:
+    if isinstance(program, Graph):
+        return program
+    if isinstance(program, Tensor):
+        return Graph.from_outputs([program])
+    if isinstance(program, Sequence) and program and all(isinstance(t, Tensor) for t in program):
+        return Graph.from_outputs(list(program))
+    raise GraphError(f"compile expects a Graph, a Tensor or a list of Tensors, got "
+                     f"{type(program).__name__}")
+
+
+def _resolve_target(target: str | Target) -> Target:
+    if isinstance(target, Target):
+        return target
+    from tilecraft.target.registry import get_target
+
+    return get_target(target)
+
+
+def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
+            target: str | Target = "x86_avx512") -> Executable:
+    """Lower every compute of ``program`` to Kernel IR, generate code for ``target`` and, where
+    this machine can, build and load it (or emulate it).
+
+    A target this machine can only compile for still yields an Executable with the generated
+    sources (``exe.sources``); calling it raises a TargetError that says why.
+    """
+    from tilecraft.lower import LoweringOptions, lower_compute
+
+    graph = _as_graph(program)
+    tgt = _resolve_target(target)
+    availability = tgt.available()
+    if not availability.codegen:
+        raise TargetError(f"target {tgt.name} cannot generate code on this machine: "
+                          f"{availability.explain()}")
+    capability = availability.capability
+    options = LoweringOptions.from_spec(tgt.spec)
+    report = Report(target=tgt.name, capability=availability.explain())
+    compiled: list[CompiledKernel] = []
+    for tensor in graph.computes:
+        start = time.perf_counter()
+        kernel = lower_compute(tensor, options)
+        source = tgt.codegen(kernel)
+        runner, mode = _make_runner(tgt, kernel, source, capability)
+        elapsed = time.perf_counter() - start
+        compiled.append(CompiledKernel(kernel, source, runner))
+        report.kernels.append(KernelReport(
+            name=kernel.name, statement=tensor.statement(),
+            schedule=str(kernel.attrs.get("schedule", "default")), language=source.language,
+            source_lines=source.text.count("\n") + 1, source_bytes=len(source.text),
+            mode=mode, compile_seconds=elapsed))
+    reason = None
+    if capability not in (Capability.EXECUTE, Capability.EMULATE):
+        reason = availability.explain()
+    return Executable(graph, tgt.name, compiled, report, unavailable_reason=reason)
+
+
+def _make_runner(tgt: Target, kernel: Kernel, source,
+                 capability: Capability) -> tuple[KernelRunner | None, str]:
+    if capability is Capability.EXECUTE:
+        return tgt.load(tgt.build(source)), "native"
+    if capability is Capability.EMULATE:
+        return (lambda arrays, _k=kernel: tgt.emulate(_k, arrays)), "emulated"
+    if capability is Capability.COMPILE_ONLY:
+        tgt.build(source)
+    return None, "source"

@@ -1,0 +1,1 @@
+"""Running compiled programs: the Executable, input checking, reports."""
