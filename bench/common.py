@@ -1,0 +1,55 @@
+"""Shared helpers of the benchmark scripts: median timing, optional PyTorch, table printing.
+
+Absolute times drift on a shared 2-core machine; the ratios measured side by side in one run
+are what to quote.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def median_seconds(fn: Callable[[], Any], repeat: int = 15, warmup: int = 2,
+                   min_seconds: float = 0.2) -> float:
+    """Median of ``repeat`` timed calls (more when calls are short, up to ``min_seconds``)."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < repeat or (time.perf_counter() - started < min_seconds
+                                  and len(times) < 200):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def load_torch(threads: int) -> Any | None:
+    """PyTorch set to ``threads`` threads, or None when it is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    return torch
+
+
+def threads_from_env() -> int:
+    return int(os.environ.get("TILECRAFT_THREADS", str(os.cpu_count() or 1)))
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    print(f"\n## {title}")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+
+
+def geomean(values: list[float]) -> float:
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
