@@ -14,7 +14,6 @@ R[i, j] = max(A[i, j], 0.0)
 
 from __future__ import annotations
 
-
 from collections.abc import Sequence
 
 from tilecraft.dtypes import DType

@@ -1,0 +1,244 @@
+"""The tuning database: embedded SQLite, versioned schema, safe under concurrent writers.
+
+Each record is committed in its own transaction (WAL journal), so two tuning processes can
+write the same file and a crash loses nothing that was committed. A file that is not a tilecraft
+tuning database, is corrupt, or was written by a newer schema version is refused with a
+:class:`TuningDatabaseError` — never overwritten or migrated silently.
+
+>>> db = TuningDatabase(":memory:")
+>>> rec = TuningRecord(workload_key="w", target="x86_avx512", schedule={"tile": 8},
+...                    costs=(0.5,))
+>>> _ = db.add(rec)
+>>> db.best("w", "x86_avx512")[0].schedule
+{'tile': 8}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tilecraft.errors import TilecraftError
+from tilecraft.tuning.record import ErrorKind, TuningRecord, canonical_json
+
+SCHEMA_VERSION = 1
+FORMAT_NAME = "tilecraft-tuning"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class TuningDatabaseError(TilecraftError):
+    """The tuning database file cannot be used as asked."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    content_hash TEXT NOT NULL UNIQUE,
+    workload_key TEXT NOT NULL,
+    target TEXT NOT NULL,
+    target_options TEXT NOT NULL,
+    hardware TEXT NOT NULL,
+    median_cost REAL,
+    error_kind TEXT,
+    timestamp REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_by_workload ON records (workload_key, target, median_cost);
+"""
+
+
+class TuningDatabase:
+    """Records of tried schedules, keyed by workload and target.
+
+    ``path`` is a file (created when missing) or ``":memory:"``.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path != ":memory:":
+            self._check_existing_file(Path(self.path))
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            self._conn.execute("PRAGMA busy_timeout = 60000")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._initialise()
+        except sqlite3.DatabaseError as err:
+            raise TuningDatabaseError(
+                f"tuning database {self.path} is corrupt or unreadable ({err}); move it aside "
+                "and start a new file, or restore it from an exported .jsonl") from None
+
+    # opening -------------------------------------------------------------------------------
+    def _check_existing_file(self, path: Path) -> None:
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+        if header != _SQLITE_MAGIC:
+            raise TuningDatabaseError(
+                f"{path} is not a tilecraft tuning database (not an SQLite file); it was left "
+                "untouched — pass another path")
+
+    def _initialise(self) -> None:
+        tables = {row[0] for row in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        if tables and "meta" not in tables:
+            raise TuningDatabaseError(
+                f"{self.path} is an SQLite file of another program (tables: "
+                f"{', '.join(sorted(tables))}); it was left untouched — pass another path")
+        if "meta" in tables:
+            meta = dict(self._conn.execute("SELECT key, value FROM meta"))
+            if meta.get("format") != FORMAT_NAME:
+                raise TuningDatabaseError(f"{self.path} is not a tilecraft tuning database "
+                                          f"(format {meta.get('format')!r}); left untouched")
+            version = int(meta.get("schema_version", "0"))
+            if version > SCHEMA_VERSION:
+                raise TuningDatabaseError(
+                    f"{self.path} was written by a newer tilecraft (schema version {version}, "
+                    f"this one reads up to {SCHEMA_VERSION}); upgrade tilecraft — the file is "
+                    "not migrated")
+            if version < SCHEMA_VERSION:
+                raise TuningDatabaseError(
+                    f"{self.path} has schema version {version}, older than {SCHEMA_VERSION}; "
+                    "export it with the tilecraft that wrote it and import the .jsonl")
+            check = self._conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise TuningDatabaseError(f"tuning database {self.path} is corrupt ({check}); "
+                                          "restore it from an exported .jsonl")
+            return
+        with self._transaction():
+            for statement in _SCHEMA.strip().split(";"):
+                if statement.strip():
+                    self._conn.execute(statement)
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT_NAME,))
+            self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                               (str(SCHEMA_VERSION),))
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE takes the write lock up front, so concurrent writers queue."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # writing -------------------------------------------------------------------------------
+    def add(self, record: TuningRecord) -> bool:
+        """Store ``record``; False when an identical record is already there."""
+        return self.add_many([record]) == 1
+
+    def add_many(self, records: Iterable[TuningRecord]) -> int:
+        """Store records in one transaction; returns how many were new."""
+        added = 0
+        with self._transaction():
+            for record in records:
+                cursor = self._conn.execute(
+                    "INSERT OR IGNORE INTO records (content_hash, workload_key, target, "
+                    "target_options, hardware, median_cost, error_kind, timestamp, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.content_hash(), record.workload_key, record.target,
+                     record.target_options, record.hardware, record.median_cost,
+                     record.error_kind.value if record.error_kind else None, record.timestamp,
+                     canonical_json(record.model_dump(mode="json"))))
+                added += cursor.rowcount
+        return added
+
+    # reading -------------------------------------------------------------------------------
+    def _decode(self, body: str, row_id: int) -> TuningRecord:
+        try:
+            return TuningRecord.model_validate(json.loads(body))
+        except (ValueError, ValidationError) as err:
+            raise TuningDatabaseError(f"record {row_id} of {self.path} cannot be read ({err}); "
+                                      "the database is damaged") from None
+
+    def records(self, workload_key: str | None = None,
+                target: str | None = None) -> list[TuningRecord]:
+        """All records, optionally of one workload and target, oldest first."""
+        query, args = "SELECT id, body FROM records", []
+        clauses = []
+        if workload_key is not None:
+            clauses.append("workload_key = ?")
+            args.append(workload_key)
+        if target is not None:
+            clauses.append("target = ?")
+            args.append(target)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY timestamp, id"
+        return [self._decode(body, row_id) for row_id, body in self._conn.execute(query, args)]
+
+    def best(self, workload_key: str, target: str, k: int = 1,
+             hardware: str | None = None) -> list[TuningRecord]:
+        """The ``k`` valid records of lowest median cost for a workload on a target."""
+        query = ("SELECT id, body FROM records WHERE workload_key = ? AND target = ? AND "
+                 "error_kind IS NULL AND median_cost IS NOT NULL")
+        args: list[object] = [workload_key, target]
+        if hardware is not None:
+            query += " AND hardware = ?"
+            args.append(hardware)
+        query += " ORDER BY median_cost, id LIMIT ?"
+        args.append(k)
+        return [self._decode(body, row_id) for row_id, body in self._conn.execute(query, args)]
+
+    def tried_schedules(self, workload_key: str, target: str) -> set[str]:
+        """Canonical JSON of every schedule already tried (to resume an interrupted run)."""
+        return {canonical_json(r.schedule) for r in self.records(workload_key, target)}
+
+    def count(self, error_kind: ErrorKind | None = None) -> int:
+        if error_kind is None:
+            return self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        return self._conn.execute("SELECT COUNT(*) FROM records WHERE error_kind = ?",
+                                  (error_kind.value,)).fetchone()[0]
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __iter__(self) -> Iterator[TuningRecord]:
+        return iter(self.records())
+
+    # exchange ------------------------------------------------------------------------------
+    def export_jsonl(self, path: str | Path) -> int:
+        """Write every record as one JSON object per line; returns the count."""
+        records = self.records()
+        with Path(path).open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(canonical_json(record.model_dump(mode="json")) + "\n")
+        return len(records)
+
+    def import_jsonl(self, path: str | Path) -> int:
+        """Add the records of a JSON Lines file; a malformed line is an error naming the line
+        (nothing of the file is imported then). Returns how many were new."""
+        records = []
+        with Path(path).open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(TuningRecord.model_validate(json.loads(line)))
+                except (ValueError, ValidationError) as err:
+                    raise TuningDatabaseError(
+                        f"{path}, line {number}: not a valid tuning record ({err}); fix or "
+                        "remove the line — nothing was imported") from None
+        return self.add_many(records)
+
+    def merge(self, other: TuningDatabase) -> int:
+        """Add every record of ``other``; returns how many were new."""
+        return self.add_many(other.records())
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> TuningDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
