@@ -13,8 +13,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import tilecraft as tc  # noqa: E402
 from common import geomean, load_torch, median_seconds, print_table  # noqa: E402
+
+import tilecraft as tc  # noqa: E402
 from tilecraft import ops, te  # noqa: E402
 
 
