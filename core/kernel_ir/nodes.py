@@ -288,3 +288,30 @@ class Kernel:
         from tilecraft.kernel_ir.printer import kernel_to_str
 
         return kernel_to_str(self)
+
+
+def expr_children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of a Kernel IR expression (te nodes and BufferLoad)."""
+    if isinstance(expr, BufferLoad):
+        return expr.indices
+    from tilecraft.te.visit import children
+
+    return children(expr)
+
+
+def walk_expr(expr: Expr) -> list[Expr]:
+    """Every node of a Kernel IR expression, parents before children, BufferLoad indices
+    included.
+
+    >>> from tilecraft.te import Var
+    >>> A = Buffer("A", (4,), DType.FLOAT32)
+    >>> i = Var("i")
+    >>> [type(n).__name__ for n in walk_expr(BufferLoad(A, (i + 1,)) * 2.0)]
+    ['Binary', 'BufferLoad', 'Binary', 'Var', 'Const', 'Const']
+    """
+    nodes, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(reversed(expr_children(node)))
+    return nodes

@@ -138,10 +138,11 @@ class Target(ABC):
                           f"{self.available().reasons.get('execute', 'no load stage')}")
 
     def emulate(self, kernel: Kernel, arrays: Mapping[str, np.ndarray]) -> None:
-        """Run ``kernel`` without the hardware (the core's Kernel IR interpreter by default)."""
+        """Run ``kernel`` without the hardware (the core's Kernel IR interpreter by default;
+        intrinsic and micro-kernel calls run their declared semantics)."""
         from tilecraft.kernel_ir.interpreter import run_kernel
 
-        run_kernel(kernel, arrays)
+        run_kernel(kernel, arrays, self.spec.reference_semantics())
 
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} has no performance model")

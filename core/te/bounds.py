@@ -9,6 +9,9 @@ lowering to know which loads need clamping because only a guard keeps them in bo
 (1, 19)
 >>> interval(h // 3), interval(h % 4)
 ((0, 3), (0, 3))
+>>> from tilecraft.te import select
+>>> interval(select(h + 1 < 10, h + 1, 0))
+(0, 9)
 """
 
 from __future__ import annotations
@@ -75,8 +78,9 @@ def interval(expr: Expr, ranges: Ranges | None = None) -> Interval | None:
             return 0, max(-x[0], x[1])
         return None
     if isinstance(expr, Select):
-        t = interval(expr.true_value, ranges)
-        f = interval(expr.false_value, ranges)
+        # each branch is only taken where the condition (or its negation) holds
+        t = interval(expr.true_value, tighten(ranges, facts_from_condition(expr.cond, True)))
+        f = interval(expr.false_value, tighten(ranges, facts_from_condition(expr.cond, False)))
         if t is None or f is None:
             return None
         return min(t[0], f[0]), max(t[1], f[1])

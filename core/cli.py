@@ -1,0 +1,165 @@
+"""The ``tilecraft`` command line (console script ``tilecraft = tilecraft.cli:main``).
+
+Each subcommand is a :class:`Subcommand`: a name, a one-line help, a ``configure(parser)``
+that adds its arguments, and a ``run(args) -> exit code``. To add one, write those two
+functions (in this module or in the module of the feature, importing heavy code inside
+``run``) and append a ``Subcommand`` to :data:`SUBCOMMANDS`, or call :func:`add_subcommand`.
+
+A :class:`~tilecraft.errors.TilecraftError` prints ``tilecraft: error: <message>`` and exits
+with status 2, without a traceback.
+
+>>> main(["schemas", "list"])
+intrinsic.json
+memory_hierarchy.json
+micro_kernel.json
+target_spec.json
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilecraft.errors import TilecraftError
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# tilecraft targets ----------------------------------------------------------------------------
+
+
+def _configure_targets(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="also print where each target comes from, and the full reason "
+                             "(with traceback) of broken ones")
+
+
+def _run_targets(args: argparse.Namespace) -> int:
+    from tilecraft.target.registry import format_target_table, list_targets
+
+    infos = list_targets()
+    if not infos:
+        print("no tilecraft targets are installed; install a plugin package "
+              "(pip install -e plugins/<name>) or write one with `tilecraft new-target NAME`")
+        return 0
+    print(format_target_table(infos))
+    if args.verbose:
+        for info in infos:
+            print(f"\n{info.name}: {info.origin}")
+            if not info.ok:
+                print(info.reason)
+                if info.details:
+                    print(info.details.rstrip())
+    return 0
+
+
+# tilecraft schemas ----------------------------------------------------------------------------
+
+
+def _configure_schemas(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    export = actions.add_parser("export", help="write the JSON Schema files")
+    export.add_argument("directory", nargs="?", type=Path, default=None,
+                        help="where to write them (default: the checkout's schemas/)")
+    check = actions.add_parser("check", help="exit 1 if the files in DIR are stale")
+    check.add_argument("directory", nargs="?", type=Path, default=None)
+    actions.add_parser("list", help="list the exported schema files")
+
+
+def _run_schemas(args: argparse.Namespace) -> int:
+    from tilecraft.target import schemas
+
+    if args.action == "list":
+        print("\n".join(schemas.schema_names()))
+        return 0
+    directory = args.directory or schemas.default_schema_dir()
+    if args.action == "export":
+        for path in schemas.export_schemas(directory):
+            print(f"wrote {path}")
+        return 0
+    stale = [name for name in schemas.schema_names()
+             if not (directory / name).is_file()
+             or (directory / name).read_text(encoding="utf-8") != schemas.schema_text(name)]
+    if stale:
+        print(f"stale or missing in {directory}: {', '.join(stale)}; run "
+              f"`tilecraft schemas export {directory}`")
+        return 1
+    print(f"{directory}: up to date")
+    return 0
+
+
+# tilecraft new-target -------------------------------------------------------------------------
+
+
+def _configure_new_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="target name: lower case letters, digits and _")
+    parser.add_argument("--dir", type=Path, default=Path("."), dest="directory",
+                        help="folder to create the package folder NAME in (default: .)")
+
+
+def _run_new_target(args: argparse.Namespace) -> int:
+    from tilecraft.scaffold import render_target_package
+
+    written = render_target_package(args.name, args.directory)
+    root = args.directory / args.name
+    print(f"created the target plugin package {root} ({len(written)} files):")
+    for path in written:
+        print(f"  {path.relative_to(root)}")
+    print(f"next: pip install -e {root} && pytest {root}/tests && tilecraft targets")
+    return 0
+
+
+#: every subcommand, in help order. The lead adds ``compile`` and ``conformance`` here:
+#: ``Subcommand("compile", "compile a model for a target", _configure_compile, _run_compile)``.
+SUBCOMMANDS: list[Subcommand] = [
+    Subcommand("targets", "list installed targets, their status and what this machine can do "
+               "with them", _configure_targets, _run_targets),
+    Subcommand("schemas", "export or check the JSON Schema files of the spec models",
+               _configure_schemas, _run_schemas),
+    Subcommand("new-target", "create a new target plugin package from the template",
+               _configure_new_target, _run_new_target),
+]
+
+
+def add_subcommand(subcommand: Subcommand) -> None:
+    """Add (or replace, by name) a subcommand."""
+    SUBCOMMANDS[:] = [s for s in SUBCOMMANDS if s.name != subcommand.name] + [subcommand]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilecraft", description="tilecraft: a compiler for AI workloads on AI chips")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for subcommand in SUBCOMMANDS:
+        sub = commands.add_parser(subcommand.name, help=subcommand.help,
+                                  description=subcommand.help)
+        subcommand.configure(sub)
+        sub.set_defaults(_run=subcommand.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args))
+    except TilecraftError as err:
+        print(f"tilecraft: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tilecraft: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Data-layout operators: pad, transpose, reshape, depth_to_space, space_to_depth, concat.
+
+All are single computes of loads with affine or floordiv/mod index arithmetic; pad and concat
+guard their loads with ``select``.
+
+>>> from tilecraft import te
+>>> x = te.placeholder((2, 3), name="x")
+>>> print(pad(x, [(0, 0), (1, 2)], name="p").statement())
+p[i0, i1] = select(((i1 >= 1) && (i1 < 4)), x[i0, (i1 - 1)], 0.0)
+>>> print(reshape(x, (3, 2), name="r").statement())
+r[i0, i1] = x[(((i0 * 2) + i1) // 3), (((i0 * 2) + i1) % 3)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tilecraft import te
+from tilecraft.errors import DTypeError, ShapeError
+from tilecraft.ops._util import check_tensor, named_compute, normalize_axis, output_name
+from tilecraft.ops.elementwise import axis_names
+from tilecraft.te.tensor import Tensor
+
+PadWidth = int | Sequence[int] | Sequence[Sequence[int]]
+
+
+def _pad_pairs(x: Tensor, pad_width: PadWidth) -> tuple[tuple[int, int], ...]:
+    if isinstance(pad_width, int) and not isinstance(pad_width, bool):
+        pairs: list[object] = [(pad_width, pad_width)] * x.ndim
+    else:
+        pairs = list(pad_width)  # type: ignore[arg-type]
+    if len(pairs) != x.ndim:
+        raise ShapeError(f"pad: pad_width has {len(pairs)} entries but {x.name} has {x.ndim} "
+                         f"dimensions {x.shape}; give one (before, after) pair per dimension")
+    result = []
+    for d, pair in enumerate(pairs):
+        if isinstance(pair, int) and not isinstance(pair, bool):
+            pair = (pair, pair)
+        try:
+            before, after = pair  # type: ignore[misc]
+        except (TypeError, ValueError):
+            raise ShapeError(f"pad: pad_width entry {d} ({pair!r}) must be a (before, after) "
+                             "pair of ints") from None
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (before, after)):
+            raise ShapeError(f"pad: pad_width entry {d} ({pair!r}) must hold ints")
+        if before < 0 or after < 0:
+            raise ShapeError(f"pad: pad_width entry {d} ({pair!r}) is negative; pad only grows "
+                             "a tensor (slice it to crop)")
+        result.append((before, after))
+    return tuple(result)
+
+
+def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0,
+        name: str | None = None) -> Tensor:
+    """``x`` surrounded by ``value``: ``pad_width`` holds one (before, after) per dimension.
+
+    ``value`` may be ``-inf``/``inf`` for float tensors; integer tensors need an integer value.
+    """
+    check_tensor(x, "pad", "x")
+    pairs = _pad_pairs(x, pad_width)
+    if x.dtype.is_float:
+        fill = te.const(float(value), x.dtype)
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise DTypeError(f"pad: value {value} is not an integer but {x.name} is "
+                             f"{x.dtype.value}; pass an integer fill value")
+        fill = te.const(int(value), x.dtype)
+    shape = tuple(extent + b + a for extent, (b, a) in zip(x.shape, pairs))
+
+    def body(*idx: te.Expr) -> te.Expr:
+        conditions = []
+        source = []
+        for axis, extent, (before, after) in zip(idx, x.shape, pairs):
+            if before:
+                conditions.append(axis >= before)
+            if after:
+                conditions.append(axis < before + extent)
+            source.append(axis - before if before else axis)
+        load = x[tuple(source)]
+        if not conditions:
+            return load
+        return te.select(te.all_of(*conditions), load, fill)
+
+    return named_compute(shape, axis_names(x.ndim), body, output_name(name, "pad"))
+
+
+def transpose(x: Tensor, perm: Sequence[int] | None = None, name: str | None = None) -> Tensor:
+    """numpy's ``transpose``: output dimension ``d`` is input dimension ``perm[d]``."""
+    check_tensor(x, "transpose", "x")
+    order = tuple(reversed(range(x.ndim))) if perm is None else tuple(perm)
+    if sorted(order) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: perm={perm!r} is not a permutation of 0..{x.ndim - 1} for "
+                         f"{x.name} with shape {x.shape}")
+    shape = tuple(x.shape[p] for p in order)
+
+    def body(*idx: te.Expr) -> te.Expr:
+        source: list[te.Expr] = [idx[0]] * x.ndim
+        for out_dim, in_dim in enumerate(order):
+            source[in_dim] = idx[out_dim]
+        return x[tuple(source)]
+
+    return named_compute(shape, axis_names(x.ndim), body, output_name(name, "transpose"))
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return strides
+
+
+def reshape(x: Tensor, shape: Sequence[int], name: str | None = None) -> Tensor:
+    """Row-major reshape (one entry may be -1), through floordiv/mod index arithmetic."""
+    check_tensor(x, "reshape", "x")
+    target = [shape] if isinstance(shape, int) else list(shape)
+    if any(not isinstance(e, int) or isinstance(e, bool) for e in target):
+        raise ShapeError(f"reshape: shape {shape!r} must be a sequence of ints")
+    if target.count(-1) > 1:
+        raise ShapeError(f"reshape: shape {tuple(target)} has more than one -1; infer at most "
+                         "one dimension")
+    if any(e < 1 and e != -1 for e in target):
+        raise ShapeError(f"reshape: shape {tuple(target)} has an extent below 1 (only -1 is "
+                         "allowed, to infer one dimension)")
+    if -1 in target:
+        known = math.prod(e for e in target if e != -1)
+        if x.size % known:
+            raise ShapeError(f"reshape: cannot infer -1 in {tuple(target)} for {x.name} of "
+                             f"{x.size} elements ({x.shape}): {x.size} is not divisible by "
+                             f"{known}")
+        target[target.index(-1)] = x.size // known
+    if math.prod(target) != x.size:
+        raise ShapeError(f"reshape: {x.name} has {x.size} elements ({x.shape}) but shape "
+                         f"{tuple(target)} holds {math.prod(target)}; the sizes must match")
+    out_strides = _strides(target)
+    in_strides = _strides(x.shape)
+
+    def body(*idx: te.Expr) -> te.Expr:
+        terms = [axis * stride if stride != 1 else axis
+                 for axis, stride, extent in zip(idx, out_strides, target) if extent != 1]
+        flat: te.Expr = terms[0] if terms else te.const(0)
+        for term in terms[1:]:
+            flat = flat + term
+        source: list[te.Expr | int] = []
+        for d, (extent, stride) in enumerate(zip(x.shape, in_strides)):
+            if extent == 1:
+                source.append(0)
+                continue
+            index = flat // stride if stride != 1 else flat
+            if d > 0 and math.prod(x.shape[:d]) > 1:
+                index = index % extent
+            source.append(index)
+        return x[tuple(source)]
+
+    return named_compute(tuple(target), axis_names(len(target)), body,
+                         output_name(name, "reshape"))
+
+
+def _check_block(x: Tensor, block: int, op: str, mode: str) -> None:
+    check_tensor(x, op, "x", 4)
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ShapeError(f"{op}: block={block!r} must be a positive int")
+    if mode not in ("CRD", "DCR"):
+        raise ShapeError(f"{op}: mode={mode!r} must be 'CRD' (PyTorch pixel_shuffle order) or "
+                         "'DCR' (ONNX/TensorFlow default order)")
+
+
+def depth_to_space(x: Tensor, block: int, mode: str = "CRD", name: str | None = None) -> Tensor:
+    """NCHW (N, C*r*r, H, W) -> (N, C, H*r, W*r).
+
+    ``mode="CRD"`` (default) is PyTorch's ``pixel_shuffle``: input channel
+    ``c*r*r + (h%r)*r + (w%r)``; ``"DCR"`` is ONNX's default: ``((h%r)*r + (w%r))*C + c``.
+    """
+    _check_block(x, block, "depth_to_space", mode)
+    n, channels, height, width = x.shape
+    r = block
+    if channels % (r * r):
+        raise ShapeError(f"depth_to_space: {x.name} has {channels} channels, not divisible by "
+                         f"block*block = {r * r}; use a block that divides the channels")
+    out_channels = channels // (r * r)
+
+    def body(b: te.Expr, c: te.Expr, h: te.Expr, w: te.Expr) -> te.Expr:
+        offset = (h % r) * r + (w % r)
+        source_c = c * (r * r) + offset if mode == "CRD" else offset * out_channels + c
+        return x[b, source_c, h // r, w // r]
+
+    return named_compute((n, out_channels, height * r, width * r), ["n", "c", "h", "w"], body,
+                         output_name(name, "depth_to_space"))
+
+
+def space_to_depth(x: Tensor, block: int, mode: str = "CRD", name: str | None = None) -> Tensor:
+    """NCHW (N, C, H, W) -> (N, C*r*r, H/r, W/r), the inverse of :func:`depth_to_space`.
+
+    ``"CRD"`` is PyTorch's ``pixel_unshuffle``; ``"DCR"`` is ONNX's SpaceToDepth.
+    """
+    _check_block(x, block, "space_to_depth", mode)
+    n, channels, height, width = x.shape
+    r = block
+    if height % r or width % r:
+        raise ShapeError(f"space_to_depth: {x.name} is {height}x{width}, not divisible by "
+                         f"block={r}; pad it first (ops.pad) or pick a block that divides both")
+
+    def body(b: te.Expr, k: te.Expr, h: te.Expr, w: te.Expr) -> te.Expr:
+        if mode == "CRD":
+            c, offset = k // (r * r), k % (r * r)
+        else:
+            c, offset = k % channels, k // channels
+        return x[b, c, h * r + offset // r, w * r + offset % r]
+
+    return named_compute((n, channels * r * r, height // r, width // r), ["n", "c", "h", "w"],
+                         body, output_name(name, "space_to_depth"))
+
+
+def concat(tensors: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tensor:
+    """numpy's ``concatenate`` along ``axis``: a chain of selects on that axis."""
+    items = list(tensors)
+    if not items:
+        raise ShapeError("concat: needs at least one tensor")
+    for position, tensor in enumerate(items):
+        check_tensor(tensor, "concat", f"tensors[{position}]")
+    first = items[0]
+    dim = normalize_axis(axis, first.ndim, "concat")
+    for position, tensor in enumerate(items[1:], start=1):
+        if tensor.dtype != first.dtype:
+            raise DTypeError(f"concat: tensors[{position}] ({tensor.name}) is "
+                             f"{tensor.dtype.value} but tensors[0] ({first.name}) is "
+                             f"{first.dtype.value}; cast them to one dtype")
+        other = tuple(e for d, e in enumerate(tensor.shape) if d != dim)
+        expected = tuple(e for d, e in enumerate(first.shape) if d != dim)
+        if tensor.ndim != first.ndim or other != expected:
+            raise ShapeError(f"concat: tensors[{position}] ({tensor.name}, shape {tensor.shape}) "
+                             f"does not match tensors[0] ({first.name}, shape {first.shape}) "
+                             f"outside axis {dim}")
+    offsets = [0]
+    for tensor in items:
+        offsets.append(offsets[-1] + tensor.shape[dim])
+    shape = tuple(offsets[-1] if d == dim else e for d, e in enumerate(first.shape))
+
+    def body(*idx: te.Expr) -> te.Expr:
+        def piece(position: int) -> te.Expr:
+            local = idx[dim] - offsets[position] if offsets[position] else idx[dim]
+            return items[position][idx[:dim] + (local,) + idx[dim + 1:]]
+
+        result = piece(len(items) - 1)
+        for position in range(len(items) - 2, -1, -1):
+            result = te.select(idx[dim] < offsets[position + 1], piece(position), result)
+        return result
+
+    return named_compute(shape, axis_names(len(shape)), body, output_name(name, "concat"))

@@ -1,0 +1,98 @@
+"""Pooling over NCHW tensors: max_pool2d, avg_pool2d, global_avg_pool2d (PyTorch defaults).
+
+Padding is a ``pad`` compute in front (``-inf`` for max pooling, the type's minimum for
+integers; 0 for average pooling, which counts the padding: ``count_include_pad=True``).
+Average pooling is a sum compute followed by a division compute.
+
+>>> from tilecraft import te
+>>> x = te.placeholder((1, 2, 7, 7), name="x")
+>>> y = max_pool2d(x, 3, stride=2, padding=1, name="y")
+>>> y.shape
+(1, 2, 4, 4)
+>>> print(y.statement())
+y[n, c, h, w] = max(y_pad[n, c, ((h * 2) + rh), ((w * 2) + rw)], axis=[rh, rw])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tilecraft import te
+from tilecraft.dtypes import DType
+from tilecraft.errors import ShapeError
+from tilecraft.ops._util import (
+    accumulation_dtype,
+    check_float,
+    check_tensor,
+    named_compute,
+    normalize_tuple,
+    output_name,
+)
+from tilecraft.ops.conv import conv_geometry, window_index
+from tilecraft.ops.layout import pad
+from tilecraft.ops.reduction import mean
+from tilecraft.te.expr import ReduceOp, int_range
+from tilecraft.te.tensor import Tensor
+
+IntOrTuple = int | Sequence[int]
+
+
+def _pool2d(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None, padding: IntOrTuple,
+            op: str, reduce: ReduceOp, name: str, dtype: DType | None = None) -> Tensor:
+    check_tensor(x, op, "x", 4)
+    kernels = normalize_tuple(kernel, 2, op, "kernel")
+    strides = kernels if stride is None else normalize_tuple(stride, 2, op, "stride")
+    pads = normalize_tuple(padding, 2, op, "padding", minimum=0)
+    for d in range(2):
+        if 2 * pads[d] > kernels[d]:
+            raise ShapeError(f"{op}: padding {pads[d]} is more than half the kernel "
+                             f"({kernels[d]}) in spatial dimension {d}; PyTorch forbids it "
+                             "(windows would see only padding)")
+    geometry = conv_geometry(op, x, x.shape[2:], kernels, strides, pads, 1)
+    if reduce is ReduceOp.MAX:
+        fill: float | int = -math.inf if x.dtype.is_float else int_range(x.dtype)[0]
+    else:
+        fill = 0.0
+    source = (pad(x, [(0, 0), (0, 0), *geometry.padding], value=fill, name=f"{name}_pad")
+              if geometry.padded else x)
+    rh = te.reduce_axis(kernels[0], "rh")
+    rw = te.reduce_axis(kernels[1], "rw")
+    (sh, sw) = geometry.stride
+    reducer = te.max if reduce is ReduceOp.MAX else te.sum
+    value_dtype = dtype or x.dtype
+
+    def body(n: te.Expr, c: te.Expr, h: te.Expr, w: te.Expr) -> te.Expr:
+        value = source[n, c, window_index(h, sh, rh, 1), window_index(w, sw, rw, 1)]
+        return reducer(value.astype(value_dtype), axis=[rh, rw])
+
+    return named_compute((x.shape[0], x.shape[1], *geometry.out_spatial), ["n", "c", "h", "w"],
+                         body, name)
+
+
+def max_pool2d(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, name: str | None = None) -> Tensor:
+    """Maximum over each window; ``stride`` defaults to ``kernel``."""
+    final = output_name(name, "max_pool2d")
+    return _pool2d(x, kernel, stride, padding, "max_pool2d", ReduceOp.MAX, final)
+
+
+def avg_pool2d(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, name: str | None = None) -> Tensor:
+    """Mean over each window, padding included in the count; ``stride`` defaults to ``kernel``."""
+    check_tensor(x, "avg_pool2d", "x", 4)
+    check_float(x, "avg_pool2d", "x")
+    final = output_name(name, "avg_pool2d")
+    kernels = normalize_tuple(kernel, 2, "avg_pool2d", "kernel")
+    total = _pool2d(x, kernel, stride, padding, "avg_pool2d", ReduceOp.SUM, f"{final}_sum",
+                    dtype=accumulation_dtype(x.dtype))
+    count = float(kernels[0] * kernels[1])
+    return named_compute(total.shape, ["n", "c", "h", "w"],
+                         lambda *idx: (total[idx] / count).astype(x.dtype), final)
+
+
+def global_avg_pool2d(x: Tensor, name: str | None = None) -> Tensor:
+    """Mean over H and W, keeping them: (N, C, H, W) -> (N, C, 1, 1)."""
+    check_tensor(x, "global_avg_pool2d", "x", 4)
+    check_float(x, "global_avg_pool2d", "x")
+    return mean(x, axes=(2, 3), keepdims=True, name=output_name(name, "global_avg_pool2d"))

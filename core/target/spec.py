@@ -1,0 +1,310 @@
+"""The target spec: the validated, versioned description of a chip that a plugin hands the core.
+
+A spec is data: memory hierarchy, compute units, the schedule primitives the target offers and
+the decisions it fixes (thesis §4.3.2), the loop kinds its code generator can express, its
+intrinsics (§5.3) and micro-kernels (§3.4.1.2), how it evaluates cost, and capability flags
+for the conformance suite. Write it in YAML (``TargetSpec.from_yaml``) or Python; either way
+an invalid field raises one :class:`~tilecraft.errors.PluginError` naming the plugin, the file
+and the field.
+
+>>> spec = load_spec({
+...     "name": "toy", "api_version": 1, "version": "0.1",
+...     "memory": {"levels": [
+...         {"name": "DRAM", "size_bytes": None, "bandwidth_bytes_per_cycle": 8, "kind": "dram"},
+...         {"name": "SRAM", "size_bytes": 65536, "bandwidth_bytes_per_cycle": 64}]},
+...     "compute": {"cores": 2, "frequency_hz": 1e9, "vector_bits": 256},
+...     "primitives": ["split", "reorder", "vectorize"],
+...     "loop_kinds": ["serial", "vector"],
+...     "evaluation": "estimate",
+...     "capabilities": {"models_performance": True}})
+>>> spec.compute.lanes("float32"), spec.compute.peak_flops("float32")
+(8, 32000000000.0)
+>>> spec.memory.innermost.name
+'SRAM'
+>>> try:
+...     load_spec({"name": "toy", "api_version": 1}, source="toy/spec.yaml")
+... except PluginError as err:
+...     print(str(err).splitlines()[0])
+invalid target spec of plugin 'toy' in toy/spec.yaml:
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import PluginError, TargetError
+from tilecraft.kernel_ir.nodes import LoopKind
+from tilecraft.target.intrinsic import IntrinsicDecl
+from tilecraft.target.memory import MemoryHierarchy, MemoryKind, MemoryLevel
+from tilecraft.target.microkernel import MicroKernelDecl
+from tilecraft.target.specmodel import (
+    Lax,
+    Seq,
+    SpecModel,
+    check_identifier,
+    check_unique,
+    validation_message,
+)
+
+__all__ = [
+    "TARGET_API_VERSION", "ComputeUnits", "EvaluationMode", "MemoryHierarchy", "MemoryKind",
+    "MemoryLevel", "SchedulePrimitive", "TargetCapabilities", "TargetSpec", "load_spec",
+]
+
+#: the version of the plugin contract this tilecraft implements; a spec must declare it
+TARGET_API_VERSION = 1
+
+
+class SchedulePrimitive(str, enum.Enum):
+    """Loop-schedule primitives (thesis Table 4.1); a target declares which it offers."""
+
+    SPLIT = "split"
+    FUSE = "fuse"
+    REORDER = "reorder"
+    TILE = "tile"
+    UNROLL = "unroll"
+    VECTORIZE = "vectorize"
+    INLINE = "inline"
+    COMPUTE_AT = "compute_at"
+    PARALLEL = "parallel"
+    CACHE = "cache"
+    BIND = "bind"
+    BUFFER = "buffer"
+    PIPELINE = "pipeline"
+    PARTITION = "partition"
+
+
+class EvaluationMode(str, enum.Enum):
+    """How the target costs a candidate: run it, model it, or model to prune then run."""
+
+    MEASURE = "measure"
+    ESTIMATE = "estimate"
+    BOTH = "both"
+
+
+class ComputeUnits(SpecModel):
+    """Cores, clock and the width of the arithmetic units.
+
+    Peak arithmetic is ``2 * cores * fma_units_per_core * processing_elements * lanes(dtype)
+    * frequency_hz`` (a fused multiply-add counts as two operations).
+    """
+
+    cores: int = Field(ge=1)
+    frequency_hz: float = Field(gt=0)
+    vector_bits: int = Field(ge=0, description="SIMD register width; 0 means no SIMD")
+    fma_units_per_core: int = Field(default=1, ge=1)
+    processing_elements: int = Field(default=1, ge=1, description=(
+        "multiply-accumulate elements per unit (e.g. 4096 for a 16x16x16 cube)"))
+
+    @field_validator("vector_bits")
+    @classmethod
+    def _whole_bytes(cls, value: int) -> int:
+        if value % 8:
+            raise ValueError(f"vector_bits {value} is not a whole number of bytes")
+        return value
+
+    def lanes(self, dtype: DType | str) -> int:
+        """Elements of ``dtype`` per vector register (at least 1)."""
+        return max(1, self.vector_bits // DType.parse(dtype).bits)
+
+    def peak_flops(self, dtype: DType | str) -> float:
+        """Peak arithmetic operations per second in ``dtype``."""
+        return (2.0 * self.cores * self.fma_units_per_core * self.processing_elements
+                * self.lanes(dtype) * self.frequency_hz)
+
+
+class TargetCapabilities(SpecModel):
+    """What the target's implementation can do in principle (``Target.available()`` says what
+    this machine can do); the conformance suite picks its checks from these flags."""
+
+    executes_natively: bool = False
+    emulates: bool = False
+    compiles: bool = False
+    models_performance: bool = False
+
+
+class TargetSpec(SpecModel):
+    """The description of one target."""
+
+    name: str
+    api_version: int = Field(ge=1)
+    version: str
+    description: str = ""
+    memory: MemoryHierarchy
+    compute: ComputeUnits
+    primitives: Seq[Lax[SchedulePrimitive]]
+    fixed_decisions: dict[str, str | int | bool] = Field(default_factory=dict, description=(
+        "schedule decisions the target fixes (thesis §4.3.2), e.g. vector_lanes: 16"))
+    loop_kinds: Seq[Lax[LoopKind]] = Field(min_length=1, description=(
+        "Kernel IR loop kinds the code generator can express"))
+    intrinsics: Seq[IntrinsicDecl] = ()
+    micro_kernels: Seq[MicroKernelDecl] = ()
+    evaluation: Lax[EvaluationMode]
+    capabilities: TargetCapabilities = Field(default_factory=TargetCapabilities,
+                                             validate_default=True)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_identifier(value, "target name")
+
+    @field_validator("primitives")
+    @classmethod
+    def _unique_primitives(cls, value: tuple[SchedulePrimitive, ...]
+                           ) -> tuple[SchedulePrimitive, ...]:
+        check_unique([primitive.value for primitive in value], "primitive")
+        return value
+
+    @field_validator("loop_kinds")
+    @classmethod
+    def _unique_loop_kinds(cls, value: tuple[LoopKind, ...]) -> tuple[LoopKind, ...]:
+        check_unique([kind.value for kind in value], "loop kind")
+        return value
+
+    @field_validator("intrinsics")
+    @classmethod
+    def _intrinsics_use_known_levels(cls, value: tuple[IntrinsicDecl, ...],
+                                     info: ValidationInfo) -> tuple[IntrinsicDecl, ...]:
+        check_unique([intrinsic.name for intrinsic in value], "intrinsic")
+        memory = info.data.get("memory")
+        if memory is None:
+            return value
+        for intrinsic in value:
+            for position, move in enumerate(intrinsic.memory.moves):
+                for side in ("from_level", "to_level"):
+                    level = getattr(move, side)
+                    if level not in memory.names:
+                        raise ValueError(
+                            f"intrinsic {intrinsic.name}: memory.moves[{position}].{side} "
+                            f"{level!r} is not a memory level of this target; the levels are "
+                            f"{', '.join(memory.names)}")
+        return value
+
+    @field_validator("micro_kernels")
+    @classmethod
+    def _unique_micro_kernels(cls, value: tuple[MicroKernelDecl, ...]
+                              ) -> tuple[MicroKernelDecl, ...]:
+        check_unique([kernel.name for kernel in value], "micro-kernel")
+        return value
+
+    @field_validator("capabilities")
+    @classmethod
+    def _evaluation_possible(cls, value: TargetCapabilities,
+                             info: ValidationInfo) -> TargetCapabilities:
+        mode = info.data.get("evaluation")
+        if mode in (EvaluationMode.MEASURE, EvaluationMode.BOTH) and not value.executes_natively:
+            raise ValueError(f"evaluation {mode.value!r} measures on the device, but "
+                             "capabilities.executes_natively is false; set it or evaluate "
+                             "with 'estimate'")
+        if mode in (EvaluationMode.ESTIMATE, EvaluationMode.BOTH) and \
+                not value.models_performance:
+            raise ValueError(f"evaluation {mode.value!r} needs a performance model, but "
+                             "capabilities.models_performance is false; set it (and implement "
+                             "Target.estimate) or evaluate with 'measure'")
+        return value
+
+    # lookups --------------------------------------------------------------------------------
+
+    def intrinsic(self, name: str) -> IntrinsicDecl:
+        for intrinsic in self.intrinsics:
+            if intrinsic.name == name:
+                return intrinsic
+        raise TargetError(f"target {self.name} declares no intrinsic {name!r}; it declares "
+                          f"{', '.join(i.name for i in self.intrinsics) or 'none'}")
+
+    def micro_kernel(self, name: str) -> MicroKernelDecl:
+        for kernel in self.micro_kernels:
+            if kernel.name == name:
+                return kernel
+        raise TargetError(f"target {self.name} declares no micro-kernel {name!r}; it declares "
+                          f"{', '.join(k.name for k in self.micro_kernels) or 'none'}")
+
+    def reference_semantics(self) -> dict[str, Callable[..., None]]:
+        """Name -> numpy implementation of every intrinsic and micro-kernel, from their
+        declared semantics: what the Kernel IR interpreter needs to emulate calls of them."""
+        semantics: dict[str, Callable[..., None]] = {}
+        for intrinsic in self.intrinsics:
+            semantics[intrinsic.name] = intrinsic.reference
+        for kernel in self.micro_kernels:
+            semantics[kernel.name] = kernel.reference
+        return semantics
+
+    def offers(self, primitive: SchedulePrimitive | str) -> bool:
+        """Whether the target offers schedule primitive ``primitive``."""
+        return SchedulePrimitive(primitive) in self.primitives
+
+    def expresses(self, kind: LoopKind | str) -> bool:
+        """Whether the target's code generator can express loops of ``kind``."""
+        return LoopKind(kind) in self.loop_kinds
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str] | _Readable,
+                  plugin: str | None = None) -> TargetSpec:
+        """Load and validate a YAML spec file (a path, or an ``importlib.resources`` file)."""
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") \
+                else Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise PluginError(f"plugin {plugin or '?'}: cannot read target spec {source}: "
+                              f"{err.strerror or err}") from err
+        try:
+            data = yaml.load(text, Loader=SpecLoader)  # noqa: S506 - a SafeLoader subclass
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"{source}:{mark.line + 1}" if mark is not None else source
+            problem = getattr(err, "problem", None) or str(err)
+            raise PluginError(f"plugin {plugin or '?'}: target spec {where} is not valid YAML: "
+                              f"{problem}") from err
+        return load_spec(data, source=source, plugin=plugin, yaml_text=text)
+
+
+class SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, also reading ``1e9`` and ``1.0e9`` as floats (YAML 1.2; PyYAML
+    follows YAML 1.1, which reads them as strings).
+
+    >>> yaml.load("f: 1.0e9", Loader=SpecLoader)
+    {'f': 1000000000.0}
+    """
+
+
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+class _Readable(Protocol):
+    def read_text(self, encoding: str = ...) -> str: ...
+
+
+def load_spec(data: Mapping[str, Any] | TargetSpec, source: str | None = None,
+              plugin: str | None = None, yaml_text: str | None = None) -> TargetSpec:
+    """Validate ``data`` (a dict, e.g. parsed YAML) into a :class:`TargetSpec`.
+
+    ``source`` (the file) and ``plugin`` (defaults to the spec's name) appear in the error
+    message; ``yaml_text`` lets it give line numbers.
+    """
+    if isinstance(data, TargetSpec):
+        return data
+    if not isinstance(data, Mapping):
+        raise PluginError(f"plugin {plugin or '?'}: target spec{' ' + source if source else ''} "
+                          f"must be a mapping of fields, got {type(data).__name__}")
+    if plugin is None and isinstance(data.get("name"), str):
+        plugin = data["name"]
+    try:
+        return TargetSpec.model_validate(data)
+    except ValidationError as err:
+        raise PluginError(validation_message(
+            err, what=f"target spec of plugin {plugin or '?'!r}", data=data, source=source,
+            yaml_text=yaml_text)) from err
+

@@ -1,0 +1,190 @@
+"""LLVM IR text to machine code: JIT through llvmlite's MCJIT, or an object file linked into a
+shared library by ``gcc -shared`` (ahead of time).
+
+Facts of llvmlite 0.50 / LLVM 22 this relies on (TOOLCHAINS.md): there is no
+``llvm.initialize()``; the target machine must be built from ``get_host_cpu_name()`` and
+``get_host_cpu_features()`` or LLVM emits no zmm code; objects for a shared library need
+``reloc="pic"``. Modules are optimised by the new pass manager's O3 pipeline
+(``create_pass_builder`` + ``PipelineTuningOptions``) after verification.
+
+JIT engines are cached by the SHA-256 of the IR text, so compiling the same source twice is
+free; an :class:`JitModule` keeps its engine (and so its machine code) alive.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tilecraft.errors import CodegenError
+
+_LOCK = threading.RLock()
+_JIT_CACHE: OrderedDict[str, JitModule] = OrderedDict()
+JIT_CACHE_SIZE = 512
+MANIFEST_SYMBOL = "tilecraft_manifest"
+
+
+@functools.cache
+def llvm() -> Any:
+    """llvmlite.binding with the native target, asm printer and parser initialised."""
+    import llvmlite.binding as binding
+
+    binding.initialize_native_target()
+    binding.initialize_native_asmprinter()
+    binding.initialize_native_asmparser()
+    return binding
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str]:
+    """(cpu name, feature string) of this machine as LLVM sees it."""
+    binding = llvm()
+    return binding.get_host_cpu_name(), binding.get_host_cpu_features().flatten()
+
+
+@functools.cache
+def target_machine(jit: bool = True) -> Any:
+    """The host's target machine: JIT code model, or position-independent for shared
+    libraries."""
+    binding = llvm()
+    cpu, features = host_cpu()
+    target = binding.Target.from_triple(binding.get_process_triple())
+    if jit:
+        return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+                                        codemodel="default")
+
+
+def source_hash(text: str) -> str:
+    cpu, features = host_cpu()
+    return hashlib.sha256(f"{cpu}\n{features}\n{text}".encode()).hexdigest()
+
+
+def parse_module(text: str, what: str) -> Any:
+    """Parse and verify IR text (a CodegenError quoting LLVM's message otherwise)."""
+    binding = llvm()
+    try:
+        module = binding.parse_assembly(text)
+        module.verify()
+    except RuntimeError as err:
+        raise CodegenError(
+            f"LLVM rejected the IR generated for {what}: {err}; this is a bug in the x86 code "
+            "generator — dump the source (Target.codegen(kernel).text) and report it") from err
+    return module
+
+
+def optimize(module: Any, machine: Any, speed_level: int = 3) -> None:
+    """Run the new pass manager's default per-module pipeline at O``speed_level``."""
+    binding = llvm()
+    module.triple = machine.triple
+    module.data_layout = str(machine.target_data)
+    tuning = binding.create_pipeline_tuning_options(speed_level=speed_level)
+    tuning.loop_vectorization = True
+    tuning.slp_vectorization = True
+    tuning.loop_unrolling = True
+    tuning.loop_interleaving = True
+    builder = binding.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(module, builder)
+
+
+def optimized_module(text: str, what: str, jit: bool = True) -> Any:
+    module = parse_module(text, what)
+    optimize(module, target_machine(jit))
+    return module
+
+
+def emit_assembly(text: str, what: str = "a kernel") -> str:
+    """The optimised x86 assembly of an IR module (for inspection and tests)."""
+    with _LOCK:
+        return target_machine(True).emit_assembly(optimized_module(text, what))
+
+
+class JitModule:
+    """Machine code of one IR module in memory; alive as long as this object is."""
+
+    def __init__(self, engine: Any, text_hash: str) -> None:
+        self._engine = engine
+        self.text_hash = text_hash
+
+    def address(self, symbol: str) -> int:
+        address = self._engine.get_function_address(symbol)
+        if not address:
+            raise CodegenError(f"the JIT-compiled module has no function {symbol!r}")
+        return address
+
+
+def jit_compile(text: str, what: str = "a kernel") -> JitModule:
+    """Compile IR text to machine code in memory (cached by the text's hash)."""
+    key = source_hash(text)
+    with _LOCK:
+        cached = _JIT_CACHE.get(key)
+        if cached is not None:
+            _JIT_CACHE.move_to_end(key)
+            return cached
+        module = optimized_module(text, what)
+        engine = llvm().create_mcjit_compiler(module, target_machine(True))
+        engine.finalize_object()
+        compiled = JitModule(engine, key)
+        _JIT_CACHE[key] = compiled
+        while len(_JIT_CACHE) > JIT_CACHE_SIZE:
+            _JIT_CACHE.popitem(last=False)
+        return compiled
+
+
+# ahead of time -------------------------------------------------------------------------------
+def manifest_ir(manifest_json: str) -> str:
+    """A module defining ``const char *tilecraft_manifest(void)`` returning the JSON text."""
+    data = manifest_json.encode() + b"\0"
+    escaped = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}"
+                      for b in data)
+    return (f'@tilecraft.manifest.text = private unnamed_addr constant [{len(data)} x i8] '
+            f'c"{escaped}", align 1\n\n'
+            f'define ptr @"{MANIFEST_SYMBOL}"() nounwind {{\n'
+            f'entry:\n  ret ptr @tilecraft.manifest.text\n}}\n')
+
+
+def compile_object(texts: Sequence[str], what: str) -> bytes:
+    """Link IR modules into one, optimise it, and emit a position-independent object."""
+    with _LOCK:
+        machine = target_machine(jit=False)
+        modules = [parse_module(text, what) for text in texts]
+        combined = modules[0]
+        for other in modules[1:]:
+            combined.link_in(other)
+        optimize(combined, machine)
+        return machine.emit_object(combined)
+
+
+def link_shared_library(object_code: bytes, path: str | os.PathLike[str]) -> Path:
+    """``gcc -shared`` the object into ``path``; a failure raises CodegenError carrying the
+    command to reproduce it."""
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    compiler = os.environ.get("TILECRAFT_X86_CC", "gcc")
+    with tempfile.TemporaryDirectory(prefix="tilecraft_x86_") as scratch:
+        obj = Path(scratch) / (target.stem + ".o")
+        obj.write_bytes(object_code)
+        command = [compiler, "-shared", "-o", str(target), str(obj)]
+        if shutil.which(compiler) is None:
+            raise CodegenError(f"cannot link {target.name}: the C compiler {compiler!r} is not "
+                               f"installed (command: {shlex.join(command)}); install gcc or "
+                               "set TILECRAFT_X86_CC")
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            kept = target.with_suffix(".o")
+            kept.write_bytes(object_code)
+            repro = shlex.join([compiler, "-shared", "-o", str(target), str(kept)])
+            raise CodegenError(
+                f"linking {target.name} failed (exit {result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}; reproduce with: {repro}")
+    return target

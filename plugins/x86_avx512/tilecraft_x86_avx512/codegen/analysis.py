@@ -1,0 +1,346 @@
+"""Static questions the x86 code generator asks of Kernel IR before emitting anything.
+
+- which constructs x86 cannot express (:func:`check_supported`);
+- where the kernel's PARALLEL loop is, and whether its iterations may run on threads;
+- how an index depends on a vector loop's variable (:func:`affine_coefficient`), which
+  decides between contiguous vector loads, broadcasts and gathers;
+- whether a VECTOR loop's body can be emitted in vector form (:func:`vector_blocker`);
+- a rough amount of work, used to decide whether threads are worth starting.
+
+>>> from tilecraft.te import Var, const
+>>> i, j = Var("i"), Var("j")
+>>> affine_coefficient(i * 4 + j + 3, j), affine_coefficient(i * 4 + j, i)
+(1, 4)
+>>> affine_coefficient((j * 2) // 2, j) is None, affine_coefficient(i + 1, j)
+(True, 0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from tilecraft.errors import CodegenError
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Barrier,
+    Buffer,
+    BufferLoad,
+    Copy,
+    For,
+    IfThenElse,
+    IntrinsicCall,
+    Kernel,
+    LoopKind,
+    MicroKernelCall,
+    Seq,
+    Stmt,
+    Store,
+    StreamPop,
+    StreamPush,
+)
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Load,
+    Logical,
+    Not,
+    Reduce,
+    Select,
+    Unary,
+    Var,
+)
+
+SUPPORTED_LOOP_KINDS = (LoopKind.SERIAL, LoopKind.PARALLEL, LoopKind.VECTOR, LoopKind.UNROLLED)
+
+
+# expressions ---------------------------------------------------------------------------------
+def expr_children(expr: Expr) -> tuple[Expr, ...]:
+    """Direct sub-expressions, including the indices of a :class:`BufferLoad`."""
+    if isinstance(expr, (Binary, Compare, Logical)):
+        return (expr.a, expr.b)
+    if isinstance(expr, (Unary, Not, Cast)):
+        return (expr.x,)
+    if isinstance(expr, Select):
+        return (expr.cond, expr.true_value, expr.false_value)
+    if isinstance(expr, (BufferLoad, Load)):
+        return expr.indices
+    if isinstance(expr, Reduce):
+        return (expr.body,)
+    return ()
+
+
+def walk_expr(expr: Expr) -> Iterator[Expr]:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(expr_children(node))
+
+
+def depends_on(expr: Expr, var: Var) -> bool:
+    return any(node == var for node in walk_expr(expr) if isinstance(node, Var))
+
+
+def const_int(expr: Expr) -> int | None:
+    """The value of an integer expression made of constants only (else None)."""
+    if isinstance(expr, Const) and not isinstance(expr.value, bool) \
+            and isinstance(expr.value, int):
+        return expr.value
+    if isinstance(expr, Binary) and expr.dtype.is_int:
+        a, b = const_int(expr.a), const_int(expr.b)
+        if a is None or b is None:
+            return None
+        if expr.op is BinaryOp.ADD:
+            return a + b
+        if expr.op is BinaryOp.SUB:
+            return a - b
+        if expr.op is BinaryOp.MUL:
+            return a * b
+        if expr.op is BinaryOp.MAX:
+            return max(a, b)
+        if expr.op is BinaryOp.MIN:
+            return min(a, b)
+        if expr.op in (BinaryOp.FLOORDIV, BinaryOp.MOD) and b != 0:
+            return a // b if expr.op is BinaryOp.FLOORDIV else a % b
+    return None
+
+
+def affine_coefficient(expr: Expr, var: Var) -> int | None:
+    """``c`` when ``expr == c * var + (terms without var)`` for a constant ``c``; ``0`` when
+    ``expr`` does not mention ``var``; None when the dependence is not affine."""
+    if not depends_on(expr, var):
+        return 0
+    if isinstance(expr, Var):
+        return 1
+    if isinstance(expr, Binary) and expr.dtype.is_int:
+        ca, cb = affine_coefficient(expr.a, var), affine_coefficient(expr.b, var)
+        if ca is None or cb is None:
+            return None
+        if expr.op is BinaryOp.ADD:
+            return ca + cb
+        if expr.op is BinaryOp.SUB:
+            return ca - cb
+        if expr.op is BinaryOp.MUL:
+            if ca == 0 and (k := const_int(expr.a)) is not None:
+                return k * cb
+            if cb == 0 and (k := const_int(expr.b)) is not None:
+                return k * ca
+        return None
+    if isinstance(expr, Cast) and expr.dtype.is_int and expr.x.dtype.is_int:
+        return affine_coefficient(expr.x, var)
+    return None
+
+
+def flat_coefficient(buffer: Buffer, indices: Sequence[Expr], var: Var) -> int | None:
+    """The coefficient of ``var`` in the row-major element offset of ``buffer[indices]``."""
+    total = 0
+    for index, stride in zip(indices, buffer.strides()):
+        coefficient = affine_coefficient(index, var)
+        if coefficient is None:
+            return None
+        total += coefficient * stride
+    return total
+
+
+# statements ----------------------------------------------------------------------------------
+def stmt_children(stmt: Stmt) -> tuple[Stmt, ...]:
+    if isinstance(stmt, Seq):
+        return stmt.stmts
+    if isinstance(stmt, (For, Allocate)):
+        return (stmt.body,)
+    if isinstance(stmt, IfThenElse):
+        return (stmt.then_body,) + ((stmt.else_body,) if stmt.else_body is not None else ())
+    return ()
+
+
+def walk_stmts(stmt: Stmt) -> Iterator[Stmt]:
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(stmt_children(node)))
+
+
+def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
+    """The expressions a statement evaluates itself (not those of nested statements)."""
+    if isinstance(stmt, For):
+        return (stmt.extent,)
+    if isinstance(stmt, Store):
+        return (*stmt.indices, stmt.value)
+    if isinstance(stmt, IfThenElse):
+        return (stmt.cond,)
+    if isinstance(stmt, Copy):
+        return (*stmt.dst.base, *stmt.src.base)
+    return ()
+
+
+_UNSUPPORTED_FIX = {
+    Barrier: "x86 threads never synchronise inside a kernel; lower without barriers",
+    StreamPush: "dataflow streams are an HLS construct; lower for x86 without stages",
+    StreamPop: "dataflow streams are an HLS construct; lower for x86 without stages",
+    IntrinsicCall: "x86 intrinsic calls are not supported by this version of the plugin; "
+                   "lower without intrinsic mapping",
+    MicroKernelCall: "x86 micro-kernels are not supported by this version of the plugin; "
+                     "lower without micro-kernels",
+}
+
+
+def check_supported(kernel: Kernel) -> None:
+    """Raise :class:`CodegenError` naming the first construct x86 cannot express."""
+    where = f"kernel {kernel.name!r}"
+    for stmt in walk_stmts(kernel.body):
+        if type(stmt) in _UNSUPPORTED_FIX:
+            raise CodegenError(f"x86_avx512 cannot generate {type(stmt).__name__} in {where}: "
+                               f"{_UNSUPPORTED_FIX[type(stmt)]}")
+        if isinstance(stmt, For) and stmt.kind not in SUPPORTED_LOOP_KINDS:
+            kinds = ", ".join(kind.value for kind in SUPPORTED_LOOP_KINDS)
+            raise CodegenError(
+                f"x86_avx512 cannot generate the {stmt.kind.value} loop over "
+                f"{stmt.var.name!r} in {where}: x86 loops are {kinds}; lower with the x86 "
+                "target's loop kinds")
+        if not isinstance(stmt, (Seq, For, Allocate, IfThenElse, Store, Copy)):
+            raise CodegenError(f"x86_avx512 does not know the statement {stmt!r} in {where}")
+        for expr in stmt_exprs(stmt):
+            for node in walk_expr(expr):
+                if isinstance(node, Load):
+                    raise CodegenError(
+                        f"{where} reads the te tensor {node.tensor.name!r} directly (a te Load); "
+                        "Kernel IR must read buffers with BufferLoad: lower the compute first")
+                if isinstance(node, Reduce):
+                    raise CodegenError(
+                        f"{where} contains a te Reduce expression; lowering turns reductions "
+                        "into accumulating Stores: lower the compute first")
+                if isinstance(node, IterVar):
+                    raise CodegenError(
+                        f"{where} uses the te iteration variable {node.name!r}; Kernel IR "
+                        "indexes with loop variables (te.Var): lower the compute first")
+    for buffer in [*kernel.params, *(s.buffer for s in walk_stmts(kernel.body)
+                                     if isinstance(s, Allocate))]:
+        if buffer.layout != "row_major":
+            raise CodegenError(
+                f"buffer {buffer.name!r} of {where} has layout {buffer.layout!r}; x86 buffers "
+                "are row_major: lower for x86 without layout changes")
+
+
+@dataclass(frozen=True)
+class ParallelLoop:
+    """The kernel's PARALLEL loop, the Allocates around it, and whether chunks may run on
+    different threads (``safe``; False when a store to a parameter inside it does not depend
+    on its variable, i.e. iterations would race)."""
+
+    loop: For
+    allocates: tuple[Allocate, ...]
+    safe: bool
+
+
+def find_parallel_loop(kernel: Kernel) -> ParallelLoop | None:
+    """The outermost PARALLEL loop (below Allocates only), or None; reject misplaced ones."""
+    allocates: list[Allocate] = []
+    top = kernel.body
+    while isinstance(top, Allocate):
+        allocates.append(top)
+        top = top.body
+    candidate = top if isinstance(top, For) and top.kind is LoopKind.PARALLEL else None
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, For) and stmt.kind is LoopKind.PARALLEL and stmt is not candidate:
+            raise CodegenError(
+                f"kernel {kernel.name!r}: the PARALLEL loop over {stmt.var.name!r} is not the "
+                "kernel's outermost loop (only Allocates may enclose it, and a kernel has at "
+                "most one); make it SERIAL or move it outermost")
+    if candidate is None:
+        return None
+    if const_int(candidate.extent) is None:
+        raise CodegenError(
+            f"kernel {kernel.name!r}: the PARALLEL loop over {candidate.var.name!r} has the "
+            f"non-constant extent {candidate.extent}; the runtime splits a constant range "
+            "across threads: give it a constant extent")
+    params = set(kernel.params)
+    safe = all(any(depends_on(index, candidate.var) for index in stmt.indices)
+               for stmt in walk_stmts(candidate.body)
+               if isinstance(stmt, Store) and stmt.buffer in params)
+    return ParallelLoop(candidate, tuple(allocates), safe)
+
+
+def written_buffers(kernel: Kernel) -> set[Buffer]:
+    written = set()
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, Store):
+            written.add(stmt.buffer)
+        elif isinstance(stmt, Copy):
+            written.add(stmt.dst.buffer)
+    return written
+
+
+def estimate_work(stmt: Stmt, unknown_extent: int = 16) -> int:
+    """Roughly how many element updates ``stmt`` performs (dynamic extents count as
+    ``unknown_extent``)."""
+    if isinstance(stmt, (Store, Copy)):
+        if isinstance(stmt, Copy):
+            count = 1
+            for extent in stmt.dst.extents:
+                count *= extent
+            return count
+        return 1
+    if isinstance(stmt, For):
+        extent = const_int(stmt.extent)
+        return (unknown_extent if extent is None else max(extent, 0)) * estimate_work(stmt.body)
+    return sum(estimate_work(child) for child in stmt_children(stmt))
+
+
+# vector loops --------------------------------------------------------------------------------
+def vector_blocker(loop: For) -> str | None:
+    """Why the body of VECTOR ``loop`` cannot be emitted lane-parallel (None when it can)."""
+    var = loop.var
+    for stmt in walk_stmts(loop.body):
+        if isinstance(stmt, Allocate):
+            return f"its body allocates {stmt.buffer.name!r} (one buffer per lane)"
+        if isinstance(stmt, Copy):
+            return f"its body copies into {stmt.dst.buffer.name!r}"
+        if isinstance(stmt, For) and depends_on(stmt.extent, var):
+            return f"the extent of the inner loop over {stmt.var.name!r} varies across lanes"
+        if isinstance(stmt, Store):
+            coefficient = flat_coefficient(stmt.buffer, stmt.indices, var)
+            if coefficient == 0 and stmt.accumulate is None and depends_on(stmt.value, var):
+                return (f"it stores a lane-varying value to the lane-invariant location "
+                        f"{stmt.buffer.name}[...]")
+            if coefficient is None and stmt.accumulate is not None:
+                return (f"it accumulates into {stmt.buffer.name}[...] at an index that is not "
+                        "affine in the loop variable (lanes could collide)")
+    return None
+
+
+def reduction_stores(loop: For) -> list[Store]:
+    """Accumulating stores of a vector loop's body (outside inner loops) into a location that
+    does not depend on the loop variable: they keep lane-wise partial results."""
+    found: list[Store] = []
+
+    def visit(stmt: Stmt) -> None:
+        if isinstance(stmt, Store):
+            if stmt.accumulate is not None \
+                    and flat_coefficient(stmt.buffer, stmt.indices, loop.var) == 0:
+                found.append(stmt)
+        elif isinstance(stmt, (Seq, IfThenElse)):
+            for child in stmt_children(stmt):
+                visit(child)
+
+    visit(loop.body)
+    return found
+
+
+def default_lanes(loop: For) -> int:
+    """Lanes for a VECTOR loop that did not say: a zmm register of its widest element."""
+    widest = 8
+    for stmt in walk_stmts(loop.body):
+        for expr in stmt_exprs(stmt):
+            for node in walk_expr(expr):
+                if node.dtype.is_int or node.dtype.is_float:
+                    widest = max(widest, node.dtype.bits if node.dtype.is_int else 32)
+        if isinstance(stmt, Store):
+            widest = max(widest, 32 if stmt.buffer.dtype.is_float else stmt.buffer.dtype.bits)
+    return 512 // widest

@@ -1,0 +1,141 @@
+"""Buffer element addressing, loads and stores — scalar, contiguous vector, gather/scatter.
+
+Inside a vector loop the access pattern follows from how the row-major element offset depends
+on the loop variable (its affine coefficient):
+
+- 0: the same element for every lane — a scalar load (broadcast when combined with vectors) or
+  a scalar store;
+- 1: consecutive elements — one vector load/store at the lane-0 address, masked
+  (``llvm.masked.load/store``) when some lanes are inactive (the tail, or a lane-varying
+  condition);
+- anything else: ``llvm.masked.gather`` / ``llvm.masked.scatter`` of per-lane addresses.
+
+In LLVM 22 the masked intrinsics take no alignment operand: the alignment is an ``align``
+attribute on the pointer argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tilecraft.kernel_ir.nodes import Buffer
+from tilecraft.te.expr import Expr
+from tilecraft_x86_avx512.codegen import convert
+from tilecraft_x86_avx512.codegen.analysis import flat_coefficient
+from tilecraft_x86_avx512.codegen.builder import Value
+from tilecraft_x86_avx512.codegen.context import EmitContext
+from tilecraft_x86_avx512.codegen.types import INDEX, mangle, storage_type, vector_type
+
+if TYPE_CHECKING:
+    from tilecraft_x86_avx512.codegen.expr import ExprEmitter
+
+
+class MemoryEmitter:
+    def __init__(self, ctx: EmitContext, exprs: ExprEmitter) -> None:
+        self.ctx = ctx
+        self.fb = ctx.fb
+        self.exprs = exprs
+
+    # addresses -------------------------------------------------------------------------------
+    def pointer(self, buffer: Buffer) -> str:
+        if buffer not in self.ctx.pointers:
+            raise self.ctx.error(
+                f"buffer {buffer.name!r} is neither a kernel parameter nor allocated by an "
+                "enclosing Allocate; add it to the kernel's params or wrap the code using it in "
+                "an Allocate")
+        return self.ctx.pointers[buffer]
+
+    def offset(self, buffer: Buffer, indices: Sequence[Expr]) -> Value:
+        """The row-major element offset of ``buffer[indices]`` in i64 (vector per lane when an
+        index varies across lanes)."""
+        if len(indices) != buffer.ndim:
+            raise self.ctx.error(f"{buffer.name} has {buffer.ndim} dimensions but is indexed "
+                                 f"with {len(indices)} indices; index every dimension")
+        total: Value | None = None
+        for index, stride in zip(indices, buffer.strides()):
+            term = self.exprs.index(index)
+            if term.ref == "0":
+                continue
+            if stride != 1:
+                term = self.fb.binop("mul", term, Value(str(stride), INDEX), "nsw")
+            total = term if total is None else self.fb.binop("add", total, term, "nsw")
+        return total if total is not None else Value("0", INDEX)
+
+    def address(self, buffer: Buffer, offset: Value) -> Value:
+        """``ptr`` (or ``<lanes x ptr>``) of the element at ``offset``."""
+        elem = storage_type(buffer.dtype)
+        base = self.pointer(buffer)
+        reg = self.fb.define(f"getelementptr {elem}, ptr {base}, {offset.typed}", "addr")
+        return Value(reg, "ptr", offset.lanes)
+
+    def _coefficient(self, buffer: Buffer, indices: Sequence[Expr]) -> int | None:
+        vector = self.ctx.vector
+        if vector is None:
+            return 0
+        return flat_coefficient(buffer, indices, vector.var)
+
+    # loads -----------------------------------------------------------------------------------
+    def load(self, buffer: Buffer, indices: Sequence[Expr]) -> Value:
+        """``buffer[indices]`` in its compute type."""
+        stored = self.load_stored(buffer, indices)
+        return convert.to_compute(self.fb, stored, buffer.dtype)
+
+    def load_stored(self, buffer: Buffer, indices: Sequence[Expr]) -> Value:
+        fb, vector = self.fb, self.ctx.vector
+        elem = storage_type(buffer.dtype)
+        align = buffer.dtype.bytes
+        coefficient = self._coefficient(buffer, indices)
+        if vector is None or coefficient == 0:
+            address = self.address(buffer, self.offset(buffer, indices))
+            return Value(fb.define(f"load {elem}, ptr {address.ref}, align {align}", "ld"), elem)
+        lanes, mask = vector.lanes, vector.mask
+        vec = vector_type(elem, lanes)
+        if coefficient == 1:
+            with self.ctx.lane_zero():
+                address = self.address(buffer, self.offset(buffer, indices))
+            if mask is None:
+                return Value(fb.define(f"load {vec}, ptr {address.ref}, align {align}", "vld"),
+                             elem, lanes)
+            name = f"llvm.masked.load.{mangle(elem, lanes)}.p0"
+            return fb.call(name, elem, [("ptr", f"ptr align {align} {address.ref}"), mask,
+                                        Value("poison", elem, lanes)], lanes)
+        addresses = self.address(buffer, fb.broadcast(self.offset(buffer, indices), lanes))
+        name = f"llvm.masked.gather.{mangle(elem, lanes)}.{mangle('ptr', lanes)}"
+        active = mask if mask is not None else Value("splat (i1 true)", "i1", lanes)
+        return fb.call(name, elem, [(addresses.type, f"{addresses.type} align {align} "
+                                     f"{addresses.ref}"), active,
+                                    Value("poison", elem, lanes)], lanes)
+
+    # stores ----------------------------------------------------------------------------------
+    def store(self, buffer: Buffer, indices: Sequence[Expr], value: Value) -> None:
+        """``buffer[indices] = value`` (a compute-type value; rounded to the storage type).
+        Inside a vector loop only the active lanes are written."""
+        fb, vector = self.fb, self.ctx.vector
+        stored = convert.to_storage(fb, value, buffer.dtype)
+        elem = storage_type(buffer.dtype)
+        align = buffer.dtype.bytes
+        coefficient = self._coefficient(buffer, indices)
+        if vector is None or coefficient == 0:
+            if stored.is_vector:
+                raise self.ctx.error(f"a lane-varying value is stored to the lane-invariant "
+                                     f"location {buffer.name}[...] of a vector loop")
+            address = self.address(buffer, self.offset(buffer, indices))
+            fb.emit(f"store {stored.typed}, ptr {address.ref}, align {align}")
+            return
+        lanes, mask = vector.lanes, vector.mask
+        stored = fb.broadcast(stored, lanes)
+        if coefficient == 1:
+            with self.ctx.lane_zero():
+                address = self.address(buffer, self.offset(buffer, indices))
+            if mask is None:
+                fb.emit(f"store {stored.typed}, ptr {address.ref}, align {align}")
+                return
+            fb.call_void(f"llvm.masked.store.{mangle(elem, lanes)}.p0",
+                         [stored, ("ptr", f"ptr align {align} {address.ref}"), mask])
+            return
+        addresses = self.address(buffer, fb.broadcast(self.offset(buffer, indices), lanes))
+        active = mask if mask is not None else Value("splat (i1 true)", "i1", lanes)
+        fb.call_void(f"llvm.masked.scatter.{mangle(elem, lanes)}.{mangle('ptr', lanes)}",
+                     [stored, (addresses.type, f"{addresses.type} align {align} "
+                               f"{addresses.ref}"), active])

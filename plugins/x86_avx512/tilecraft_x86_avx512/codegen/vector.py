@@ -1,0 +1,192 @@
+"""VECTOR loops in explicit ``<lanes x T>`` form, with a masked tail and lane-wise reductions.
+
+A loop ``for v in vector(n, lanes=N)`` becomes
+
+- a main loop over ``base = 0, N, 2N, ... < n - n % N`` whose body runs all N lanes unmasked;
+- one tail iteration at ``base = n - n % N`` with the mask ``lane < n % N`` (masked loads,
+  stores, gathers and scatters touch only the active lanes) — emitted only when the extent is
+  dynamic or not a multiple of N;
+- for each accumulating store into a location that does not depend on ``v`` (a reduction):
+  a vector of partial results, initialised to the reduction's identity before the loop,
+  updated lane-wise (inactive lanes contribute the identity), and combined horizontally and
+  into memory after the loop. Floating-point sums are therefore reassociated: N interleaved
+  partial sums plus a tree at the end, not the sequential order. Reductions inside inner loops
+  of the body are combined across lanes at each update instead.
+
+A condition that varies across lanes narrows the mask of its branches (each branch is skipped
+when no lane takes it). Bodies that cannot run lane-parallel (see
+:func:`~tilecraft_x86_avx512.codegen.analysis.vector_blocker`) are emitted as a scalar loop,
+which LLVM's loop vectorizer may still vectorise; the Source notes say so.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tilecraft.kernel_ir.nodes import For, IfThenElse, Stmt, Store
+from tilecraft.te.expr import ReduceOp
+from tilecraft_x86_avx512.codegen.analysis import const_int, reduction_stores, vector_blocker
+from tilecraft_x86_avx512.codegen.builder import Value, index_const
+from tilecraft_x86_avx512.codegen.context import PartialSlot, VectorState
+from tilecraft_x86_avx512.codegen.types import (
+    INDEX,
+    compute_type,
+    identity,
+    mangle,
+    vector_type,
+)
+
+if TYPE_CHECKING:
+    from tilecraft.dtypes import DType
+    from tilecraft_x86_avx512.codegen.stmt import StmtEmitter
+
+
+def _iota(lanes: int) -> Value:
+    return Value("<" + ", ".join(f"i64 {k}" for k in range(lanes)) + ">", INDEX, lanes)
+
+
+class VectorLoopEmitter:
+    def __init__(self, stmts: StmtEmitter) -> None:
+        self.stmts = stmts
+        self.ctx = stmts.ctx
+        self.fb = stmts.ctx.fb
+        self.exprs = stmts.exprs
+
+    def emit(self, loop: For) -> None:
+        ctx = self.ctx
+        lanes = loop.lanes or ctx.options.default_lanes
+        if lanes > ctx.options.max_lanes:
+            raise ctx.error(f"the vector loop over {loop.var.name!r} asks for {lanes} lanes; "
+                            f"at most {ctx.options.max_lanes} are supported: split it first")
+        if ctx.vector is not None:
+            ctx.notes.append(f"vector loop over {loop.var.name} inside the vector loop over "
+                             f"{ctx.vector.var.name}: emitted as a serial loop")
+            self.stmts.serial_loop(loop)
+            return
+        if lanes == 1:
+            self.stmts.serial_loop(loop)
+            return
+        blocker = vector_blocker(loop)
+        if blocker is not None:
+            ctx.notes.append(f"vector loop over {loop.var.name} emitted as a scalar loop: "
+                             f"{blocker}")
+            self.stmts.serial_loop(loop)
+            return
+        self._vector_loop(loop, lanes)
+
+    def _vector_loop(self, loop: For, lanes: int) -> None:
+        fb = self.fb
+        extent = self.stmts.uniform_index(loop.extent, f"the extent of {loop.var.name}")
+        partials = self._open_partials(loop, lanes)
+        slots = {key: slot for key, (_, slot) in partials.items()}
+        done_md = fb.module.loop_metadata(['!"llvm.loop.isvectorized", i32 1'])
+
+        def main_body(base: Value) -> None:
+            self._body(loop, lanes, base, None, slots)
+
+        known = const_int(loop.extent)
+        if known is not None:
+            full = max(known, 0) // lanes * lanes
+            if full == lanes:
+                main_body(index_const(0))
+            elif full > 0:
+                fb.counted_loop(index_const(0), index_const(full), lanes, main_body, done_md,
+                                hint=f"{loop.var.name}.vec")
+            remainder = max(known, 0) - full
+            if remainder:
+                self._body(loop, lanes, index_const(full), self._tail_mask(
+                    index_const(remainder), lanes), slots)
+        else:
+            trips = fb.binop("sdiv", extent, index_const(lanes))
+            full_value = fb.binop("mul", trips, index_const(lanes), "nsw")
+            fb.counted_loop(index_const(0), full_value, lanes, main_body, done_md,
+                            hint=f"{loop.var.name}.vec")
+            has_tail = fb.compare("icmp", "slt", full_value, extent)
+
+            def tail() -> None:
+                remainder = fb.binop("sub", extent, full_value, "nsw")
+                self._body(loop, lanes, full_value, self._tail_mask(remainder, lanes), slots)
+
+            fb.if_then(has_tail, tail, hint="tail")
+        self._close_partials(partials)
+
+    def _tail_mask(self, remainder: Value, lanes: int) -> Value:
+        return self.fb.compare("icmp", "slt", _iota(lanes), remainder)
+
+    def _body(self, loop: For, lanes: int, base: Value, mask: Value | None,
+              slots: dict[int, PartialSlot]) -> None:
+        lane_index = self.fb.binop("add", self.fb.broadcast(base, lanes), _iota(lanes), "nsw")
+        state = VectorState(loop.var, lanes, base, lane_index, mask, slots)
+        with self.ctx.vector_scope(state):
+            self.stmts.emit(loop.body)
+
+    # reductions ------------------------------------------------------------------------------
+    def _open_partials(self, loop: For, lanes: int) -> dict[int, tuple[Store, PartialSlot]]:
+        partials: dict[int, tuple[Store, PartialSlot]] = {}
+        for store in reduction_stores(loop):
+            if id(store) in partials:
+                continue
+            assert store.accumulate is not None
+            dtype = store.buffer.dtype
+            elem = compute_type(dtype)
+            vec = vector_type(elem, lanes)
+            pointer = self.fb.alloca(vec, 1, 64, hint="partial")
+            start = f"splat ({elem} {identity(store.accumulate, dtype)})"
+            self.fb.emit(f"store {vec} {start}, ptr {pointer}, align 64")
+            partials[id(store)] = (store, PartialSlot(pointer, elem, lanes, store.accumulate,
+                                                        dtype))
+        return partials
+
+    def _close_partials(self, partials: dict[int, tuple[Store, PartialSlot]]) -> None:
+        for store, slot in partials.values():
+            vec = vector_type(slot.elem, slot.lanes)
+            current = Value(self.fb.define(f"load {vec}, ptr {slot.pointer}, align 64", "acc"),
+                            slot.elem, slot.lanes)
+            reduced = self.exprs.horizontal(slot.op, current, slot.dtype)
+            self.stmts.accumulate_scalar(store, reduced)
+
+    def _masked(self, op: ReduceOp, value: Value, dtype: DType) -> Value:
+        """``value`` as a vector whose inactive lanes hold the identity of ``op``."""
+        vector = self.ctx.vector
+        assert vector is not None
+        wide = self.fb.broadcast(value, vector.lanes)
+        if vector.mask is None:
+            return wide
+        neutral = Value(identity(op, dtype), value.elem)
+        return self.fb.select(vector.mask, wide, neutral)
+
+    def update_partial(self, slot: PartialSlot, value: Value) -> None:
+        vector = self.ctx.vector
+        assert vector is not None
+        vec = vector_type(slot.elem, slot.lanes)
+        current = Value(self.fb.define(f"load {vec}, ptr {slot.pointer}, align 64", "acc"),
+                        slot.elem, slot.lanes)
+        updated = self.exprs.combine(slot.op, current, self._masked(slot.op, value, slot.dtype),
+                                     slot.dtype)
+        self.fb.emit(f"store {updated.typed}, ptr {slot.pointer}, align 64")
+
+    def reduce_lanes(self, op: ReduceOp, value: Value, dtype: DType) -> Value:
+        """The active lanes of ``value`` combined with ``op`` (a scalar)."""
+        return self.exprs.horizontal(op, self._masked(op, value, dtype), dtype)
+
+    # lane-varying conditions -----------------------------------------------------------------
+    def masked_branches(self, stmt: IfThenElse, cond: Value) -> None:
+        vector = self.ctx.vector
+        assert vector is not None
+        outer = vector.mask
+        then_mask = cond if outer is None else self.fb.binop("and", outer, cond)
+        self._guarded(then_mask, stmt.then_body)
+        if stmt.else_body is not None:
+            negated = self.fb.binop("xor", cond, Value("true", "i1"))
+            else_mask = negated if outer is None else self.fb.binop("and", outer, negated)
+            self._guarded(else_mask, stmt.else_body)
+
+    def _guarded(self, mask: Value, body: Stmt) -> None:
+        any_lane = self.fb.call(f"llvm.vector.reduce.or.{mangle('i1', mask.lanes)}", "i1",
+                                [mask])
+
+        def run() -> None:
+            with self.ctx.masked(mask):
+                self.stmts.emit(body)
+
+        self.fb.if_then(any_lane, run, hint="lanes")

@@ -1,0 +1,216 @@
+"""Calling compiled kernels: array validation, ctypes calls, parallel chunks on threads, timing.
+
+A compiled kernel's entry is ``void NAME(void **args, int64 begin, int64 end)``. ctypes
+``CFUNCTYPE`` calls release the GIL, so chunks of the PARALLEL loop's range submitted to a
+persistent thread pool run on all cores at once. Small ranges (little estimated work) and
+kernels whose parallel iterations would race run inline in one call.
+
+Arrays are checked before any native code runs: each parameter must be present, a numpy
+array, C-contiguous, of the declared shape and dtype; written ones must be writeable and must
+not overlap another parameter (the generated code assumes ``noalias``). Violations raise
+:class:`~tilecraft.errors.InputError` naming the parameter and the fix — never a segfault.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import InputError
+
+#: below this many estimated element updates a kernel runs on the calling thread only
+PARALLEL_MIN_WORK = 1 << 15
+
+ENTRY_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+_POOL_LOCK = threading.Lock()
+_POOL: ThreadPoolExecutor | None = None
+_POOL_SIZE = 0
+_IN_WORKER = threading.local()
+
+
+def _mark_worker() -> None:
+    _IN_WORKER.active = True
+
+
+def thread_pool(workers: int) -> ThreadPoolExecutor:
+    """The process-wide pool for kernel chunks (grown when more workers are asked for)."""
+    global _POOL, _POOL_SIZE
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_SIZE < workers:
+            old = _POOL
+            _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilecraft-x86",
+                                       initializer=_mark_worker)
+            _POOL_SIZE = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _POOL
+
+
+def split_range(extent: int, chunks: int) -> list[tuple[int, int]]:
+    """``[0, extent)`` cut into ``chunks`` contiguous pieces of nearly equal size.
+
+    >>> split_range(10, 3)
+    [(0, 4), (4, 7), (7, 10)]
+    """
+    chunks = max(1, min(chunks, extent))
+    base, extra = divmod(extent, chunks)
+    bounds, start = [], 0
+    for k in range(chunks):
+        stop = start + base + (1 if k < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+class CompiledKernel:
+    """A loaded kernel (the :class:`~tilecraft.target.base.KernelFunction` protocol): call it
+    with a mapping from parameter name to numpy array; outputs are written in place."""
+
+    def __init__(self, meta: Mapping[str, Any], entry: Callable[..., None], threads: int,
+                 keepalive: Any = None) -> None:
+        self.name: str = meta["kernel"]
+        self.meta = dict(meta)
+        self._entry = entry
+        self._keepalive = keepalive  # the JIT engine or shared library owning the code
+        self.threads = max(1, threads)
+        self._params = [(p["name"], tuple(p["shape"]), DType.parse(p["dtype"]))
+                        for p in meta["params"]]
+        self._written = set(meta.get("written", meta.get("outputs", ())))
+        self._extent: int | None = meta.get("parallel_extent")
+        self._parallel = bool(meta.get("parallel_safe")) and self._extent is not None \
+            and int(meta.get("work", 0)) >= PARALLEL_MIN_WORK
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{name}: {dtype.value}{list(shape)}"
+                           for name, shape, dtype in self._params)
+        return f"<x86_avx512 kernel {self.name}({params})>"
+
+    # validation ------------------------------------------------------------------------------
+    def check_arrays(self, arrays: Mapping[str, Any]) -> list[np.ndarray]:
+        """The arrays in parameter order, after checking them (InputError otherwise)."""
+        if not isinstance(arrays, Mapping):
+            raise InputError(f"kernel {self.name} takes a mapping from parameter name to numpy "
+                             f"array, got {type(arrays).__name__}")
+        ordered = []
+        for name, shape, dtype in self._params:
+            expected = f"{dtype.value}{list(shape)}"
+            if name not in arrays:
+                raise InputError(f"kernel {self.name}: parameter {name!r} ({expected}) is "
+                                 f"missing; pass arrays for {', '.join(n for n, _, _ in self._params)}")
+            array = arrays[name]
+            if not isinstance(array, np.ndarray):
+                raise InputError(f"kernel {self.name}: parameter {name!r} must be a numpy array "
+                                 f"({expected}), got {type(array).__name__}; wrap it with "
+                                 "np.asarray")
+            if array.dtype != dtype.numpy:
+                raise InputError(f"kernel {self.name}: parameter {name!r} must have dtype "
+                                 f"{dtype.value}, got {array.dtype}; convert it with "
+                                 f".astype(...)")
+            if tuple(array.shape) != shape:
+                raise InputError(f"kernel {self.name}: parameter {name!r} must have shape "
+                                 f"{list(shape)}, got {list(array.shape)}")
+            if not array.flags.c_contiguous:
+                raise InputError(f"kernel {self.name}: parameter {name!r} is not C-contiguous; "
+                                 "pass np.ascontiguousarray(array)")
+            if name in self._written and not array.flags.writeable:
+                raise InputError(f"kernel {self.name}: parameter {name!r} is written but its "
+                                 "array is read-only; pass a writeable array")
+            ordered.append(array)
+        self._check_overlaps(ordered)
+        return ordered
+
+    def _check_overlaps(self, ordered: Sequence[np.ndarray]) -> None:
+        for k, (name, _, _) in enumerate(self._params):
+            if name not in self._written or ordered[k].size == 0:
+                continue
+            for j, (other, _, _) in enumerate(self._params):
+                if j != k and ordered[j].size and np.may_share_memory(ordered[k], ordered[j]):
+                    raise InputError(
+                        f"kernel {self.name}: the array of {name!r}, which the kernel writes, "
+                        f"overlaps the array of {other!r}; pass separate arrays (copy one)")
+
+    # calling ---------------------------------------------------------------------------------
+    def __call__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        ordered = self.check_arrays(arrays)
+        pointers = (ctypes.c_void_p * max(1, len(ordered)))(
+            *[array.ctypes.data for array in ordered])
+        self._run(ctypes.cast(pointers, ctypes.c_void_p), ordered)
+
+    def _run(self, args: ctypes.c_void_p, keep: Sequence[np.ndarray]) -> None:
+        extent = self._extent
+        if extent is None:
+            self._entry(args, 0, 0)
+            return
+        if not self._parallel or self.threads == 1 or extent < 2 \
+                or getattr(_IN_WORKER, "active", False):
+            self._entry(args, 0, extent)
+            return
+        chunks = split_range(extent, self.threads)
+        pool = thread_pool(self.threads)
+        futures = [pool.submit(self._entry, args, begin, end) for begin, end in chunks[1:]]
+        begin, end = chunks[0]
+        self._entry(args, begin, end)
+        for future in futures:
+            future.result()
+        del keep  # the arrays stay referenced until every chunk has finished
+
+    def run_range(self, arrays: Mapping[str, np.ndarray], begin: int, end: int) -> None:
+        """Run only ``[begin, end)`` of the PARALLEL loop on the calling thread."""
+        ordered = self.check_arrays(arrays)
+        pointers = (ctypes.c_void_p * max(1, len(ordered)))(
+            *[array.ctypes.data for array in ordered])
+        self._entry(ctypes.cast(pointers, ctypes.c_void_p), begin, end)
+
+
+def default_threads() -> int:
+    """Threads for parallel chunks: ``TILECRAFT_X86_THREADS`` or the usable cores."""
+    value = os.environ.get("TILECRAFT_X86_THREADS")
+    if value:
+        try:
+            threads = int(value)
+        except ValueError:
+            raise InputError(f"TILECRAFT_X86_THREADS={value!r} is not an integer; set it to a "
+                             "thread count such as 2") from None
+        if threads < 1:
+            raise InputError(f"TILECRAFT_X86_THREADS={threads} must be at least 1")
+        return threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def time_kernel(fn: Callable[[Mapping[str, np.ndarray]], None],
+                arrays: Mapping[str, np.ndarray], repeat: int = 10,
+                warmup: int = 1) -> list[float]:
+    """Wall-clock seconds of ``repeat`` calls of ``fn(arrays)`` after ``warmup`` calls.
+    Report the median (``statistics.median``); the spread on a shared machine is large.
+
+    >>> times = time_kernel(lambda arrays: None, {}, repeat=3)
+    >>> len(times), all(t >= 0 for t in times)
+    (3, True)
+    """
+    if repeat < 1:
+        raise InputError(f"time_kernel: repeat={repeat} must be at least 1")
+    for _ in range(warmup):
+        fn(arrays)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(arrays)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def median_seconds(times: Sequence[float]) -> float:
+    return float(statistics.median(times))
