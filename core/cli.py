@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilecraft import cli_program
 from tilecraft.errors import TilecraftError
 
 
@@ -119,8 +120,7 @@ def _run_new_target(args: argparse.Namespace) -> int:
     return 0
 
 
-#: every subcommand, in help order. The lead adds ``compile`` and ``conformance`` here:
-#: ``Subcommand("compile", "compile a model for a target", _configure_compile, _run_compile)``.
+#: every subcommand, in help order.
 SUBCOMMANDS: list[Subcommand] = [
     Subcommand("targets", "list installed targets, their status and what this machine can do "
                "with them", _configure_targets, _run_targets),
@@ -128,6 +128,10 @@ SUBCOMMANDS: list[Subcommand] = [
                _configure_schemas, _run_schemas),
     Subcommand("new-target", "create a new target plugin package from the template",
                _configure_new_target, _run_new_target),
+    Subcommand("compile", "compile the program a Python file builds, for a target",
+               cli_program.configure_compile, cli_program.run_compile),
+    Subcommand("conformance", "run the conformance suite for an installed target",
+               cli_program.configure_conformance, cli_program.run_conformance),
 ]
 
 

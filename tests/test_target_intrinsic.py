@@ -90,8 +90,8 @@ def test_plain_assignment_and_float_functions() -> None:
         operands=[operand("X", "src", "float32", [5, 3], ["i", "j"]),
                   operand("Bias", "src", "float32", [3], ["j"]),
                   operand("Y", "dst", "float32", [5, 3], ["i", "j"])],
-        semantics="Y[i, j] = select(X[i, j] > 0.0, exp(X[i, j]) + Bias[j], "
-                  "max(X[i, j], -1.5) * 2) if i != 0 else -X[i, j]")
+        semantics="Y[i, j] = select(i != 0, select((X[i, j] > 0.0) & ~(j > 5), "
+                  "exp(X[i, j]) + Bias[j], max(X[i, j], -1.5) * 2), -X[i, j])")
     program = compute.to_te()
     assert program.accumulator is None and program.compute is program.output
     x = RNG.standard_normal((5, 3)).astype(np.float32)
@@ -211,6 +211,11 @@ def test_helpers() -> None:
     ("Dst[i1 + 1, i2] += 1", "must be a plain spatial loop name"),
     ("Dst[i1, i2] += exp(cast(int32, Src1[i1, r1]))", "exp.* needs a float operand"),
     ("Dst[i1, i2] += 1 << 2", "operator LShift is not supported"),
+    ("Dst[i1, i2] += select(i1 < 2 and i2 < 2, 1, 0)", "write conditions with & | ~ as in te"),
+    ("Dst[i1, i2] += select(not i1 < 2, 1, 0)", "write ~cond, not 'not cond'"),
+    ("Dst[i1, i2] += 1 if i1 < 2 else 0", r"write select\(cond, a, b\)"),
+    ("Dst[i1, i2] += select(0 <= i1 < 2, 1, 0) * cast(int32, Src1[i1, r1]) * "
+     "cast(int32, Src2[r1, i2]) + select(i1, 1, 0)", "select's condition i1 must be"),
 ])
 def test_invalid_semantics_names_the_problem(semantics: str, message: str) -> None:
     with pytest.raises(PluginError) as info:
@@ -227,6 +232,13 @@ def test_shape_must_cover_the_loop_extents() -> None:
         ComputeAbstraction(
             loops=[loop("i1", 2), loop("r1", 5, "reduce")],
             operands=[operand("Src1", "src", "float32", [2, 3], ["i1", "r1"]),
+                      operand("Dst", "dst", "float32", [2], ["i1"])],
+            semantics="Dst[i1] += Src1[i1, r1]")
+    with pytest.raises(PluginError, match=r"dimension 1 of operand Src1 has extent 6, but its "
+                                          r"index r1 only reaches 4; declare the shape \[2, 5\]"):
+        ComputeAbstraction(
+            loops=[loop("i1", 2), loop("r1", 5, "reduce")],
+            operands=[operand("Src1", "src", "float32", [2, 6], ["i1", "r1"]),
                       operand("Dst", "dst", "float32", [2], ["i1"])],
             semantics="Dst[i1] += Src1[i1, r1]")
     with pytest.raises(PluginError, match=r"destination Dst has shape \(3,\) but its loops i1 "
@@ -408,3 +420,17 @@ def test_kernel_ir_interpreter_runs_declared_intrinsics() -> None:
     spec_module.run_kernel(kernel, arrays, {"mma": decl.reference})
     np.testing.assert_array_equal(arrays["c"], expected)
     assert isinstance(decl.compute.to_te().compute.op, ComputeOp)
+
+
+def test_chained_comparison_masks_lanes() -> None:
+    compute = ComputeAbstraction(
+        loops=[loop("i", 5), loop("r", 2, "reduce")],
+        operands=[operand("A", "src", "float32", [5, 2], ["i", "r"]),
+                  operand("C", "dst", "float32", [5], ["i"])],
+        semantics="C[i] += select(1 <= i < 3, A[i, r], 0.0)")
+    a = RNG.standard_normal((5, 2)).astype(np.float32)
+    c = np.ones(5, np.float32)
+    compute.apply(a, c)
+    expected = np.ones(5, np.float32)
+    expected[1:3] += a[1:3].sum(axis=1)
+    np.testing.assert_allclose(c, expected, rtol=1e-6)

@@ -7,9 +7,9 @@ The notation is one Python-syntax statement over the intrinsic's operands and lo
 - ``Dst[i1, i2] += expr`` accumulates: ``Dst_out = Dst_in + sum(expr over the reduce loops)``;
 - ``Dst[i] = sum(expr)`` / ``max(expr)`` / ``min(expr)`` reduces over the reduce loops without
   reading ``Dst``;
-- ``expr`` uses ``+ - * / // %``, comparisons, ``and or not`` (or ``& | ~``), ``a if c else b``
+- ``expr`` uses ``+ - * / // %``, comparisons (``0 <= i < 4`` chains), ``& | ~`` on conditions,
   and the functions ``cast(dtype, x)``, ``exp log sqrt tanh erf sigmoid abs``, ``max(a, b)``,
-  ``min(a, b)``, ``select(cond, a, b)``.
+  ``min(a, b)``, ``select(cond, a, b)`` — one way to write each thing, as in te.
 
 >>> from tilecraft.te import AxisKind
 >>> from tilecraft.dtypes import DType
@@ -33,6 +33,7 @@ from typing import Any
 from tilecraft.dtypes import DType
 from tilecraft.errors import IndexBoundsError, TilecraftError
 from tilecraft.te import functions as tef
+from tilecraft.te.bounds import interval
 from tilecraft.te.expr import (
     AxisKind,
     BinaryOp,
@@ -187,6 +188,7 @@ class _Converter:
         self.indices = indices
         self.used_operands: set[str] = set()
         self.used_loops: set[str] = set()
+        self.load_indices: dict[str, tuple[Expr, ...]] = {}
 
     def fail(self, node: ast.AST, message: str) -> SemanticsError:
         return SemanticsError(f"{self.text!r}, at {ast.unparse(node)!r}: {message}")
@@ -223,13 +225,13 @@ class _Converter:
                 return -operand if not isinstance(operand, Expr) else unary(UnaryOp.NEG, operand)
             if isinstance(node.op, ast.UAdd):
                 return operand
-            return Not(as_expr(operand))  # not / ~
+            if isinstance(node.op, ast.Not):
+                raise self.fail(node, "write ~cond, not 'not cond'")
+            return Not(as_expr(operand))  # ~
         if isinstance(node, ast.BoolOp):
-            op = LogicalOp.AND if isinstance(node.op, ast.And) else LogicalOp.OR
-            result = self.convert(node.values[0])
-            for value in node.values[1:]:
-                result = logical(op, result, self.convert(value))
-            return result
+            word = "&" if isinstance(node.op, ast.And) else "|"
+            raise self.fail(node, f"write conditions with & | ~ as in te, not and/or/not "
+                                  f"(here: {word})")
         if isinstance(node, ast.Compare):
             result, left = None, self.convert(node.left)
             for op_node, right_node in zip(node.ops, node.comparators):
@@ -243,8 +245,7 @@ class _Converter:
                 left = right
             return result
         if isinstance(node, ast.IfExp):
-            return select(self.convert(node.test), self.convert(node.body),
-                          self.convert(node.orelse))
+            raise self.fail(node, "write select(cond, a, b), not 'a if cond else b'")
         if isinstance(node, ast.Call):
             return self._call(node)
         raise self.fail(node, f"{type(node).__name__} is not part of the notation")
@@ -274,7 +275,9 @@ class _Converter:
                                   f"[{', '.join(declared)}] but read as [{', '.join(written)}]; "
                                   "make them the same")
         self.used_operands.add(name)
-        return self.tensors[name][tuple(self.convert(part) for part in parts)]
+        load = self.tensors[name][tuple(self.convert(part) for part in parts)]
+        self.load_indices.setdefault(name, load.indices)
+        return load
 
     def _call(self, node: ast.Call) -> Expr:
         if not isinstance(node.func, ast.Name):
@@ -322,6 +325,23 @@ def _named_function(names: Sequence[str], body: Callable[..., Any]) -> Callable[
     function.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in names])
     return function
+
+
+def _check_covering_shapes(text: str, operands: Mapping[str, Operand],
+                           load_indices: Mapping[str, tuple[Expr, ...]]) -> None:
+    """Each source dimension must be exactly as large as its index reaches (in bounds is
+    checked by te): an intrinsic reads whole operands."""
+    for name, indices in load_indices.items():
+        shape = operands[name].shape
+        for position, index in enumerate(indices):
+            reach = interval(index)
+            if reach is not None and reach[1] + 1 < shape[position]:
+                fitting = list(shape)
+                fitting[position] = reach[1] + 1
+                raise SemanticsError(
+                    f"{text!r}: dimension {position} of operand {name} has extent "
+                    f"{shape[position]}, but its index {index} only reaches {reach[1]}; "
+                    f"declare the shape {fitting}")
 
 
 def build_program(text: str, loops: Sequence[Loop],
@@ -415,9 +435,7 @@ def build_program(text: str, loops: Sequence[Loop],
     else:
         main = output = build(dst.name, body)
     assert converter is not None
-    if output.dtype != dst.dtype:
-        raise SemanticsError(f"{text!r} computes {output.dtype} values but {dst.name} is "
-                             f"{dst.dtype}; cast with cast({dst.dtype}, ...)")
+    _check_covering_shapes(text, by_name, converter.load_indices)
     unused = [name for name in tensors if name not in converter.used_operands]
     if unused:
         raise SemanticsError(f"operand {unused[0]} is declared but {text!r} does not read it")

@@ -16,8 +16,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tilecraft.kernel_ir.nodes import Kernel  # noqa: E402
 from tilecraft_x86_avx512.target import X86Avx512Target  # noqa: E402
+
+from tilecraft.kernel_ir.nodes import Kernel  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -102,11 +102,12 @@ class CompiledKernel:
             raise InputError(f"kernel {self.name} takes a mapping from parameter name to numpy "
                              f"array, got {type(arrays).__name__}")
         ordered = []
+        names = ", ".join(name for name, _, _ in self._params)
         for name, shape, dtype in self._params:
             expected = f"{dtype.value}{list(shape)}"
             if name not in arrays:
                 raise InputError(f"kernel {self.name}: parameter {name!r} ({expected}) is "
-                                 f"missing; pass arrays for {', '.join(n for n, _, _ in self._params)}")
+                                 f"missing; pass arrays for {names}")
             array = arrays[name]
             if not isinstance(array, np.ndarray):
                 raise InputError(f"kernel {self.name}: parameter {name!r} must be a numpy array "

@@ -15,6 +15,7 @@ Stages (the :class:`~tilecraft.target.base.Target` contract):
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -175,6 +176,7 @@ class X86Avx512Target(Target):
                               f"{availability.reasons.get(stage, 'unknown reason')}")
 
 
+@functools.cache
 def _availability() -> Availability:
     reasons: dict[str, str] = {}
     build_ok = True

@@ -1,0 +1,94 @@
+"""The ``tilecraft compile`` and ``tilecraft conformance`` subcommands.
+
+``tilecraft compile prog.py`` runs a Python file that builds a program and compiles it: the
+file defines ``graph`` (a Graph, a Tensor or a list of Tensors) or a function ``build()``
+returning one; ``--graph NAME`` picks another variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tilecraft.errors import TilecraftError
+
+SOURCE_SUFFIX = {"llvm-ir": "ll", "cuda": "cu", "opencl": "cl", "hls-cpp": "cpp",
+                 "ascendc": "cpp", "text": "txt"}
+
+
+def configure_compile(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="Python file that builds the program")
+    parser.add_argument("--target", default="x86_avx512", help="installed target name")
+    parser.add_argument("--graph", default=None, metavar="NAME",
+                        help="variable or zero-argument function of the file holding the "
+                             "program (default: graph, then build)")
+    parser.add_argument("--output-dir", type=Path, default=None,
+                        help="write each kernel's generated source here")
+    parser.add_argument("--run", action="store_true",
+                        help="run on random inputs and check against the reference interpreter")
+
+
+def _load_program(path: Path, name: str | None) -> Any:
+    if not path.is_file():
+        raise TilecraftError(f"{path}: no such file; pass the Python file that builds the graph")
+    namespace = runpy.run_path(str(path), run_name="__tilecraft_compile__")
+    candidates = [name] if name else ["graph", "build"]
+    for candidate in candidates:
+        if candidate in namespace:
+            value = namespace[candidate]
+            return value() if callable(value) and not hasattr(value, "computes") else value
+    raise TilecraftError(f"{path} defines none of {', '.join(candidates)}; define `graph = "
+                         "tc.Graph.from_outputs([...])` or pass --graph NAME")
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    import tilecraft as tc
+    from tilecraft.api import _as_graph
+
+    graph = _as_graph(_load_program(args.file, args.graph))
+    exe = tc.compile(graph, target=args.target)
+    if args.output_dir is not None:
+        args.output_dir.mkdir(parents=True, exist_ok=True)
+        for name, source in exe.sources.items():
+            suffix = SOURCE_SUFFIX.get(source.language, source.language)
+            (args.output_dir / f"{name}.{suffix}").write_text(source.text)
+        print(f"wrote {len(exe.sources)} source file(s) to {args.output_dir}")
+    if args.run:
+        rng = np.random.default_rng(0)
+        inputs = {}
+        for tensor in graph.inputs:
+            if tensor.dtype.is_int:
+                inputs[tensor.name] = rng.integers(-8, 8, tensor.shape).astype(tensor.dtype.numpy)
+            else:
+                inputs[tensor.name] = rng.standard_normal(tensor.shape).astype(
+                    tensor.dtype.numpy)
+        got = exe(**inputs)
+        expected = tc.reference.run(graph, **inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        worst = max(float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64))))
+                    for g, e in zip(got, expected))
+        print(f"check against the reference interpreter: max abs error {worst:.3g}")
+    print(exe.report)
+    return 0
+
+
+def configure_conformance(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="installed target name")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                        help="extra arguments for pytest (e.g. -x -k gemm)")
+
+
+def run_conformance(args: argparse.Namespace) -> int:
+    import pytest
+
+    from tilecraft.target.registry import get_target
+
+    get_target(args.target)  # unknown or broken targets fail here with the registry's reason
+    return int(pytest.main(["--tilecraft-target", args.target, "--pyargs",
+                            "tilecraft.testing.conformance", "-p", "no:cacheprovider",
+                            *args.pytest_args]))
