@@ -66,7 +66,7 @@ def reduce_compute(x: Tensor, axes: tuple[int, ...], keepdims: bool, op: ReduceO
 
 def divide_by_count(s: Tensor, count: int, dtype: DType, name: str) -> Tensor:
     """``out = s / count``, cast to ``dtype``."""
-    return named_compute(s.shape, [f"i{d}" for d in range(s.ndim)] if s.ndim else [],
+    return named_compute(s.shape, [f"i{d}" for d in range(s.ndim)],
                          lambda *idx: (s[idx] / float(count)).astype(dtype), name)
 
 

@@ -139,3 +139,24 @@ def test_casts_follow_the_reference_semantics(run):
     out = run(k, zeros_for(k, **{f"in_{name}": data for name, data in sources.items()}))
     for name, values in expected.items():
         np.testing.assert_array_equal(out[name], values, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
+def test_integer_comparisons_respect_signedness(run, dtype):
+    from tilecraft.te.expr import CompareOp, compare
+
+    a_data, b_data = _operands(dtype, 40)
+    a, b = buffer("A", (40,), dtype), buffer("B", (40,), dtype)
+    predicates = list(CompareOp)
+    outs = [buffer(f"c{k}", (40,), "int8") for k in range(len(predicates))]
+    i = Var("i")
+    body = seq(*(store(out, (i,), Cast(DType.INT8, compare(op, load(a, i), load(b, i))))
+                 for out, op in zip(outs, predicates)))
+    k = kernel(f"compare_{dtype}", [a, b, *outs], [o.name for o in outs], vloop(i, 40, body))
+    out = run(k, zeros_for(k, A=a_data, B=b_data))
+    reference = {CompareOp.LT: np.less, CompareOp.LE: np.less_equal,
+                 CompareOp.GT: np.greater, CompareOp.GE: np.greater_equal,
+                 CompareOp.EQ: np.equal, CompareOp.NE: np.not_equal}
+    for number, op in enumerate(predicates):
+        np.testing.assert_array_equal(out[f"c{number}"], reference[op](a_data, b_data),
+                                      err_msg=op.value)

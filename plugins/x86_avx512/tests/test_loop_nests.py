@@ -178,3 +178,40 @@ def test_two_python_threads_can_call_one_kernel(native, threads):
     for data, result in zip(inputs, results):
         np.testing.assert_array_equal(result, (data * data)[:, ::-1] + np.arange(
             64, dtype=np.float32)[:, None])
+
+
+def test_nested_vector_loops_and_single_lanes(native, run):
+    rows, cols = 5, 19
+    x, y = buffer("X", (rows, cols)), buffer("Y", (rows, cols))
+    i, j = Var("i"), Var("j")
+    nested = vloop(i, rows, vloop(j, cols, store(y, (i, j), load(x, i, j) * 3.0)), lanes=4)
+    kern = kernel("nested", [x, y], ["Y"], nested)
+    assert "inside the vector loop over i" in native.codegen(kern).meta["notes"][0]
+    data = np.random.default_rng(26).standard_normal((rows, cols)).astype(np.float32)
+    np.testing.assert_array_equal(run(kern, zeros_for(kern, X=data))["Y"], data * 3)
+    single = kernel("single_lane", [x, y], ["Y"],
+                    loop(i, rows, vloop(j, cols, store(y, (i, j), -load(x, i, j)), lanes=1)))
+    np.testing.assert_array_equal(run(single, zeros_for(single, X=data))["Y"], -data)
+
+
+def test_stack_budget_moves_buffers_to_the_heap(native):
+    from tilecraft_x86_avx512.codegen import CodegenOptions
+
+    n = 64
+    x, y = buffer("X", (4, n)), buffer("Y", (4, n))
+    i, j = Var("i"), Var("j")
+    scratch = Buffer("scratch", (n,), x.dtype, level="L1")
+    # four unrolled copies of the Allocate: only two fit the (tiny) stack budget
+    body = loop(i, 4, Allocate(scratch, seq(
+        vloop(j, n, store(scratch, (j,), load(x, i, j) + 1.0)),
+        vloop(j, n, store(y, (i, j), load(scratch, n - 1 - j))))), LoopKind.UNROLLED)
+    kern = kernel("budget", [x, y], ["Y"], body)
+    small = X86Avx512Target(CodegenOptions(stack_budget_bytes=2 * n * 4))
+    source = small.codegen(kern)
+    assert source.text.count("alloca [64 x float]") == 2
+    assert source.text.count('call ptr @"aligned_alloc"') == 2
+    assert source.text.count('call void @"free"') == 2
+    data = np.random.default_rng(27).standard_normal((4, n)).astype(np.float32)
+    arrays = zeros_for(kern, X=data)
+    small.load(small.build(source))(arrays)
+    np.testing.assert_array_equal(arrays["Y"], (data + 1)[:, ::-1])

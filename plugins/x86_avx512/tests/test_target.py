@@ -170,3 +170,16 @@ def test_split_range():
     assert split_range(5, 2) == [(0, 3), (3, 5)]
     assert split_range(1, 4) == [(0, 1)]
     assert split_range(0, 2) == [(0, 0)]
+
+
+def test_thread_count_override(monkeypatch):
+    from tilecraft_x86_avx512.runtime import default_threads
+
+    monkeypatch.setenv("TILECRAFT_X86_THREADS", "3")
+    assert default_threads() == 3 and X86Avx512Target().threads == 3
+    assert X86Avx512Target(threads=1).threads == 1
+    monkeypatch.setenv("TILECRAFT_X86_THREADS", "many")
+    with pytest.raises(TargetError, match="TILECRAFT_X86_THREADS='many' is not an integer"):
+        default_threads()
+    monkeypatch.delenv("TILECRAFT_X86_THREADS")
+    assert default_threads() == host_module.usable_cores()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tilecraft.dtypes import DType
-from tilecraft.errors import InputError
+from tilecraft.errors import InputError, TargetError
 
 #: below this many estimated element updates a kernel runs on the calling thread only
 PARALLEL_MIN_WORK = 1 << 15
@@ -85,6 +85,8 @@ class CompiledKernel:
         self.threads = max(1, threads)
         self._params = [(p["name"], tuple(p["shape"]), DType.parse(p["dtype"]))
                         for p in meta["params"]]
+        self._numpy_dtypes = [dtype.numpy for _, _, dtype in self._params]
+        self._pointer_array = ctypes.c_void_p * max(1, len(self._params))
         self._written = set(meta.get("written", meta.get("outputs", ())))
         self._extent: int | None = meta.get("parallel_extent")
         self._parallel = bool(meta.get("parallel_safe")) and self._extent is not None \
@@ -102,18 +104,17 @@ class CompiledKernel:
             raise InputError(f"kernel {self.name} takes a mapping from parameter name to numpy "
                              f"array, got {type(arrays).__name__}")
         ordered = []
-        names = ", ".join(name for name, _, _ in self._params)
-        for name, shape, dtype in self._params:
-            expected = f"{dtype.value}{list(shape)}"
-            if name not in arrays:
-                raise InputError(f"kernel {self.name}: parameter {name!r} ({expected}) is "
-                                 f"missing; pass arrays for {names}")
-            array = arrays[name]
+        for (name, shape, dtype), numpy_dtype in zip(self._params, self._numpy_dtypes):
+            array = arrays.get(name)
+            if array is None:
+                raise InputError(f"kernel {self.name}: parameter {name!r} ("
+                                 f"{dtype.value}{list(shape)}) is missing; pass arrays for "
+                                 f"{', '.join(n for n, _, _ in self._params)}")
             if not isinstance(array, np.ndarray):
                 raise InputError(f"kernel {self.name}: parameter {name!r} must be a numpy array "
-                                 f"({expected}), got {type(array).__name__}; wrap it with "
-                                 "np.asarray")
-            if array.dtype != dtype.numpy:
+                                 f"({dtype.value}{list(shape)}), got {type(array).__name__}; "
+                                 "wrap it with np.asarray")
+            if array.dtype != numpy_dtype:
                 raise InputError(f"kernel {self.name}: parameter {name!r} must have dtype "
                                  f"{dtype.value}, got {array.dtype}; convert it with "
                                  f".astype(...)")
@@ -142,12 +143,13 @@ class CompiledKernel:
 
     # calling ---------------------------------------------------------------------------------
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> None:
-        ordered = self.check_arrays(arrays)
-        pointers = (ctypes.c_void_p * max(1, len(ordered)))(
-            *[array.ctypes.data for array in ordered])
-        self._run(ctypes.cast(pointers, ctypes.c_void_p), ordered)
+        ordered = self.check_arrays(arrays)  # kept referenced until every chunk has run
+        self._run(self._pointers(ordered))
 
-    def _run(self, args: ctypes.c_void_p, keep: Sequence[np.ndarray]) -> None:
+    def _pointers(self, ordered: Sequence[np.ndarray]) -> Any:
+        return self._pointer_array(*[array.ctypes.data for array in ordered])
+
+    def _run(self, args: Any) -> None:
         extent = self._extent
         if extent is None:
             self._entry(args, 0, 0)
@@ -163,14 +165,11 @@ class CompiledKernel:
         self._entry(args, begin, end)
         for future in futures:
             future.result()
-        del keep  # the arrays stay referenced until every chunk has finished
 
     def run_range(self, arrays: Mapping[str, np.ndarray], begin: int, end: int) -> None:
         """Run only ``[begin, end)`` of the PARALLEL loop on the calling thread."""
         ordered = self.check_arrays(arrays)
-        pointers = (ctypes.c_void_p * max(1, len(ordered)))(
-            *[array.ctypes.data for array in ordered])
-        self._entry(ctypes.cast(pointers, ctypes.c_void_p), begin, end)
+        self._entry(self._pointers(ordered), begin, end)
 
 
 def default_threads() -> int:
@@ -180,10 +179,10 @@ def default_threads() -> int:
         try:
             threads = int(value)
         except ValueError:
-            raise InputError(f"TILECRAFT_X86_THREADS={value!r} is not an integer; set it to a "
-                             "thread count such as 2") from None
+            raise TargetError(f"TILECRAFT_X86_THREADS={value!r} is not an integer; set it to "
+                              "a thread count such as 2") from None
         if threads < 1:
-            raise InputError(f"TILECRAFT_X86_THREADS={threads} must be at least 1")
+            raise TargetError(f"TILECRAFT_X86_THREADS={threads} must be at least 1")
         return threads
     try:
         return len(os.sched_getaffinity(0))

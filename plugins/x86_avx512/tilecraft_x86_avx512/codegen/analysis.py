@@ -318,29 +318,17 @@ def vector_blocker(loop: For) -> str | None:
 def reduction_stores(loop: For) -> list[Store]:
     """Accumulating stores of a vector loop's body (outside inner loops) into a location that
     does not depend on the loop variable: they keep lane-wise partial results."""
-    found: list[Store] = []
+    found: dict[int, Store] = {}
 
     def visit(stmt: Stmt) -> None:
         if isinstance(stmt, Store):
             if stmt.accumulate is not None \
                     and flat_coefficient(stmt.buffer, stmt.indices, loop.var) == 0:
-                found.append(stmt)
+                found.setdefault(id(stmt), stmt)
         elif isinstance(stmt, (Seq, IfThenElse)):
             for child in stmt_children(stmt):
                 visit(child)
 
     visit(loop.body)
-    return found
+    return list(found.values())
 
-
-def default_lanes(loop: For) -> int:
-    """Lanes for a VECTOR loop that did not say: a zmm register of its widest element."""
-    widest = 8
-    for stmt in walk_stmts(loop.body):
-        for expr in stmt_exprs(stmt):
-            for node in walk_expr(expr):
-                if node.dtype.is_int or node.dtype.is_float:
-                    widest = max(widest, node.dtype.bits if node.dtype.is_int else 32)
-        if isinstance(stmt, Store):
-            widest = max(widest, 32 if stmt.buffer.dtype.is_float else stmt.buffer.dtype.bits)
-    return 512 // widest

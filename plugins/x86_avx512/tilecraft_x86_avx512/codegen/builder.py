@@ -62,7 +62,6 @@ class ModuleBuilder:
         self._declarations: dict[str, str] = {}
         self._helpers: dict[str, str] = {}
         self._functions: list[str] = []
-        self._globals: list[str] = []
         self._metadata: list[str] = []
 
     def declare(self, name: str, ret: str, arg_types: Sequence[str]) -> None:
@@ -80,9 +79,6 @@ class ModuleBuilder:
     def add_function(self, text: str) -> None:
         self._functions.append(text)
 
-    def add_global(self, text: str) -> None:
-        self._globals.append(text)
-
     def metadata(self, body: str) -> str:
         """Add the metadata node ``!{body}`` and return its name (``!N``)."""
         name = f"!{len(self._metadata)}"
@@ -98,7 +94,7 @@ class ModuleBuilder:
         return name
 
     def render(self) -> str:
-        parts = [*self._globals, *self._declarations.values(), *self._helpers.values(),
+        parts = [*self._declarations.values(), *self._helpers.values(),
                  *self._functions, *self._metadata]
         return "\n\n".join(part for part in parts if part) + "\n"
 

@@ -25,12 +25,16 @@ class CodegenOptions:
     vector reductions always reassociate (lane-wise partial sums combined at the end).
     UNROLLED loops with a constant extent up to ``unroll_limit`` become straight-line copies.
     Allocated buffers up to ``stack_limit_bytes`` live on the stack, larger ones are
-    malloc'ed once per call. ``default_lanes`` is used by VECTOR loops that give no lanes.
+    malloc'ed once per call, as are all buffers once a function's stack use would pass
+    ``stack_budget_bytes``. ``default_lanes`` is used by VECTOR loops that give no lanes.
+    Vector reductions keep ``reduction_interleave`` independent partial vectors.
     """
 
     fp_contract: bool = True
     unroll_limit: int = 64
     stack_limit_bytes: int = 256 * 1024
+    stack_budget_bytes: int = 1024 * 1024
+    reduction_interleave: int = 4
     default_lanes: int = 16
     max_lanes: int = 64
 
@@ -70,6 +74,7 @@ class EmitContext:
         self.vector: VectorState | None = None
         self.notes: list[str] = []
         self.cleanup: list[str] = []
+        self.stack_bytes = 0
 
     def error(self, message: str) -> CodegenError:
         return CodegenError(f"x86_avx512, kernel {self.kernel_name!r}: {message}")

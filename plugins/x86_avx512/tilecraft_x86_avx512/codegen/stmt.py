@@ -149,7 +149,10 @@ class StmtEmitter:
         buffer, fb = stmt.buffer, self.fb
         elem = storage_type(buffer.dtype)
         size = buffer.nbytes
-        if size <= self.ctx.options.stack_limit_bytes:
+        options = self.ctx.options
+        if size <= options.stack_limit_bytes \
+                and self.ctx.stack_bytes + size <= options.stack_budget_bytes:
+            self.ctx.stack_bytes += size
             pointer = fb.alloca(elem, buffer.size, 64, hint=buffer.name)
         else:
             pointer = fb.fresh(buffer.name)

@@ -55,14 +55,6 @@ def storage_type(dtype: DType) -> str:
     return _STORAGE[dtype]
 
 
-def type_bits(scalar: str) -> int:
-    return _BITS[scalar]
-
-
-def is_float_type(scalar: str) -> bool:
-    return scalar in ("float", "half", "double")
-
-
 def vector_type(scalar: str, lanes: int) -> str:
     """``<lanes x scalar>``, or ``scalar`` itself when ``lanes`` is 0."""
     return f"<{lanes} x {scalar}>" if lanes else scalar

@@ -77,38 +77,60 @@ class VectorLoopEmitter:
     def _vector_loop(self, loop: For, lanes: int) -> None:
         fb = self.fb
         extent = self.stmts.uniform_index(loop.extent, f"the extent of {loop.var.name}")
-        partials = self._open_partials(loop, lanes)
-        slots = {key: slot for key, (_, slot) in partials.items()}
-        done_md = fb.module.loop_metadata(['!"llvm.loop.isvectorized", i32 1'])
-
-        def main_body(base: Value) -> None:
-            self._body(loop, lanes, base, None, slots)
-
         known = const_int(loop.extent)
         if known is not None:
-            full = max(known, 0) // lanes * lanes
-            if full == lanes:
-                main_body(index_const(0))
-            elif full > 0:
-                fb.counted_loop(index_const(0), index_const(full), lanes, main_body, done_md,
-                                hint=f"{loop.var.name}.vec")
-            remainder = max(known, 0) - full
-            if remainder:
-                self._body(loop, lanes, index_const(full), self._tail_mask(
-                    index_const(remainder), lanes), slots)
+            known = max(known, 0)
+        stores = reduction_stores(loop)
+        # reductions keep several independent partial vectors so that consecutive updates do
+        # not wait on each other (one vaddps chain is latency-bound)
+        copies = self.ctx.options.reduction_interleave if stores else 1
+        if known is not None and known < 2 * copies * lanes:
+            copies = 1
+        slot_sets = [self._open_partials(stores, lanes) for _ in range(copies)]
+        done_md = fb.module.loop_metadata(['!"llvm.loop.isvectorized", i32 1'])
+        hint = f"{loop.var.name}.vec"
+
+        def steps(start: Value, end: Value, width: int, known_trips: int | None) -> None:
+            def body(base: Value) -> None:
+                for copy in range(width):
+                    offset = fb.binop("add", base, index_const(copy * lanes), "nsw") \
+                        if copy else base
+                    self._body(loop, lanes, offset, None, slot_sets[copy])
+
+            if known_trips == 0:
+                return
+            if known_trips == 1:
+                body(start)
+                return
+            fb.counted_loop(start, end, width * lanes, body, done_md, hint=hint)
+
+        full_end = self._round_down(extent, known, lanes)
+        wide_end = index_const(0)
+        if copies > 1:
+            wide_end = self._round_down(extent, known, copies * lanes)
+            steps(index_const(0), wide_end, copies,
+                  None if known is None else known // (copies * lanes))
+        steps(wide_end, full_end, 1, None if known is None
+              else (known // lanes * lanes - int(wide_end.ref)) // lanes)
+        if known is not None:
+            if known % lanes:
+                self._body(loop, lanes, full_end, self._tail_mask(
+                    index_const(known % lanes), lanes), slot_sets[0])
         else:
-            trips = fb.binop("sdiv", extent, index_const(lanes))
-            full_value = fb.binop("mul", trips, index_const(lanes), "nsw")
-            fb.counted_loop(index_const(0), full_value, lanes, main_body, done_md,
-                            hint=f"{loop.var.name}.vec")
-            has_tail = fb.compare("icmp", "slt", full_value, extent)
-
             def tail() -> None:
-                remainder = fb.binop("sub", extent, full_value, "nsw")
-                self._body(loop, lanes, full_value, self._tail_mask(remainder, lanes), slots)
+                remainder = fb.binop("sub", extent, full_end, "nsw")
+                self._body(loop, lanes, full_end, self._tail_mask(remainder, lanes),
+                           slot_sets[0])
 
-            fb.if_then(has_tail, tail, hint="tail")
-        self._close_partials(partials)
+            fb.if_then(fb.compare("icmp", "slt", full_end, extent), tail, hint="tail")
+        self._close_partials(stores, slot_sets)
+
+    def _round_down(self, extent: Value, known: int | None, multiple: int) -> Value:
+        """``extent`` rounded down to a multiple of ``multiple`` (0 for negative extents)."""
+        if known is not None:
+            return index_const(known // multiple * multiple)
+        trips = self.fb.binop("sdiv", extent, index_const(multiple))
+        return self.fb.binop("mul", trips, index_const(multiple), "nsw")
 
     def _tail_mask(self, remainder: Value, lanes: int) -> Value:
         return self.fb.compare("icmp", "slt", _iota(lanes), remainder)
@@ -121,11 +143,10 @@ class VectorLoopEmitter:
             self.stmts.emit(loop.body)
 
     # reductions ------------------------------------------------------------------------------
-    def _open_partials(self, loop: For, lanes: int) -> dict[int, tuple[Store, PartialSlot]]:
-        partials: dict[int, tuple[Store, PartialSlot]] = {}
-        for store in reduction_stores(loop):
-            if id(store) in partials:
-                continue
+    def _open_partials(self, stores: list[Store], lanes: int) -> dict[int, PartialSlot]:
+        """One stack slot per reduction store, holding its identity in every lane."""
+        slots: dict[int, PartialSlot] = {}
+        for store in stores:
             assert store.accumulate is not None
             dtype = store.buffer.dtype
             elem = compute_type(dtype)
@@ -133,16 +154,24 @@ class VectorLoopEmitter:
             pointer = self.fb.alloca(vec, 1, 64, hint="partial")
             start = f"splat ({elem} {identity(store.accumulate, dtype)})"
             self.fb.emit(f"store {vec} {start}, ptr {pointer}, align 64")
-            partials[id(store)] = (store, PartialSlot(pointer, elem, lanes, store.accumulate,
-                                                        dtype))
-        return partials
+            slots[id(store)] = PartialSlot(pointer, elem, lanes, store.accumulate, dtype)
+        return slots
 
-    def _close_partials(self, partials: dict[int, tuple[Store, PartialSlot]]) -> None:
-        for store, slot in partials.values():
-            vec = vector_type(slot.elem, slot.lanes)
-            current = Value(self.fb.define(f"load {vec}, ptr {slot.pointer}, align 64", "acc"),
-                            slot.elem, slot.lanes)
-            reduced = self.exprs.horizontal(slot.op, current, slot.dtype)
+    def _load_slot(self, slot: PartialSlot) -> Value:
+        vec = vector_type(slot.elem, slot.lanes)
+        return Value(self.fb.define(f"load {vec}, ptr {slot.pointer}, align 64", "acc"),
+                     slot.elem, slot.lanes)
+
+    def _close_partials(self, stores: list[Store],
+                        slot_sets: list[dict[int, PartialSlot]]) -> None:
+        """Combine the partial vectors lane-wise, then across lanes, then into memory."""
+        for store in stores:
+            slot = slot_sets[0][id(store)]
+            combined = self._load_slot(slot)
+            for other in slot_sets[1:]:
+                combined = self.exprs.combine(slot.op, combined,
+                                              self._load_slot(other[id(store)]), slot.dtype)
+            reduced = self.exprs.horizontal(slot.op, combined, slot.dtype)
             self.stmts.accumulate_scalar(store, reduced)
 
     def _masked(self, op: ReduceOp, value: Value, dtype: DType) -> Value:
@@ -158,9 +187,7 @@ class VectorLoopEmitter:
     def update_partial(self, slot: PartialSlot, value: Value) -> None:
         vector = self.ctx.vector
         assert vector is not None
-        vec = vector_type(slot.elem, slot.lanes)
-        current = Value(self.fb.define(f"load {vec}, ptr {slot.pointer}, align 64", "acc"),
-                        slot.elem, slot.lanes)
+        current = self._load_slot(slot)
         updated = self.exprs.combine(slot.op, current, self._masked(slot.op, value, slot.dtype),
                                      slot.dtype)
         self.fb.emit(f"store {updated.typed}, ptr {slot.pointer}, align 64")
