@@ -62,8 +62,9 @@ def main() -> None:
     print()
     print(exe.report)
     print()
-    for info in tc.list_targets():
-        print(info)
+    from tilecraft.target.registry import format_target_table
+
+    print(format_target_table(tc.list_targets()))
     if not ok:
         raise SystemExit(1)
 

@@ -104,14 +104,17 @@ class VectorLoopEmitter:
                 return
             fb.counted_loop(start, end, width * lanes, body, done_md, hint=hint)
 
+        # [0, wide_end) in steps of copies * lanes, [wide_end, full_end) in steps of lanes,
+        # then the masked tail [full_end, extent)
+        wide = copies * lanes if copies > 1 else None
+        wide_end = self._round_down(extent, known, wide) if wide else index_const(0)
         full_end = self._round_down(extent, known, lanes)
-        wide_end = index_const(0)
-        if copies > 1:
-            wide_end = self._round_down(extent, known, copies * lanes)
-            steps(index_const(0), wide_end, copies,
-                  None if known is None else known // (copies * lanes))
-        steps(wide_end, full_end, 1, None if known is None
-              else (known // lanes * lanes - int(wide_end.ref)) // lanes)
+        if wide:
+            steps(index_const(0), wide_end, copies, None if known is None else known // wide)
+        rest_trips = None
+        if known is not None:
+            rest_trips = (known // lanes * lanes - (known // wide * wide if wide else 0)) // lanes
+        steps(wide_end, full_end, 1, rest_trips)
         if known is not None:
             if known % lanes:
                 self._body(loop, lanes, full_end, self._tail_mask(
@@ -126,7 +129,8 @@ class VectorLoopEmitter:
         self._close_partials(stores, slot_sets)
 
     def _round_down(self, extent: Value, known: int | None, multiple: int) -> Value:
-        """``extent`` rounded down to a multiple of ``multiple`` (0 for negative extents)."""
+        """``extent`` rounded down to a multiple of ``multiple`` (a negative extent gives a
+        bound no loop runs up to)."""
         if known is not None:
             return index_const(known // multiple * multiple)
         trips = self.fb.binop("sdiv", extent, index_const(multiple))
