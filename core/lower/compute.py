@@ -24,10 +24,9 @@ Loads kept in bounds only by a select guard get clamped indices (:mod:`.guards`)
 >>> S = te.compute((6,), lambda i: te.sum(A[i, r], axis=r), name="S")
 >>> print(lower_compute(S, LoweringOptions(vector_lanes=8, parallel=False)))
 kernel S(A: float32[6, 5], S: float32[6]) -> (S):
-  for i in vector(6, lanes=8):
+  for i in serial(6):
     S[i] = 0.0
-  for r in serial(5):
-    for i in vector(6, lanes=8):
+    for r in vector(5, lanes=8):
       S[i] sum= A[i, r]
 """
 

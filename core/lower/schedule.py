@@ -29,8 +29,10 @@ from tilecraft.dtypes import DType
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import LoopKind
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.te.bounds import affine
 from tilecraft.te.expr import AxisKind, IterVar
 from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import loads_in
 
 
 def compute_axes(tensor: Tensor) -> tuple[IterVar, ...]:
@@ -140,12 +142,25 @@ class LoopNestSchedule:
             return repr(self.loops)
 
 
+def _contiguous_loads(tensor: Tensor, axis: IterVar) -> int:
+    """How many loads of ``tensor``'s body step by one element along ``axis`` (coefficient 1 in
+    their last index)."""
+    count = 0
+    for load in loads_in(tensor.body):
+        form = affine(load.indices[-1]) if load.indices else None
+        if form is not None and form.terms().get(axis) == 1:
+            count += 1
+    return count
+
+
 def default_schedule(tensor: Tensor, options: LoweringOptions) -> LoopNestSchedule:
     """The schedule lowering uses when given none.
 
     Spatial axes outermost, in order; then the reduce axes; the innermost spatial axis (the
     output's contiguous one) innermost, VECTOR when vectorising — or, when it has extent 1,
-    the innermost reduce axis as a vector reduction. The outermost spatial loop is PARALLEL,
+    the innermost reduce axis as a vector reduction, as it is when no load walks memory
+    contiguously along the innermost spatial axis but some do along the innermost reduce axis.
+    The outermost spatial loop is PARALLEL,
     fusing leading spatial axes until it has ``options.parallel_threshold`` iterations. The
     innermost non-vector reduce loop is UNROLLED when its extent is within
     ``options.unroll_limit``. Axes of extent 1 get no loop.
@@ -155,6 +170,11 @@ def default_schedule(tensor: Tensor, options: LoweringOptions) -> LoopNestSchedu
     reduce = [len(tensor.axes) + p for p, a in enumerate(tensor.reduce_axes) if a.extent > 1]
     last_spatial = len(tensor.axes) - 1
     inner_spatial = [last_spatial] if reduce and last_spatial in spatial else []
+    if (inner_spatial and _contiguous_loads(tensor, all_axes[last_spatial]) == 0
+            and _contiguous_loads(tensor, all_axes[reduce[-1]]) > 0):
+        # a row reduction (softmax's max and sum): the reduce axis walks memory contiguously,
+        # so it becomes the vector reduction and every spatial axis stays outside (parallel)
+        inner_spatial = []
     outer_spatial = [p for p in spatial if p not in inner_spatial]
     order = outer_spatial + reduce + inner_spatial
     kinds = {p: LoopKind.SERIAL for p in order}

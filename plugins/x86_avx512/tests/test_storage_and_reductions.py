@@ -165,3 +165,25 @@ def test_accumulate_over_a_serial_reduce_loop(run):
     out = run(k, zeros_for(k, AI=data))
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(out["C"], data.sum(axis=1, dtype=np.int32))
+
+
+def test_long_reductions_keep_independent_partials(run):
+    rows, cols = 6, 700
+    x, s, m = buffer("X", (rows, cols)), buffer("S", (rows,)), buffer("M", (rows,), "int32")
+    xi = buffer("XI", (rows, cols), "int32")
+    r, c = Var("r"), Var("c")
+    extent = r * 113 + 130  # dynamic: 130 .. 695, through every stage of the vector loop
+    body = loop(r, rows, seq(
+        store(s, (r,), const(0.0)), store(m, (r,), const(-(2**31), "int32")),
+        vloop(c, extent, seq(store(s, (r,), load(x, r, c), ReduceOp.SUM),
+                             store(m, (r,), load(xi, r, c), ReduceOp.MAX)))))
+    k = kernel("long_reduce", [x, xi, s, m], ["S", "M"], body)
+    rng = np.random.default_rng(28)
+    data = rng.standard_normal((rows, cols)).astype(np.float32)
+    ints = rng.integers(-10**6, 10**6, (rows, cols)).astype(np.int32)
+    out = run(k, zeros_for(k, X=data, XI=ints))
+    for row in range(rows):
+        n = row * 113 + 130
+        assert out["S"][row] == pytest.approx(float(data[row, :n].sum(dtype=np.float64)),
+                                              rel=1e-4, abs=1e-4)
+        assert out["M"][row] == ints[row, :n].max()

@@ -8,7 +8,7 @@ load), so the frequency is, in order of preference:
 1. ``TILECRAFT_X86_FREQ_GHZ`` (an override, e.g. ``4.1``);
 2. ``/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq`` where the kernel exposes it;
 3. a measurement: a JIT-compiled chain of dependent 1-cycle integer adds, timed (best of a
-   few runs of ~0.5 ms);
+   few runs of ~0.5 ms), rounded to 0.1 GHz;
 4. 3.0 GHz.
 
 >>> parse_size("48K"), parse_size("32768K"), parse_size("1M"), parse_size("512")
@@ -179,7 +179,8 @@ def estimate_frequency() -> tuple[float, str]:
     except Exception:  # noqa: BLE001 - any failure of the probe falls back to the default
         return DEFAULT_FREQUENCY_HZ, "default"
     if 0.5e9 <= measured <= 7e9:
-        return measured, "measured"
+        # rounded to 0.1 GHz so that the spec stays the same from run to run
+        return round(measured / 1e8) * 1e8, "measured"
     return DEFAULT_FREQUENCY_HZ, "default"
 
 
