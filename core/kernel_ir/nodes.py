@@ -115,6 +115,12 @@ class BufferLoad(Expr):
     def dtype(self) -> DType:
         return self.buffer.dtype
 
+    def ir_children(self) -> tuple[Expr, ...]:
+        return self.indices
+
+    def ir_rebuild(self, new_children: tuple[Expr, ...]) -> BufferLoad:
+        return BufferLoad(self.buffer, new_children)
+
     def render_text(self, render: Any) -> str:
         return f"{self.buffer.name}[{', '.join(render(i) for i in self.indices)}]"
 
@@ -292,8 +298,6 @@ class Kernel:
 
 def expr_children(expr: Expr) -> tuple[Expr, ...]:
     """The direct sub-expressions of a Kernel IR expression (te nodes and BufferLoad)."""
-    if isinstance(expr, BufferLoad):
-        return expr.indices
     from tilecraft.te.visit import children
 
     return children(expr)

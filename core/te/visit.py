@@ -43,6 +43,9 @@ def children(expr: Expr) -> tuple[Expr, ...]:
         return expr.indices
     if isinstance(expr, Reduce):
         return (expr.body,)
+    extension = getattr(expr, "ir_children", None)
+    if extension is not None:  # nodes of IRs built on te (e.g. Kernel IR's BufferLoad)
+        return extension()
     return ()
 
 
@@ -88,6 +91,9 @@ def rebuild(expr: Expr, new_children: tuple[Expr, ...]) -> Expr:
         return Load(expr.tensor, tuple(new_children))
     if isinstance(expr, Reduce):
         return Reduce(expr.op, new_children[0], expr.axes)
+    extension = getattr(expr, "ir_rebuild", None)
+    if extension is not None:
+        return extension(tuple(new_children))
     return expr
 
 

@@ -25,7 +25,6 @@ from tilecraft.kernel_ir.nodes import (
     Allocate,
     Barrier,
     Buffer,
-    BufferLoad,
     Copy,
     For,
     IfThenElse,
@@ -43,38 +42,19 @@ from tilecraft.te.expr import (
     Binary,
     BinaryOp,
     Cast,
-    Compare,
     Const,
     Expr,
     IterVar,
     Load,
-    Logical,
-    Not,
     Reduce,
-    Select,
-    Unary,
     Var,
 )
+from tilecraft.te.visit import children as expr_children
 
 SUPPORTED_LOOP_KINDS = (LoopKind.SERIAL, LoopKind.PARALLEL, LoopKind.VECTOR, LoopKind.UNROLLED)
 
 
 # expressions ---------------------------------------------------------------------------------
-def expr_children(expr: Expr) -> tuple[Expr, ...]:
-    """Direct sub-expressions, including the indices of a :class:`BufferLoad`."""
-    if isinstance(expr, (Binary, Compare, Logical)):
-        return (expr.a, expr.b)
-    if isinstance(expr, (Unary, Not, Cast)):
-        return (expr.x,)
-    if isinstance(expr, Select):
-        return (expr.cond, expr.true_value, expr.false_value)
-    if isinstance(expr, (BufferLoad, Load)):
-        return expr.indices
-    if isinstance(expr, Reduce):
-        return (expr.body,)
-    return ()
-
-
 def walk_expr(expr: Expr) -> Iterator[Expr]:
     stack = [expr]
     while stack:
