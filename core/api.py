@@ -63,16 +63,18 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     compiled: list[CompiledKernel] = []
     for tensor in graph.computes:
         start = time.perf_counter()
-        kernel = lower_compute(tensor, options)
-        source = tgt.codegen(kernel)
-        runner, mode = _make_runner(tgt, kernel, source, capability)
-        elapsed = time.perf_counter() - start
-        compiled.append(CompiledKernel(kernel, source, runner))
-        report.kernels.append(KernelReport(
-            name=kernel.name, statement=tensor.statement(),
-            schedule=str(kernel.attrs.get("schedule", "default")), language=source.language,
-            source_lines=source.text.count("\n") + 1, source_bytes=len(source.text),
-            mode=mode, compile_seconds=elapsed))
+        kernels = tgt.lower_compute(tensor, options) or [lower_compute(tensor, options)]
+        for kernel in kernels:
+            source = tgt.codegen(kernel)
+            runner, mode = _make_runner(tgt, kernel, source, capability)
+            elapsed = time.perf_counter() - start
+            start = time.perf_counter()
+            compiled.append(CompiledKernel(kernel, source, runner))
+            report.kernels.append(KernelReport(
+                name=kernel.name, statement=tensor.statement(),
+                schedule=str(kernel.attrs.get("schedule", "default")), language=source.language,
+                source_lines=source.text.count("\n") + 1, source_bytes=len(source.text),
+                mode=mode, compile_seconds=elapsed))
     reason = None
     if capability not in (Capability.EXECUTE, Capability.EMULATE):
         reason = availability.explain()

@@ -67,10 +67,16 @@ class Executable:
                               "in exe.sources")
         values: dict[str, np.ndarray] = bind_inputs(self.graph.inputs, args, kwargs)
         for entry, report in zip(self.compiled, self.report.kernels):
-            out_name = entry.kernel.outputs[0]
-            tensor = self._outputs_by_name[out_name]
-            values[out_name] = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
-            arrays = {p.name: values[p.name] for p in entry.kernel.params}
+            for out_name in entry.kernel.outputs:
+                if out_name in values:
+                    continue
+                tensor = self._outputs_by_name.get(out_name)
+                if tensor is not None:
+                    values[out_name] = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
+                else:  # a workspace of the target's template (e.g. a packed operand)
+                    buffer = next(p for p in entry.kernel.params if p.name == out_name)
+                    values[out_name] = np.empty(buffer.shape, dtype=buffer.dtype.numpy)
+            arrays = {p.name: _as_param(values[p.name], p.shape) for p in entry.kernel.params}
             assert entry.runner is not None
             start = time.perf_counter()
             entry.runner(arrays)
@@ -95,3 +101,11 @@ class Executable:
     def __repr__(self) -> str:
         return (f"Executable(target={self.target_name!r}, kernels="
                 f"{[c.kernel.name for c in self.compiled]})")
+
+
+def _as_param(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``array`` viewed in a kernel parameter's shape: a template may view a tensor as, e.g.,
+    ``[batch, M, N]``; the view shares memory (arrays here are C-contiguous)."""
+    if array.shape == tuple(shape):
+        return array
+    return array.reshape(shape)

@@ -28,7 +28,9 @@ from tilecraft.errors import TargetError
 
 if TYPE_CHECKING:
     from tilecraft.kernel_ir.nodes import Kernel
+    from tilecraft.lower.options import LoweringOptions
     from tilecraft.target.spec import TargetSpec
+    from tilecraft.te.tensor import Tensor
 
 
 class Capability(str, enum.Enum):
@@ -146,6 +148,15 @@ class Target(ABC):
 
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} has no performance model")
+
+    def lower_compute(self, tensor: Tensor, options: LoweringOptions,
+                      config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
+        """The target's schedule template for ``tensor`` (thesis §4.5): the kernels computing
+        it, in order, or ``None`` to use the core's lowering. ``config`` holds the template's
+        tunable parameters (``None``: the target's own choice). Kernels may write workspace
+        outputs that are not graph tensors (the runtime allocates them) and may view a graph
+        tensor in another shape of the same size."""
+        return None
 
     def __repr__(self) -> str:
         return f"<Target {self.name}>"

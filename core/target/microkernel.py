@@ -177,5 +177,13 @@ class MicroKernelDecl(SpecModel):
 
     def reference(self, *operands: np.ndarray, **params: int) -> None:
         """The semantics for parameter values ``params`` on numpy operand views, in place:
-        the form the Kernel IR interpreter calls."""
-        self.instantiate(**params).apply(*operands)
+        the form the Kernel IR interpreter calls. An operand may carry extra leading
+        dimensions of extent 1 (a tile of a batched buffer); they are dropped (a view, so the
+        destination is still written in place)."""
+        views = []
+        for array, declared in zip(operands, self.operands):
+            extra = array.ndim - len(declared.shape)
+            if extra > 0 and all(e == 1 for e in array.shape[:extra]):
+                array = array.reshape(array.shape[extra:])
+            views.append(array)
+        self.instantiate(**params).apply(*views)

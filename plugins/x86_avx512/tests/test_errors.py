@@ -99,7 +99,7 @@ UNSUPPORTED = [
     (lambda out: Barrier(), "Barrier in kernel 'odd'"),
     (lambda out: StreamPush(Stream("s", out.dtype), const(1.0)), "StreamPush in kernel 'odd'"),
     (lambda out: IntrinsicCall("fma16", (_region(out),)), "IntrinsicCall in kernel 'odd'"),
-    (lambda out: MicroKernelCall("gemm4x16", (_region(out),)), "MicroKernelCall in kernel"),
+    (lambda out: MicroKernelCall("gemm4x16", (_region(out),)), "micro-kernel .gemm4x16."),
 ]
 
 

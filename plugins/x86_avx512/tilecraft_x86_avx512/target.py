@@ -19,17 +19,20 @@ import functools
 import json
 import os
 import platform
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from tilecraft.errors import CodegenError, TargetError
 from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.lower.options import LoweringOptions
 from tilecraft.target.base import Artifact, Availability, Source, Target
 from tilecraft.target.spec import TargetSpec
+from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
+from tilecraft_x86_avx512.gemm_template import lower_with_template
 from tilecraft_x86_avx512.host import HostInfo, read_cpuinfo
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
@@ -62,6 +65,14 @@ class X86Avx512Target(Target):
     @property
     def threads(self) -> int:
         return self._threads if self._threads is not None else default_threads()
+
+    # schedule template -----------------------------------------------------------------------
+    def lower_compute(self, tensor: Tensor, options: LoweringOptions,
+                      config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
+        """Contractions go through the micro-kernel template (:mod:`.gemm_template`)."""
+        levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
+        return lower_with_template(tensor, options, levels.get("L1") or 49152,
+                                   levels.get("L2") or 1 << 20, self.threads, config)
 
     # availability ----------------------------------------------------------------------------
     def available(self) -> Availability:

@@ -166,8 +166,6 @@ _UNSUPPORTED_FIX = {
     StreamPop: "dataflow streams are an HLS construct; lower for x86 without stages",
     IntrinsicCall: "x86 intrinsic calls are not supported by this version of the plugin; "
                    "lower without intrinsic mapping",
-    MicroKernelCall: "x86 micro-kernels are not supported by this version of the plugin; "
-                     "lower without micro-kernels",
 }
 
 
@@ -184,7 +182,7 @@ def check_supported(kernel: Kernel) -> None:
                 f"x86_avx512 cannot generate the {stmt.kind.value} loop over "
                 f"{stmt.var.name!r} in {where}: x86 loops are {kinds}; lower with the x86 "
                 "target's loop kinds")
-        if not isinstance(stmt, (Seq, For, Allocate, IfThenElse, Store, Copy)):
+        if not isinstance(stmt, (Seq, For, Allocate, IfThenElse, Store, Copy, MicroKernelCall)):
             raise CodegenError(f"x86_avx512 does not know the statement {stmt!r} in {where}")
         for expr in stmt_exprs(stmt):
             for node in walk_expr(expr):

@@ -21,6 +21,7 @@ from tilecraft.kernel_ir.nodes import (
     For,
     IfThenElse,
     LoopKind,
+    MicroKernelCall,
     Seq,
     Stmt,
     Store,
@@ -30,6 +31,7 @@ from tilecraft_x86_avx512.codegen.analysis import const_int, flat_coefficient
 from tilecraft_x86_avx512.codegen.builder import Value, index_const
 from tilecraft_x86_avx512.codegen.context import EmitContext
 from tilecraft_x86_avx512.codegen.expr import ExprEmitter
+from tilecraft_x86_avx512.codegen.microkernel import emit_micro_kernel_call
 from tilecraft_x86_avx512.codegen.types import storage_type
 
 
@@ -57,6 +59,8 @@ class StmtEmitter:
             self.if_then_else(stmt)
         elif isinstance(stmt, Copy):
             self.copy(stmt)
+        elif isinstance(stmt, MicroKernelCall):
+            emit_micro_kernel_call(self, stmt)
         else:
             raise self.ctx.error(f"cannot generate the statement {type(stmt).__name__}")
 

@@ -1,0 +1,130 @@
+"""Recognise a compute as a contraction ``C[batch, m, n] = sum_k A(batch, m, k) * B(batch, n, k)``.
+
+A micro-kernel of the outer-product kind (thesis §3.4.1.2) computes a block of a matrix
+product. Any compute whose body is a sum of a product of two loads can be fed to it once its
+axes are sorted into four groups by which operands they index:
+
+- batch axes index both operands and the output;
+- m axes index only the first operand ("A") and the output;
+- n axes index only the second operand ("B") and the output;
+- k axes are the reduce axes; each must index both operands.
+
+The output must be laid out ``[batch..., m..., n...]`` (axes of extent 1 anywhere are ignored),
+so that an ``MI x NR`` register tile is ``MI`` rows of ``NR`` contiguous elements. Operand
+index expressions are arbitrary: packing evaluates them (a convolution's input, read through its
+``pad`` compute with ``p + r``, is packed the way im2col would lay it out, without materialising
+im2col).
+
+>>> from tilecraft import ops, te
+>>> A = te.placeholder((6, 5), name="A")
+>>> B = te.placeholder((5, 7), name="B")
+>>> c = as_contraction(ops.matmul(A, B))
+>>> [a.name for a in c.m_axes], [a.name for a in c.n_axes], [a.name for a in c.k_axes]
+(['i'], ['j'], ['k'])
+>>> c.extents()
+(1, 6, 7, 5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilecraft.dtypes import DType
+from tilecraft.te.expr import Binary, BinaryOp, Cast, Expr, IterVar, Load, Reduce, ReduceOp
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import vars_in
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """A compute seen as a batched matrix product (see the module docstring)."""
+
+    tensor: Tensor
+    a: Load
+    b: Load
+    batch_axes: tuple[IterVar, ...]
+    m_axes: tuple[IterVar, ...]
+    n_axes: tuple[IterVar, ...]
+    k_axes: tuple[IterVar, ...]
+
+    def extents(self) -> tuple[int, int, int, int]:
+        """``(batch, M, N, K)``: the products of each group's extents."""
+        return tuple(_product(a.extent for a in group)  # type: ignore[return-value]
+                     for group in (self.batch_axes, self.m_axes, self.n_axes, self.k_axes))
+
+    @property
+    def flops(self) -> int:
+        batch, m, n, k = self.extents()
+        return 2 * batch * m * n * k
+
+
+def _product(values) -> int:
+    total = 1
+    for value in values:
+        total *= value
+    return total
+
+
+def _strip_cast(expr: Expr) -> Expr:
+    while isinstance(expr, Cast):
+        expr = expr.x
+    return expr
+
+
+def _axes_of(load: Load) -> set[IterVar]:
+    found: set[IterVar] = set()
+    for index in load.indices:
+        found |= {v for v in vars_in(index) if isinstance(v, IterVar)}
+    return found
+
+
+def as_contraction(tensor: Tensor, dtype: DType = DType.FLOAT32) -> Contraction | None:
+    """The contraction form of ``tensor``, or ``None`` when it is not one (or not of ``dtype``
+    in both operands and the output)."""
+    if tensor.is_placeholder or tensor.dtype is not dtype:
+        return None
+    body = tensor.op.body
+    if not isinstance(body, Reduce) or body.op is not ReduceOp.SUM:
+        return None
+    product = _strip_cast(body.body)
+    if not isinstance(product, Binary) or product.op is not BinaryOp.MUL:
+        return None
+    left, right = _strip_cast(product.a), _strip_cast(product.b)
+    if not (isinstance(left, Load) and isinstance(right, Load)):
+        return None
+    if left.tensor.dtype is not dtype or right.tensor.dtype is not dtype:
+        return None
+    left_axes, right_axes = _axes_of(left), _axes_of(right)
+    k_axes = tuple(body.axes)
+    if any(k not in left_axes or k not in right_axes for k in k_axes if k.extent > 1):
+        return None
+    groups: list[str] = []
+    for axis in tensor.axes:
+        if axis.extent == 1:
+            continue
+        in_left, in_right = axis in left_axes, axis in right_axes
+        if in_left and in_right:
+            groups.append("batch")
+        elif in_left:
+            groups.append("left")
+        elif in_right:
+            groups.append("right")
+        else:
+            return None
+    spatial = [a for a in tensor.axes if a.extent > 1]
+    # the output's contiguous (trailing) group is the n side: B is the operand it indexes
+    if not groups or groups[-1] == "batch":
+        return None
+    n_side = groups[-1]
+    m_side = "right" if n_side == "left" else "left"
+    order = {"batch": 0, m_side: 1, n_side: 2}
+    ranks = [order[g] for g in groups]
+    if ranks != sorted(ranks):
+        return None
+    a, b = (left, right) if m_side == "left" else (right, left)
+    pick = {g: tuple(ax for ax, grp in zip(spatial, groups) if grp == g) for g in order}
+    return Contraction(tensor, a, b, pick["batch"], pick[m_side], pick[n_side],
+                       tuple(k for k in k_axes if k.extent > 1))
+
+
+__all__ = ["Contraction", "as_contraction"]

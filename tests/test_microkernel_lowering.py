@@ -1,0 +1,98 @@
+"""Contractions lowered onto a register-tile micro-kernel match the reference (interpreted)."""
+
+import numpy as np
+import pytest
+
+from tilecraft import ops, te
+from tilecraft.errors import LoweringError
+from tilecraft.graph import Graph
+from tilecraft.kernel_ir.interpreter import run_kernels
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.microkernel import Blocking, as_contraction, lower_contraction
+from tilecraft.reference import run
+from tilecraft.target.microkernel import MicroKernelDecl
+
+OUTER = MicroKernelDecl(
+    name="outer", semantics="C[m, n] += A[k, m] * B[k, n]", template="t/outer.jinja",
+    loops=[{"name": "m", "extent": "MI", "kind": "spatial"},
+           {"name": "n", "extent": "NR", "kind": "spatial"},
+           {"name": "k", "extent": "KI", "kind": "reduce"}],
+    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "MI"],
+               "index": ["k", "m"]},
+              {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NR"],
+               "index": ["k", "n"]},
+              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MI", "NR"],
+               "index": ["m", "n"]}],
+    parameters={"MI": {"default": 2}, "NR": {"default": 4}, "KI": {"default": 3}})
+
+OPTIONS = LoweringOptions(vector_lanes=4, cores=2)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def _run(tensor, blocking, rng):
+    contraction = as_contraction(tensor)
+    assert contraction is not None
+    kernels = lower_contraction(contraction, "outer", blocking, OPTIONS)
+    graph = Graph.from_outputs([tensor])
+    inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
+    arrays = dict(inputs)
+    for producer in graph.computes[:-1]:  # e.g. a convolution's pad
+        arrays[producer.name] = run(producer, {t.name: inputs[t.name]
+                                               for t in Graph.from_outputs([producer]).inputs})
+    expected = {tensor.name: run(tensor, inputs)}
+    c_view = kernels[-1].params[-1]
+    arrays[tensor.name] = np.zeros(c_view.shape, np.float32)
+    out = run_kernels(kernels, arrays, semantics={"outer": OUTER.reference})
+    np.testing.assert_allclose(out[tensor.name].reshape(tensor.shape), expected[tensor.name],
+                               rtol=1e-5, atol=1e-5)
+    return kernels
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (2, 4, 3), (7, 9, 11), (13, 5, 2), (5, 17, 1)])
+@pytest.mark.parametrize("blocking", [Blocking(mi=2, nr=4, kc=3, mc=4),
+                                      Blocking(mi=3, nr=8, kc=64, mc=3)])
+def test_matmul_awkward_shapes(m, n, k, blocking, rng):
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    if m == 1 and n == 1:
+        assert as_contraction(ops.matmul(A, B)) is None  # a dot product: nothing to tile
+        return
+    _run(ops.matmul(A, B, name="C"), blocking, rng)
+
+
+def test_batch_matmul_dense_and_conv(rng):
+    X = te.placeholder((3, 5, 7), name="X")
+    Y = te.placeholder((3, 7, 6), name="Y")
+    _run(ops.batch_matmul(X, Y, name="Z"), Blocking(mi=2, nr=4, kc=4, mc=2), rng)
+    D = te.placeholder((5, 7), name="D")
+    W = te.placeholder((9, 7), name="W")
+    _run(ops.dense(D, W, name="E"), Blocking(mi=2, nr=4, kc=5, mc=4), rng)
+    image = te.placeholder((1, 3, 7, 6), name="image")
+    weight = te.placeholder((5, 3, 3, 3), name="weight")
+    conv = ops.conv2d(image, weight, padding=1, name="conv")
+    c = as_contraction(conv)
+    assert [a.name for a in c.n_axes] == ["h", "w"] and len(c.k_axes) == 3
+    _run(conv, Blocking(mi=2, nr=8, kc=10, mc=4), rng)
+
+
+def test_not_a_contraction():
+    A = te.placeholder((4, 4), name="A")
+    assert as_contraction(ops.relu(A)) is None
+    assert as_contraction(ops.softmax(A)) is None
+    # output laid out [n, m]: the trailing axis is indexed by A, so A is the n side
+    B = te.placeholder((4, 5), name="B")
+    k = te.reduce_axis(4, name="k")
+    T = te.compute((5, 4), lambda j, i: te.sum(A[i, k] * B[k, j], axis=k), name="T")
+    c = as_contraction(T)
+    assert c.b.tensor is A and [a.name for a in c.n_axes] == ["i"]
+
+
+def test_blocking_errors():
+    with pytest.raises(LoweringError, match="mc = 5 must be a multiple of mi = 2"):
+        Blocking(mi=2, nr=4, kc=3, mc=5)
+    with pytest.raises(LoweringError, match="kc = 0"):
+        Blocking(mi=2, nr=4, kc=0, mc=4)
