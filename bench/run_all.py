@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = ["bench_default_schedules.py"]
+SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py"]
 
 
 def main() -> int:
