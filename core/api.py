@@ -61,9 +61,20 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     options = LoweringOptions.from_spec(tgt.spec)
     report = Report(target=tgt.name, capability=availability.explain())
     compiled: list[CompiledKernel] = []
+    start = time.perf_counter()
+    groups = tgt.fuse(graph, options)
+    grouped = {name: group for group in groups for name in group.computes}
+    for group in groups:
+        report.notes.extend(group.notes)
     for tensor in graph.computes:
-        start = time.perf_counter()
-        kernels = tgt.lower_compute(tensor, options) or [lower_compute(tensor, options)]
+        group = grouped.get(tensor.name)
+        if group is not None and tensor.name != group.computes[-1]:
+            continue  # lowered with the group, at its last compute
+        if group is not None:
+            kernels = list(group.kernels)
+        else:
+            start = time.perf_counter()
+            kernels = tgt.lower_compute(tensor, options) or [lower_compute(tensor, options)]
         for kernel in kernels:
             source = tgt.codegen(kernel)
             runner, mode = _make_runner(tgt, kernel, source, capability)

@@ -2,7 +2,7 @@
 
 The result is two Kernel IR kernels, in the style of BLIS/Goto GEMM:
 
-1. ``<C>_pack_b`` packs the B operand (whatever its index expressions: a transposed weight, a
+1. ``<C>_bpacked_pack`` packs the B operand (whatever its index expressions: a transposed weight, a
    convolution input read through its pad compute) into the workspace ``<C>_bpacked[batch, NB,
    Kp, NR]``: panels of ``NR`` columns, ``k`` major, zero-padded to ``NB * NR`` columns and
    ``Kp`` (a multiple of ``KC``) rows. The workspace is a kernel output the runtime allocates.
@@ -25,7 +25,7 @@ The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` 
 >>> kernels = lower_contraction(c, "gemm", Blocking(mi=2, nr=4, kc=3, mc=4),
 ...                             LoweringOptions(vector_lanes=4))
 >>> [k.name for k in kernels], kernels[0].outputs
-(['C_pack_b', 'C'], ('C_bpacked',))
+(['C_bpacked_pack', 'C'], ('C_bpacked',))
 """
 
 from __future__ import annotations
@@ -136,58 +136,25 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     kc = min(bl.kc, k_total)
     k_blocks = _ceil_div(k_total, kc)
     kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
-    k_padded = kc * k_blocks
     nb = _ceil_div(n_total, bl.nr)
     mc = min(bl.mc, _ceil_div(m_total, bl.mi) * bl.mi)
     m_blocks = _ceil_div(m_total, mc)
     strips = mc // bl.mi
     param_level = options.param_level
-    b_batched = any(a in _axes_in(c.b) for a in c.batch_axes)
-    a_tensor, b_tensor = c.a.tensor, c.b.tensor
+    a_tensor = c.a.tensor
 
     # ---- kernel 1: pack B ---------------------------------------------------------------
-    packed = Buffer(f"{tensor.name}_bpacked", (batch if b_batched else 1, nb, k_padded, bl.nr),
-                    dtype, level=workspace_level or param_level)
-    b_buffer = Buffer(b_tensor.name, b_tensor.shape, b_tensor.dtype, level=param_level)
-    t, kk, jn = Var("t"), Var("kk"), Var("jn")
-    pb = t // nb if b_batched and batch > 1 else const(0)
-    jb = t % nb
-    n_flat = jb * bl.nr + jn
-    batch_values = _unflatten(pb, c.batch_axes) if b_batched else {}
-
-    def b_store(clamp: bool) -> Stmt:
-        # clamped indices (and a select) only where the panel runs past N: elsewhere the load
-        # stays affine in jn, a contiguous vector load for a row-major B
-        n_index = minimum(n_flat, n_total - 1) if clamp else n_flat
-        values = {**batch_values, **_unflatten(n_index, c.n_axes), **_unflatten(kk, c.k_axes)}
-        load = _kernel_expr(c.b, values, {b_tensor: b_buffer}, extra_zero=_unit_axes(tensor))
-        if clamp:
-            load = select(n_flat < n_total, load, const(0.0, dtype))
-        return _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, bl.nr, _vector(options), lanes)],
-                     Store(packed, (pb, jb, kk, jn), load))
-
-    kz = Var("kz")
-    zero_rows = _nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
-                       (jn, bl.nr, _vector(options), lanes)],
-                      Store(packed, (pb, jb, kz + k_total, jn), const(0.0, dtype)))
-    panel: Stmt = b_store(False) if n_total % bl.nr == 0 else \
-        IfThenElse(jb * bl.nr + bl.nr <= n_total, b_store(False), b_store(True))
-    if k_padded > k_total:
-        panel = Seq((panel, zero_rows))
-    outer = (batch if b_batched else 1) * nb
-    pack_body = For(t, const(outer), _parallel(options, outer), panel)
-    pack_kernel = Kernel(f"{tensor.name}_pack_b", (b_buffer, packed), (packed.name,),
-                         pack_body, attrs={"compute": tensor.name, "role": "pack_b",
-                                           "schedule": f"pack B into {nb} panels of "
-                                                       f"{k_padded}x{bl.nr}"})
-    verify_kernel(pack_kernel, options.spec, check_bounds=False)  # guarded: see b_store
-
+    pack_kernel = pack_operand(f"{tensor.name}_bpacked", c.b, tensor, c.batch_axes, c.n_axes,
+                               c.k_axes, bl.nr, kc, options, workspace_level,
+                               role=f"pack B of {tensor.name}")
+    packed = pack_kernel.params[-1]
     # ---- kernel 2: blocked micro-kernel calls ---------------------------------------------
     a_buffer = Buffer(a_tensor.name, a_tensor.shape, a_tensor.dtype, level=param_level)
     # C viewed as [batch, M, N]: its axes are [batch..., m..., n...] (plus extent-1 axes), so
     # the view is the same row-major memory (the runtime reshapes the array to the parameter)
     out = Buffer(tensor.name, (batch, m_total, n_total), dtype, level=param_level)
     packed_in = Buffer(packed.name, packed.shape, dtype, level=packed.level)
+    b_batched = packed.shape[0] > 1
     a_pack = Buffer(f"{tensor.name}_apacked", (strips, kc, bl.mi), dtype,
                     level=pack_level or param_level)
     tile = Buffer(f"{tensor.name}_tile", (bl.mi, bl.nr), dtype,
@@ -255,6 +222,69 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     # verifier's interval analysis does not use; the interpreter checks every access instead
     verify_kernel(kernel, options.spec, check_bounds=False)
     return [pack_kernel, kernel]
+
+
+def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[IterVar],
+                 width_axes: Sequence[IterVar], k_axes: Sequence[IterVar], width: int, kc: int,
+                 options: LoweringOptions, level: str | None = None,
+                 role: str = "pack") -> Kernel:
+    """A kernel packing the operand read by ``load`` into the workspace
+    ``name[batch, ceil(W / width), Kp, width]``: panels of ``width`` consecutive values of the
+    fused ``width_axes`` (extent W), ``k`` major, zero-padded to whole panels and to ``Kp``, the
+    fused ``k_axes`` extent rounded up to slices of ``kc`` (as in :func:`lower_contraction`).
+    The batch dimension has extent 1 when the operand does not depend on ``batch_axes``.
+    ``tensor`` is the compute the load belongs to (its extent-1 axes read index 0)."""
+    dtype = load.tensor.dtype
+    lanes = max(1, options.lanes(dtype))
+    w_total = _product_of(width_axes)
+    k_total = _product_of(k_axes)
+    kc = min(kc, k_total)
+    k_blocks = _ceil_div(k_total, kc)
+    k_padded = _ceil_div(k_total, k_blocks) * k_blocks
+    panels = _ceil_div(w_total, width)
+    batched = any(a in _axes_in(load) for a in batch_axes)
+    batch = _product_of(batch_axes) if batched else 1
+    source = Buffer(load.tensor.name, load.tensor.shape, dtype, level=options.param_level)
+    packed = Buffer(name, (batch, panels, k_padded, width), dtype,
+                    level=level or options.param_level)
+    t, kk, jn, kz = Var("t"), Var("kk"), Var("jn"), Var("kz")
+    pb = t // panels if batch > 1 else const(0)
+    jb = t % panels
+    w_flat = jb * width + jn
+    batch_values = _unflatten(pb, batch_axes) if batched else {}
+
+    def store(clamp: bool) -> Stmt:
+        # clamped indices (and a select) only where the panel runs past W: elsewhere the load
+        # stays affine in jn (a contiguous vector load when the operand is contiguous there)
+        w_index = minimum(w_flat, w_total - 1) if clamp else w_flat
+        values = {**batch_values, **_unflatten(w_index, width_axes), **_unflatten(kk, k_axes)}
+        value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
+        if clamp:
+            value = select(w_flat < w_total, value, const(0.0, dtype))
+        return _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
+                     Store(packed, (pb, jb, kk, jn), value))
+
+    panel: Stmt = store(False) if w_total % width == 0 else \
+        IfThenElse(jb * width + width <= w_total, store(False), store(True))
+    if k_padded > k_total:
+        zero_rows = _nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
+                           (jn, width, _vector(options), lanes)],
+                          Store(packed, (pb, jb, kz + k_total, jn), const(0.0, dtype)))
+        panel = Seq((panel, zero_rows))
+    outer = batch * panels
+    kernel = Kernel(f"{name}_pack", (source, packed), (packed.name,),
+                    For(t, const(outer), _parallel(options, outer), panel),
+                    attrs={"compute": tensor.name, "role": role,
+                           "schedule": f"{role}: {panels} panels of {k_padded}x{width}"})
+    verify_kernel(kernel, options.spec, check_bounds=False)  # guarded: see store
+    return kernel
+
+
+def _product_of(axes: Sequence[IterVar]) -> int:
+    total = 1
+    for axis in axes:
+        total *= axis.extent
+    return total
 
 
 def _axes_in(load: Load) -> set[IterVar]:

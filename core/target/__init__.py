@@ -10,6 +10,7 @@ from tilecraft.target.base import (
     Availability,
     Capability,
     Estimate,
+    FusedGroup,
     KernelFunction,
     Source,
     Target,
@@ -64,7 +65,7 @@ from tilecraft.target.spec import (
 )
 
 __all__ = [
-    "TARGET_API_VERSION", "AddressForm", "Artifact", "Availability", "BrokenPlugin",
+    "TARGET_API_VERSION", "AddressForm", "Artifact", "Availability", "BrokenPlugin", "FusedGroup",
     "Capability", "ComputeAbstraction", "ComputeUnits", "Estimate", "EvaluationMode",
     "ExtensionInfo", "ExtensionKind", "IntrinsicDecl", "IntrinsicLoop", "IntrinsicOperand",
     "IntrinsicProgram", "KernelFunction", "MemoryAbstraction", "MemoryHierarchy", "MemoryKind",

@@ -27,6 +27,7 @@ import numpy as np
 from tilecraft.errors import TargetError
 
 if TYPE_CHECKING:
+    from tilecraft.graph import Graph
     from tilecraft.kernel_ir.nodes import Kernel
     from tilecraft.lower.options import LoweringOptions
     from tilecraft.target.spec import TargetSpec
@@ -110,6 +111,16 @@ class KernelFunction(Protocol):
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> None: ...
 
 
+@dataclass(frozen=True)
+class FusedGroup:
+    """Computes (by name, in topological order) lowered together into ``kernels``; ``notes``
+    say what was decided and why (they go into the Executable's report)."""
+
+    computes: tuple[str, ...]
+    kernels: tuple[Kernel, ...]
+    notes: tuple[str, ...] = ()
+
+
 class Target(ABC):
     """Base class of every target plugin's target object."""
 
@@ -148,6 +159,11 @@ class Target(ABC):
 
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} has no performance model")
+
+    def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
+        """Groups of computes of ``graph`` the target lowers together (thesis ch. 3), each
+        with its kernels; computes in no group are lowered one by one. Default: none."""
+        return []
 
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:

@@ -25,13 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from tilecraft.errors import CodegenError, TargetError
+from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.target.base import Artifact, Availability, Source, Target
+from tilecraft.target.base import Artifact, Availability, FusedGroup, Source, Target
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
+from tilecraft_x86_avx512.fusion import fuse_chains
 from tilecraft_x86_avx512.gemm_template import lower_with_template
 from tilecraft_x86_avx512.host import HostInfo, read_cpuinfo
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
@@ -67,6 +69,11 @@ class X86Avx512Target(Target):
         return self._threads if self._threads is not None else default_threads()
 
     # schedule template -----------------------------------------------------------------------
+    def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
+        """Contraction chains fuse into one kernel each (:mod:`.fusion`)."""
+        levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
+        return fuse_chains(graph, options, levels.get("L2") or 1 << 20, self.threads)
+
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
         """Contractions go through the micro-kernel template (:mod:`.gemm_template`)."""

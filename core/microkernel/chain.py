@@ -1,0 +1,421 @@
+"""Fused contraction chains on micro-kernels (thesis §3.4, Chimera's fused code generation).
+
+A chain ``T = A1 x B1`` → memory-bound computes on ``T`` (relu, scaling, a whole softmax) →
+``E = Z x D`` (``Z`` the last of them, or ``T``) becomes one kernel: in parallel over (batch,
+blocks of ``MC`` rows of ``m``), each block
+
+1. computes the ``L x MC`` tile ``T^T`` of its rows with the outer-product micro-kernel —
+   transposed, so that its columns are ``m`` and the second contraction can read it directly as
+   its ``A[k = l, m]`` operand, without packing;
+2. applies the memory-bound computes to the tile in place, vectorised along ``m``; row
+   reductions over ``l`` (softmax's max and sum) keep one value per ``m``. Whole softmax rows
+   are kept: the tile holds every ``l`` of the block's rows (the alternative, the online
+   rescaling softmax, pays extra multiplications per element and is needed only when a row does
+   not fit — at the G-chains' L <= 512 a row of an MC = 96 block is 192 KB, within L2);
+3. multiplies the tile by the packed ``D`` into ``E``'s rows.
+
+The intermediate never leaves the core's caches: the tile tree is
+``[batch x M/MC] (parallel) > { T^T[L, MC] in L2; E[MC, N] }``. ``B1`` and ``D`` are packed once
+by their own kernels, ``A1``'s block once per block.
+
+>>> from tilecraft import ops, te
+>>> A = te.placeholder((2, 40, 16), name="A")
+>>> B = te.placeholder((2, 16, 30), name="B")
+>>> D = te.placeholder((2, 30, 8), name="D")
+>>> T = ops.batch_matmul(A, B, name="T")
+>>> E = ops.batch_matmul(ops.softmax(T, name="S"), D, name="E")
+>>> chain = as_chain(E)
+>>> chain.first.tensor.name, [t.name for t in chain.between], chain.second.tensor.name
+('T', ['S_max', 'S_sub', 'S_exp', 'S_sum', 'S'], 'E')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import LoweringError
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    For,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    MicroKernelCall,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.kernel_ir.simplify import simplify
+from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.microkernel.contraction import Contraction, as_contraction
+from tilecraft.microkernel.lowering import (
+    _ceil_div,
+    _kernel_expr,
+    _nest,
+    _parallel,
+    _unflatten,
+    _vector,
+    pack_operand,
+)
+from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Var, const, select
+from tilecraft.te.functions import all_of, minimum
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import is_const, loads_in, transform
+
+
+@dataclass(frozen=True)
+class Chain:
+    """``first`` (a contraction producing ``T``), the memory-bound computes ``between`` (in
+    order), and ``second`` (a contraction whose A side reads the last of them, or ``T``)."""
+
+    first: Contraction
+    between: tuple[Tensor, ...]
+    second: Contraction
+
+    @property
+    def computes(self) -> tuple[Tensor, ...]:
+        return (self.first.tensor, *self.between, self.second.tensor)
+
+    @property
+    def flops(self) -> int:
+        return self.first.flops + self.second.flops
+
+
+@dataclass(frozen=True)
+class ChainBlocking:
+    """Tiles: ``mi1 x nr1`` register tile of ``T^T`` (rows ``l``, columns ``m``), ``mi2 x nr2``
+    of ``E``; ``mc`` rows of ``m`` per block (a multiple of ``nr1`` and of ``mi2``)."""
+
+    mi1: int
+    nr1: int
+    mi2: int
+    nr2: int
+    mc: int
+
+    def __post_init__(self) -> None:
+        if self.mc % self.nr1 or self.mc % self.mi2:
+            raise LoweringError(f"chain blocking: mc = {self.mc} must be a multiple of nr1 = "
+                                f"{self.nr1} and of mi2 = {self.mi2}")
+
+
+def _row_layout(tensor: Tensor, ref: Tensor) -> str | None:
+    """``full`` when ``tensor`` has ``ref``'s shape, ``row`` when it drops the last axis."""
+    if tuple(tensor.shape) == tuple(ref.shape):
+        return "full"
+    if tuple(tensor.shape) == tuple(ref.shape[:-1]):
+        return "row"
+    return None
+
+
+def _aligned(load: Load, axes: Sequence[IterVar]) -> bool:
+    """Whether ``load`` reads element ``axes`` exactly (0 standing for an axis of extent 1)."""
+    if len(load.indices) != len(axes):
+        return False
+    return all(index is axis or (axis.extent == 1 and is_const(index, 0))
+               for index, axis in zip(load.indices, axes))
+
+
+def as_chain(output: Tensor,
+             consumers: Mapping[Tensor, Sequence[Tensor]] | None = None) -> Chain | None:
+    """The chain ending in ``output``, or ``None``. ``consumers`` (tensor → its consumers in the
+    graph) lets the caller refuse chains whose intermediates are also read outside them."""
+    second = as_contraction(output)
+    if second is None or len(second.k_axes) != 1 or len(second.m_axes) != 1:
+        return None
+    z = second.a.tensor
+    indices = second.a.indices
+    if z.is_placeholder or len(indices) != len(z.shape) or len(z.shape) < 2:
+        return None
+    if indices[-2] is not second.m_axes[0] or indices[-1] is not second.k_axes[0]:
+        return None
+    # walk back from z to the first contraction through memory-bound computes
+    first = as_contraction(z)
+    between: list[Tensor] = []
+    frontier = [] if first is not None else [z]
+    seen: set[Tensor] = set()
+    while frontier:
+        t = frontier.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        contraction = as_contraction(t)
+        if contraction is not None:
+            if first is not None and first.tensor is not t:
+                return None
+            first = contraction
+            continue
+        between.append(t)
+        frontier.extend(ld.tensor for ld in loads_in(t.op.body) if not ld.tensor.is_placeholder)
+    if first is None:
+        return None
+    ref = first.tensor
+    if len(first.m_axes) != 1 or len(first.n_axes) != 1 or len(first.k_axes) < 1:
+        return None
+    if ref.axes[-1] is not first.n_axes[0] or ref.axes[-2] is not first.m_axes[0]:
+        return None
+    order = _topological([*between], ref)
+    if order is None:
+        return None
+    for t in order:
+        layout = _row_layout(t, ref)
+        if layout is None or t.dtype is not DType.FLOAT32:
+            return None
+        body = t.op.body
+        if isinstance(body, Reduce) and (layout != "row" or len(body.axes) != 1
+                                         or body.axes[0].extent != ref.shape[-1]):
+            return None
+        if not isinstance(body, Reduce) and layout != "full":
+            return None
+        for load in loads_in(body):
+            source = load.tensor
+            if source.is_placeholder:
+                continue
+            if source is not ref and source not in order:
+                return None
+            src_layout = _row_layout(source, ref)
+            own = t.axes + (tuple(body.axes) if isinstance(body, Reduce) else ())
+            want = own if src_layout == "full" else t.axes[:len(ref.shape) - 1]
+            if isinstance(body, Reduce) and src_layout == "row":
+                return None
+            if not _aligned(load, want):
+                return None
+    if consumers is not None:
+        inside = {ref, *order, output}
+        for t in (ref, *order):
+            if any(c not in inside for c in consumers.get(t, ())):
+                return None
+    if z is not ref and (not order or order[-1] is not z):
+        return None
+    if z is not ref and _row_layout(z, ref) != "full":
+        return None
+    if tuple(z.shape[-2:]) != (second.m_axes[0].extent, second.k_axes[0].extent):
+        return None
+    return Chain(first, tuple(order), second)
+
+
+def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
+    remaining = list(dict.fromkeys(between))
+    done = {ref}
+    order: list[Tensor] = []
+    while remaining:
+        for t in remaining:
+            deps = [ld.tensor for ld in loads_in(t.op.body) if not ld.tensor.is_placeholder]
+            if all(d in done for d in deps):
+                order.append(t)
+                done.add(t)
+                remaining.remove(t)
+                break
+        else:
+            return None
+    return order
+
+
+def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
+                options: LoweringOptions) -> list[Kernel]:
+    """Pack kernels for ``B1`` and ``D``, and the fused kernel (see the module docstring)."""
+    bl = blocking
+    first, second = chain.first, chain.second
+    ref = first.tensor
+    out = second.tensor
+    batch, m_total, l_total, k_total = first.extents()
+    _, _, n_total, l2 = second.extents()
+    if l2 != l_total:
+        raise LoweringError(f"chain {ref.name} -> {out.name}: the second contraction reduces "
+                            f"over {l2} values but the first produces {l_total} columns")
+    dtype = DType.FLOAT32
+    lanes = max(1, options.lanes(dtype))
+    level = options.param_level
+    # packed B1 as the A operand of T^T = B1^T A1^T: strips of mi1 values of l, k major
+    b1_pack = pack_operand(f"{ref.name}_b1packed", first.b, ref, first.batch_axes,
+                           first.n_axes, first.k_axes, bl.mi1, k_total, options,
+                           role=f"pack B of {ref.name} into l-strips")
+    l_padded = b1_pack.params[-1].shape[1] * bl.mi1
+    k_padded = b1_pack.params[-1].shape[2]
+    d_pack = pack_operand(f"{out.name}_dpacked", second.b, out, second.batch_axes,
+                          second.n_axes, second.k_axes, bl.nr2, l_total, options,
+                          role=f"pack B of {out.name}")
+    d_packed = d_pack.params[-1]
+    if d_packed.shape[2] != l_total:
+        raise LoweringError("internal: D packed with padded k")  # pragma: no cover
+    b1p = Buffer(b1_pack.params[-1].name, b1_pack.params[-1].shape, dtype, level=level)
+    dp = Buffer(d_packed.name, d_packed.shape, dtype, level=level)
+    a1 = first.a.tensor
+    a1_buffer = Buffer(a1.name, a1.shape, a1.dtype, level=level)
+    e_view = Buffer(out.name, (batch, m_total, n_total), dtype, level=level)
+    mc = min(bl.mc, _ceil_div(m_total, bl.mc) * bl.mc)
+    m_blocks = _ceil_div(m_total, mc)
+    m_panels = mc // bl.nr1
+    l_strips = l_padded // bl.mi1
+    tile = Buffer(f"{ref.name}_tile", (l_padded, mc), dtype, level=level)
+    a1_pack = Buffer(f"{ref.name}_a1packed", (m_panels, k_padded, bl.nr1), dtype, level=level)
+    t = Var("t")
+    b_index = t // m_blocks if batch > 1 else const(0)
+    mb = t % m_blocks
+    m0 = mb * mc
+
+    # pack A1^T: panels of nr1 values of m, k major
+    mp, kq, jn = Var("mp"), Var("kq"), Var("jn")
+    m_flat = m0 + mp * bl.nr1 + jn
+    values = {**_unflatten(b_index, first.batch_axes),
+              **_unflatten(minimum(m_flat, m_total - 1), first.m_axes),
+              **_unflatten(minimum(kq, k_total - 1), first.k_axes)}
+    load = _kernel_expr(first.a, values, {a1: a1_buffer}, extra_zero=_unit_axes(ref))
+    pack_a = _nest([(mp, m_panels, LoopKind.SERIAL, 0), (kq, k_padded, LoopKind.SERIAL, 0),
+                    (jn, bl.nr1, _vector(options), lanes)],
+                   Store(a1_pack, (mp, kq, jn),
+                         select(all_of(m_flat < m_total, kq < k_total), load, const(0.0))))
+
+    # T^T tile: micro-kernel with A = B1 strip (l rows), B = A1^T panel (m columns)
+    ls, row, col = Var("ls"), Var("row"), Var("col")
+    b1_batch = b_index if b1p.shape[0] > 1 else const(0)
+    zero = _nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
+                 Store(tile, (ls * bl.mi1 + row, mp * bl.nr1 + col), const(0.0)))
+    call1 = MicroKernelCall(micro_kernel, (
+        Region(b1p, (b1_batch, ls, const(0), const(0)), (1, 1, k_padded, bl.mi1)),
+        Region(a1_pack, (mp, const(0), const(0)), (1, k_padded, bl.nr1)),
+        Region(tile, (ls * bl.mi1, mp * bl.nr1), (bl.mi1, bl.nr1))),
+        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_padded)))
+    first_gemm = _nest([(ls, l_strips, LoopKind.SERIAL, 0), (mp, m_panels, LoopKind.SERIAL, 0)],
+                       Seq((zero, call1)))
+
+    # memory-bound computes on the tile, in place where a buffer dies
+    local, stmts, allocs = _between(chain, tile, b_index, m0, mc, l_total, options, lanes)
+    z_buffer = local[chain.between[-1]] if chain.between else tile
+    if l_padded > l_total:  # padded k rows of the second contraction must be zero
+        lz, cz = Var("lz"), Var("cz")
+        stmts.append(_nest([(lz, l_padded - l_total, LoopKind.SERIAL, 0),
+                            (cz, mc, _vector(options), lanes)],
+                           Store(z_buffer, (lz + l_total, cz), const(0.0))))
+
+    # E rows of the block: A = Z^T strip (columns m), B = packed D panel
+    jr, ms = Var("jr"), Var("ms")
+    e_m0 = m0 + ms * bl.mi2
+    e_n0 = jr * bl.nr2
+    d_batch = b_index if dp.shape[0] > 1 else const(0)
+    b_region = Region(dp, (d_batch, jr, const(0), const(0)), (1, 1, l_total, bl.nr2))
+    params2 = (("MI", bl.mi2), ("NR", bl.nr2), ("KI", l_total))
+    # the A region spans l_padded rows; the micro-kernel reads KI = l_total of them
+    a_region = Region(z_buffer, (const(0), ms * bl.mi2), (l_total, bl.mi2))
+    e_tile = Buffer(f"{out.name}_tile", (bl.mi2, bl.nr2), dtype,
+                    level=options.register_level or level)
+    whole = all_of(e_m0 + bl.mi2 <= m_total, e_n0 + bl.nr2 <= n_total)
+    zero_e = _nest([(row, bl.mi2, LoopKind.SERIAL, 0), (col, bl.nr2, _vector(options), lanes)],
+                   Store(e_view, (b_index, e_m0 + row, e_n0 + col), const(0.0)))
+    direct = Seq((zero_e, MicroKernelCall(micro_kernel, (
+        a_region, b_region, Region(e_view, (b_index, e_m0, e_n0), (1, bl.mi2, bl.nr2))),
+        params2)))
+    in_range = all_of(e_m0 + row < m_total, e_n0 + col < n_total)
+    zero_tile = _nest([(row, bl.mi2, LoopKind.SERIAL, 0), (col, bl.nr2, _vector(options), lanes)],
+                      Store(e_tile, (row, col), const(0.0)))
+    store_tile = _nest([(row, bl.mi2, LoopKind.SERIAL, 0), (col, bl.nr2, LoopKind.SERIAL, 0)],
+                       IfThenElse(in_range, Store(e_view, (b_index, e_m0 + row, e_n0 + col),
+                                                  BufferLoad(e_tile, (row, col)))))
+    edge = Allocate(e_tile, Seq((zero_tile, MicroKernelCall(micro_kernel, (
+        a_region, b_region, Region(e_tile, (const(0), const(0)), (bl.mi2, bl.nr2))), params2),
+        store_tile)))
+    second_gemm = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
+                         (ms, mc // bl.mi2, LoopKind.SERIAL, 0)],
+                        IfThenElse(whole, direct, IfThenElse(e_m0 < m_total, edge)))
+
+    body: Stmt = Seq((pack_a, first_gemm, *stmts, second_gemm))
+    for buffer in (*allocs, tile, a1_pack):
+        body = Allocate(buffer, body)
+    outer = batch * m_blocks
+    main = For(t, const(outer), _parallel(options, outer), body)
+    inputs = [a1_buffer, b1p, dp]
+    for t_between in chain.between:
+        for ld in loads_in(t_between.op.body):
+            if ld.tensor.is_placeholder and ld.tensor.name not in {b.name for b in inputs}:
+                inputs.append(Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
+                                     level=level))
+    kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
+        "compute": out.name, "statement": out.statement(), "micro_kernel": micro_kernel,
+        "fused": [t.name for t in chain.computes],
+        "schedule": (f"fused chain {' -> '.join(t.name for t in chain.computes)}: "
+                     f"parallel({outer} = batch x M/{mc}) > T^T[{l_padded}x{mc}] local "
+                     f"(tile {bl.mi1}x{bl.nr1}) > memory-bound ops in place > E rows "
+                     f"(tile {bl.mi2}x{bl.nr2})")})
+    verify_kernel(kernel, options.spec, check_bounds=False)
+    return [b1_pack, d_pack, kernel]
+
+
+def _unit_axes(tensor: Tensor) -> list[IterVar]:
+    return [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
+
+
+def _between(chain: Chain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_total: int,
+             options: LoweringOptions, lanes: int
+             ) -> tuple[dict[Tensor, Buffer], list[Stmt], list[Buffer]]:
+    """Loop nests applying the memory-bound computes to the local tile (``[l, m]``) and to
+    per-row buffers (``[m]``); a full-size compute reuses the buffer of a full-size operand
+    that no later compute reads."""
+    ref = chain.first.tensor
+    local: dict[Tensor, Buffer] = {ref: tile}
+    allocs: list[Buffer] = []
+    stmts: list[Stmt] = []
+    order = list(chain.between)
+    readers: dict[Tensor, int] = {}
+    for position, t in enumerate(order):
+        for ld in loads_in(t.op.body):
+            readers[ld.tensor] = position
+    lv, m, r = Var("l"), Var("m"), Var("r")
+    for position, t in enumerate(order):
+        body = t.op.body
+        full = tuple(t.shape) == tuple(ref.shape)
+        if full:
+            reusable = [ld.tensor for ld in loads_in(body)
+                        if ld.tensor in local and tuple(ld.tensor.shape) == tuple(ref.shape)
+                        and readers.get(ld.tensor, -1) <= position]
+            buffer = local[reusable[0]] if reusable else None
+            if buffer is None:
+                buffer = Buffer(f"{t.name}_local", tile.shape, DType.FLOAT32, level=tile.level)
+                allocs.append(buffer)
+        else:
+            buffer = Buffer(f"{t.name}_local", (mc,), DType.FLOAT32,
+                            level=options.register_level or tile.level)
+            allocs.append(buffer)
+        local[t] = buffer
+        batch_values = _unflatten(b_index, [a for a in t.axes[:len(ref.shape) - 2]
+                                            if a.extent > 1])
+        own_m = t.axes[len(ref.shape) - 2]
+        values: dict[IterVar, Expr] = {**batch_values, own_m: m0 + m}
+        if full:
+            values[t.axes[-1]] = lv
+        reduce_axis = body.axes[0] if isinstance(body, Reduce) else None
+        if reduce_axis is not None:
+            values[reduce_axis] = r
+
+        inner = r if reduce_axis is not None else lv
+
+        def to_local(node: Expr, inner: Var = inner) -> Expr | None:
+            if isinstance(node, Load) and node.tensor in local:
+                source = local[node.tensor]
+                if tuple(node.tensor.shape) == tuple(ref.shape):
+                    return BufferLoad(source, (inner, m))
+                return BufferLoad(source, (m,))
+            return None
+
+        expr = body.body if isinstance(body, Reduce) else body
+        expr = transform(expr, to_local)
+        expr = _kernel_expr(expr, values, {}, extra_zero=_unit_axes(t))
+        if isinstance(body, Reduce):
+            identity = Reduce(body.op, body.body, body.axes).identity()
+            stmts.append(For(m, const(mc), _vector(options),
+                             Store(buffer, (m,), const(identity, DType.FLOAT32)), lanes=lanes))
+            stmts.append(_nest([(r, l_total, LoopKind.SERIAL, 0),
+                                (m, mc, _vector(options), lanes)],
+                               Store(buffer, (m,), expr, accumulate=body.op)))
+        else:
+            stmts.append(_nest([(lv, l_total, LoopKind.SERIAL, 0),
+                                (m, mc, _vector(options), lanes)],
+                               Store(buffer, (lv, m), simplify(expr))))
+    return local, stmts, allocs
+
+
+__all__ = ["Chain", "ChainBlocking", "as_chain", "lower_chain"]
