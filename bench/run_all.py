@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py"]
+SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py", "bench_chains.py",
+           "bench_mapping_counts.py"]
 
 
 def main() -> int:

@@ -1,0 +1,385 @@
+"""Evaluating batches of candidates: measured in isolated worker processes, or estimated.
+
+The target's ``spec.evaluation`` decides how a candidate is costed (thesis §4.4.1):
+
+- ``measure``: workers build and check candidates **in parallel**, then time them **one at a
+  time** while every other worker idles, so no build competes with a timing for the cores;
+- ``estimate``: the target's model (``Target.estimate``) costs each lowered kernel, in this
+  process;
+- ``both``: the model ranks the batch; the best ``measure_fraction`` is measured, the rest is
+  returned ``pruned``.
+
+Every candidate runs under a hard timeout per phase: a worker that overruns is killed and
+replaced, and so is one that crashes. The candidate gets an error kind (``invalid``,
+``build``, ``run``, ``timeout``, ``wrong-result``, see :mod:`.candidate`) and the batch goes
+on — a crashing candidate never kills the tuner. Workers are started once and reused.
+
+:meth:`Measurer.submit` measures a batch on a background thread and returns a future, so a
+search engine can propose the next batch while this one is measured (the search/execute
+overlap of the thesis); batches still run one after another.
+
+>>> from tilecraft.tuning.workload import Workload
+>>> with Measurer(n_workers=1) as measurer:                        # doctest: +SKIP
+...     [result] = measurer.measure([MeasureInput(Workload.from_catalog("relu[13x17]"),
+...                                               "x86_avx512")])
+>>> result.ok, result.median > 0                                    # doctest: +SKIP
+(True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import pickle
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any
+
+from tilecraft.errors import TargetError
+from tilecraft.target.spec import EvaluationMode
+from tilecraft.tuning.candidate import (
+    MeasureInput,
+    MeasureResult,
+    MeasureSettings,
+    Stage,
+    describe_exception,
+    estimate_candidate,
+    failure,
+    resolve_target,
+)
+from tilecraft.tuning.record import ErrorKind
+from tilecraft.tuning.worker import WorkerProcess
+from tilecraft.tuning.workload import TuningError
+
+__all__ = ["MeasureInput", "MeasureResult", "MeasureSettings", "Measurer"]
+
+ResultCallback = Callable[[int, MeasureResult], None]
+
+
+@dataclass
+class _Job:
+    """A command a worker is carrying out for candidate ``index``."""
+
+    index: int
+    token: int
+    command: str
+    stage: Stage
+    started: float
+    deadline: float
+
+
+@dataclass
+class _Held:
+    """A candidate a worker has built and checked and keeps loaded for timing."""
+
+    worker: WorkerProcess
+    generation: int
+    token: int
+    info: dict[str, Any]
+
+
+def _stop_all(workers: list[WorkerProcess]) -> None:
+    for worker in workers:
+        worker.stop(grace_s=0.5)
+
+
+class Measurer:
+    """Costs batches of :class:`MeasureInput` (see the module docstring).
+
+    ``n_workers`` processes build and check in parallel (timing is serial whatever their
+    number; on a 2-core machine more than 1 or 2 only adds start-up cost); ``settings`` set
+    repeats, minimum time per measurement, the timeout and the correctness check. Use it as a
+    context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, n_workers: int = 1, settings: MeasureSettings | None = None,
+                 startup_timeout_s: float = 60.0):
+        if n_workers < 1:
+            raise TuningError(f"Measurer: n_workers={n_workers}; use 1 or more worker processes")
+        self.n_workers = n_workers
+        self.settings = settings or MeasureSettings()
+        self.startup_timeout_s = startup_timeout_s
+        #: workers replaced because a candidate crashed or hung in them
+        self.restarts = 0
+        self._workers: list[WorkerProcess] = []
+        self._tokens = itertools.count(1)
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _stop_all, self._workers)
+
+    # public ----------------------------------------------------------------------------------
+    def measure(self, candidates: Sequence[MeasureInput],
+                on_result: ResultCallback | None = None) -> list[MeasureResult]:
+        """One result per candidate, in order; ``on_result(index, result)`` is called as
+        each one is final."""
+        if self._closed:
+            raise TuningError("this Measurer was closed; create a new one")
+        with self._lock:
+            return self._measure(list(candidates), on_result or (lambda index, result: None))
+
+    def submit(self, candidates: Sequence[MeasureInput],
+               on_result: ResultCallback | None = None) -> Future[list[MeasureResult]]:
+        """:meth:`measure` on a background thread; batches run in submission order."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1,
+                                                thread_name_prefix="tilecraft-measure")
+        return self._executor.submit(self.measure, list(candidates), on_result)
+
+    def close(self) -> None:
+        """Stop the worker processes (waiting for submitted batches first)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        with self._lock:
+            _stop_all(self._workers)
+            self._workers.clear()
+            self._closed = True
+
+    def __enter__(self) -> Measurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self._workers if w.pid is not None and w.alive()]
+
+    # dispatch by evaluation mode -------------------------------------------------------------
+    def _measure(self, candidates: list[MeasureInput],
+                 on_result: ResultCallback) -> list[MeasureResult]:
+        results: list[MeasureResult | None] = [None] * len(candidates)
+
+        def finish(index: int, result: MeasureResult) -> None:
+            results[index] = result
+            on_result(index, result)
+
+        modes = {ref: self._evaluation_mode(ref) for ref in {c.target for c in candidates}}
+        measured: list[int] = []
+        both: list[int] = []
+        for index, candidate in enumerate(candidates):
+            mode = modes[candidate.target]
+            if mode is EvaluationMode.ESTIMATE:
+                finish(index, estimate_candidate(candidate, resolve_target(candidate.target)))
+            elif mode is EvaluationMode.BOTH:
+                both.append(index)
+            else:
+                measured.append(index)
+        estimates: dict[int, MeasureResult] = {}
+        if both:
+            for index in both:
+                estimates[index] = estimate_candidate(candidates[index],
+                                                      resolve_target(candidates[index].target))
+            valid = sorted((i for i in both if estimates[i].ok), key=lambda i: estimates[i].cost)
+            keep = set(valid[:math.ceil(self.settings.measure_fraction * len(valid))])
+            for index in both:
+                estimate = estimates[index]
+                if not estimate.ok:
+                    finish(index, estimate)
+                elif index not in keep:
+                    finish(index, dataclasses.replace(estimate, costs=(), pruned=True))
+            measured += sorted(keep)
+
+        def finish_measured(index: int, result: MeasureResult) -> None:
+            if index in estimates:
+                result = dataclasses.replace(result,
+                                             estimate_seconds=estimates[index].estimate_seconds)
+            finish(index, result)
+
+        if measured:
+            try:
+                self._measure_isolated(candidates, sorted(measured), finish_measured)
+            except BaseException:
+                # interrupted mid-batch (Ctrl-C, a callback raising): workers may still be
+                # busy with this batch, so they are replaced before the next one
+                _stop_all(self._workers)
+                raise
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
+
+    def _evaluation_mode(self, reference: str) -> EvaluationMode:
+        target = resolve_target(reference)
+        mode = target.spec.evaluation
+        if mode in (EvaluationMode.MEASURE, EvaluationMode.BOTH):
+            availability = target.available()
+            if not availability.execute:
+                raise TargetError(
+                    f"target {target.name} evaluates candidates by {mode.value!r}, but this "
+                    f"machine cannot execute its code ({availability.explain()}); tune on a "
+                    "machine with the device, or with a target that estimates")
+        return mode
+
+    # isolated measurement ----------------------------------------------------------------------
+    def _ensure_workers(self) -> None:
+        while len(self._workers) < self.n_workers:
+            self._workers.append(WorkerProcess(self.startup_timeout_s))
+        for worker in self._workers:
+            if not worker.alive():
+                worker.restart()
+        for worker in self._workers:
+            worker.wait_ready()
+
+    def _measure_isolated(self, candidates: list[MeasureInput], indices: list[int],
+                          finish: ResultCallback) -> None:
+        payloads: dict[int, bytes] = {}
+        for index in indices:
+            try:
+                payloads[index] = pickle.dumps(candidates[index])
+            except Exception as err:  # noqa: BLE001 - an unpicklable schedule fails alone
+                finish(index, failure(ErrorKind.INVALID, "the candidate cannot be sent to a "
+                                      f"worker process: {describe_exception(err)}; make its "
+                                      "schedule picklable", Stage.WORKLOAD))
+        if not payloads:
+            return
+        self._ensure_workers()
+        held: dict[int, _Held] = {}
+
+        # phase 1: build and check, every worker busy (a replacement joins once started)
+        pending = deque(payloads)
+        jobs: dict[WorkerProcess, _Job] = {}
+        while pending or jobs:
+            starting = []
+            for worker in self._workers:
+                if worker in jobs or not pending:
+                    continue
+                if worker.poll_ready():
+                    index = pending.popleft()
+                    jobs[worker] = self._send(worker, index, "prepare", payloads[index])
+                else:
+                    starting.append(worker)
+            if not jobs:  # every worker is a replacement still starting
+                if not wait([w.conn for w in starting], self.startup_timeout_s):
+                    raise TuningError(f"no tuning worker process answered within "
+                                      f"{self.startup_timeout_s:g} s of starting")
+                continue
+            for worker, job, outcome in self._await(jobs, wake=starting):
+                result = self._outcome(job, outcome)
+                if result is None:
+                    held[job.index] = _Held(worker, worker.generation, job.token, outcome[2])
+                else:
+                    finish(job.index, result)
+
+        # phase 2: time, one candidate at a time, the other workers idle
+        for index in sorted(held):
+            entry = held[index]
+            worker = entry.worker
+            if entry.generation != worker.generation or not worker.alive():
+                # its worker was replaced after building it (a later candidate crashed it)
+                if not worker.alive():
+                    self._replace(worker)
+                job = self._send(worker, index, "prepare", payloads[index])
+                [(_, job, outcome)] = self._await({worker: job})
+                result = self._outcome(job, outcome)
+                if result is not None:
+                    finish(index, result)
+                    continue
+                entry = _Held(worker, worker.generation, job.token, outcome[2])
+            job = self._send(worker, index, "time", None, token=entry.token)
+            [(_, job, outcome)] = self._await({worker: job})
+            result = self._outcome(job, outcome)
+            if result is None:
+                info = entry.info
+                result = MeasureResult(costs=tuple(outcome[2]), flops=info["flops"],
+                                       build_seconds=info["build_seconds"],
+                                       max_abs_error=info["max_abs_error"],
+                                       worker_pid=info["pid"],
+                                       total_seconds=info["build_seconds"]
+                                       + time.monotonic() - job.started)
+            finish(index, result)
+
+    def _send(self, worker: WorkerProcess, index: int, command: str, payload: bytes | None,
+              token: int | None = None) -> _Job:
+        worker.wait_ready()
+        token = token if token is not None else next(self._tokens)
+        now = time.monotonic()
+        stage = Stage.WORKLOAD if command == "prepare" else Stage.TIME
+        job = _Job(index, token, command, stage, now, now + self.settings.timeout_s)
+        if command == "prepare":
+            worker.send(("prepare", token, payload, self.settings))
+        else:
+            worker.send(("time", token, self.settings))
+        return job
+
+    def _replace(self, worker: WorkerProcess) -> None:
+        self.restarts += 1
+        worker.restart()
+
+    def _await(self, jobs: dict[WorkerProcess, _Job], wake: Sequence[WorkerProcess] = ()
+               ) -> list[tuple[WorkerProcess, _Job, tuple[Any, ...]]]:
+        """Wait until at least one job ends (answer, crash or timeout) or a worker of ``wake``
+        has something to say (it finished starting); remove and return the ended jobs with
+        their outcome message."""
+        ended: list[tuple[WorkerProcess, _Job, tuple[Any, ...]]] = []
+        woken = False
+        while not ended and jobs and not woken:
+            # answers are read before deadlines are checked: one that came while the tuner
+            # was busy elsewhere is not a timeout
+            by_conn = {worker.conn: worker for worker in jobs}
+            nearest = min(job.deadline for job in jobs.values())
+            timeout = max(0.0, nearest - time.monotonic())
+            wake_conns = [worker.conn for worker in wake]
+            for conn in wait(list(by_conn) + wake_conns, timeout):
+                if conn not in by_conn:
+                    woken = True
+                    continue
+                worker = by_conn[conn]
+                job = jobs[worker]
+                try:
+                    while conn.poll():
+                        message = conn.recv()
+                        if message[1] != job.token:
+                            continue  # a late answer to a job given up on (none today)
+                        if message[0] == "stage":
+                            job.stage = Stage(message[2])
+                            continue
+                        ended.append((worker, job, message))
+                        del jobs[worker]
+                        break
+                except (EOFError, OSError):
+                    how = worker.ended()
+                    self._replace(worker)
+                    ended.append((worker, job, ("crashed", how)))
+                    del jobs[worker]
+            now = time.monotonic()
+            for worker, job in list(jobs.items()):
+                if now >= job.deadline:
+                    worker.kill()
+                    self._replace(worker)
+                    ended.append((worker, job, ("timeout",)))
+                    del jobs[worker]
+        return ended
+
+    def _outcome(self, job: _Job, outcome: tuple[Any, ...]) -> MeasureResult | None:
+        """The final result of a job, or None when it prepared the candidate."""
+        elapsed = time.monotonic() - job.started
+        kind = outcome[0]
+        if kind == "prepared":
+            return None
+        if kind == "timed":
+            return None
+        if kind == "failed":
+            info = outcome[2]
+            return failure(ErrorKind(info["kind"]), info["message"], Stage(info["stage"]),
+                           flops=info["flops"], max_abs_error=info["max_abs_error"],
+                           total_seconds=elapsed)
+        if kind == "timeout":
+            return failure(ErrorKind.TIMEOUT,
+                           f"did not finish within {self.settings.timeout_s:g} s (stage "
+                           f"{job.stage.value}); its worker process was killed and replaced",
+                           job.stage, total_seconds=elapsed)
+        return failure(job.stage.error_kind,
+                       f"the worker process died while the candidate was in stage "
+                       f"{job.stage.value}: {outcome[1]}; the worker was replaced",
+                       job.stage, total_seconds=elapsed)
+
+    def __repr__(self) -> str:
+        return (f"Measurer(n_workers={self.n_workers}, workers={self.worker_pids}, "
+                f"restarts={self.restarts})")
