@@ -14,12 +14,18 @@ from typing import Any
 
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel, LoopKind
-from tilecraft.lower import LoopNestSchedule, LoweringOptions, ScheduledLoop, lower_graph
+from tilecraft.lower import (
+    LoopNestSchedule,
+    LoweringOptions,
+    ScheduledLoop,
+    lower_compute,
+    lower_graph,
+)
 from tilecraft.target.base import Target
 from tilecraft.tuning.workload import TuningError
 
-__all__ = ["DEFAULT_BUILDER", "Builder", "loop_nest_from_json", "loop_nest_to_json",
-           "lower_loop_nests"]
+__all__ = ["DEFAULT_BUILDER", "TEMPLATE_BUILDER", "Builder", "loop_nest_from_json",
+           "loop_nest_to_json", "lower_loop_nests", "lower_with_templates"]
 
 #: ``builder(graph, schedule, target) -> kernels in execution order``
 Builder = Callable[[Graph, Any, Target], Sequence[Kernel]]
@@ -77,3 +83,26 @@ def lower_loop_nests(graph: Graph, schedule: Any, target: Target) -> list[Kernel
             nests[name] = nest if isinstance(nest, LoopNestSchedule) \
                 else loop_nest_from_json(nest)
     return lower_graph(graph, LoweringOptions.from_spec(target.spec), nests)
+
+
+TEMPLATE_BUILDER = "tilecraft.tuning.builders:lower_with_templates"
+
+
+def lower_with_templates(graph: Graph, schedule: Any, target: Target) -> list[Kernel]:
+    """A :data:`Builder` for the targets' schedule templates: ``schedule`` maps compute names
+    to template parameters (``Target.lower_compute``'s ``config``, e.g. the x86 micro-kernel
+    template's ``{"MI": 6, "NR": 64, "KC": 256, "MC": 96}``); other computes get the target's
+    own choice, then the core's default lowering. Fusion is not applied: each compute is tuned
+    on its own."""
+    configs = dict(schedule or {})
+    options = LoweringOptions.from_spec(target.spec)
+    names = {t.name for t in graph.computes}
+    unknown = sorted(set(configs) - names)
+    if unknown:
+        raise TuningError(f"template parameters given for {', '.join(unknown)}, which are not "
+                          f"computes of the graph ({', '.join(sorted(names))})")
+    kernels: list[Kernel] = []
+    for tensor in graph.computes:
+        lowered = target.lower_compute(tensor, options, configs.get(tensor.name))
+        kernels.extend(lowered or [lower_compute(tensor, options)])
+    return kernels

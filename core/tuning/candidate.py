@@ -322,11 +322,16 @@ def prepare_candidate(candidate: MeasureInput, on_stage: StageCallback = lambda 
     # inputs of the candidates after it
     arrays = {name: np.array(array, order="C", copy=True)
               for name, array in instance.inputs.items()}
+    tensors = {t.name: t for t in instance.graph.computes}
     for kernel in kernels:
         for buffer in kernel.params:
             if buffer.name not in arrays:
-                arrays[buffer.name] = np.empty(buffer.shape, buffer.dtype.numpy)
-    views = [{p.name: arrays[p.name] for p in kernel.params} for kernel in kernels]
+                tensor = tensors.get(buffer.name)  # a graph tensor keeps its own shape
+                shape = tensor.shape if tensor is not None else buffer.shape
+                arrays[buffer.name] = np.empty(shape, buffer.dtype.numpy)
+    # a kernel may view a tensor in another shape of the same size (a template's [batch, M, N])
+    views = [{p.name: arrays[p.name].reshape(p.shape) for p in kernel.params}
+             for kernel in kernels]
     return PreparedCandidate(instance, kernels, functions, arrays,
                              time.perf_counter() - start, views)
 
