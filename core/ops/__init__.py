@@ -16,6 +16,7 @@ array([[3., 3., 3., 3.],
 
 from tilecraft.ops import catalog
 from tilecraft.ops.activation import gelu, leaky_relu, relu, sigmoid, tanh
+from tilecraft.ops.amos_ops import batched_conv2d, conv_transpose2d_zero_insert, grouped_dense
 from tilecraft.ops.conv import conv1d, conv2d, conv3d
 from tilecraft.ops.conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose3d
 from tilecraft.ops.conv_variants import capsule_conv2d, depthwise_conv2d
@@ -38,7 +39,8 @@ from tilecraft.ops.reduction import mean, reduce_max, reduce_min, reduce_sum, va
 from tilecraft.ops.softmax import log_softmax, softmax
 
 __all__ = [
-    "add", "avg_pool2d", "batch_matmul", "batch_norm", "bias_add", "bilinear", "capsule_conv2d",
+    "add", "avg_pool2d", "batch_matmul", "batched_conv2d", "conv_transpose2d_zero_insert",
+    "grouped_dense", "batch_norm", "bias_add", "bilinear", "capsule_conv2d",
     "cast", "concat", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "dense", "depth_to_space", "depthwise_conv2d", "div", "gelu", "gemv",
     "global_avg_pool2d", "layer_norm", "leaky_relu", "log_softmax", "matmul", "max_pool2d",
