@@ -2,7 +2,9 @@
 
 Loop kinds must be among ``spec.loop_kinds``, buffers must live in levels of the memory
 hierarchy, intrinsic and micro-kernel calls must name declared ones (with the declared number
-of operands). Every problem is listed in one :class:`~tilecraft.errors.CodegenError`.
+of operands), and each operand of an intrinsic call must be a region of the declared shape in
+a buffer of the declared dtype. Every problem is listed in one
+:class:`~tilecraft.errors.CodegenError`.
 
 >>> from tilecraft.kernel_ir import Buffer, For, Kernel, LoopKind, Store
 >>> from tilecraft.te import Var, const
@@ -18,9 +20,10 @@ loop i is vector, which this target cannot express (it expresses: serial)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from tilecraft.dtypes import DType
 from tilecraft.errors import CodegenError
 from tilecraft.kernel_ir.nodes import (
     Allocate,
@@ -70,9 +73,13 @@ def _buffers(stmt: Stmt) -> list[Buffer]:
 
 def kernel_problems(kernel: Kernel, loop_kinds: Collection[LoopKind | str],
                     levels: Collection[str], intrinsics: dict[str, int] | None = None,
-                    micro_kernels: dict[str, int] | None = None) -> list[str]:
+                    micro_kernels: dict[str, int] | None = None,
+                    intrinsic_operands: Mapping[str, Sequence[OperandSignature]] | None = None
+                    ) -> list[str]:
     """What in ``kernel`` falls outside the given loop kinds, memory levels, intrinsics and
-    micro-kernels (name -> operand count); ``None`` skips the call checks."""
+    micro-kernels (name -> operand count); ``None`` skips the call checks.
+    ``intrinsic_operands`` (name -> (operand name, shape, dtype) per operand) also checks the
+    regions an intrinsic call passes."""
     kinds = {LoopKind(kind) for kind in loop_kinds}
     problems: list[str] = []
     seen_buffers: set[int] = set()
@@ -105,6 +112,28 @@ def kernel_problems(kernel: Kernel, loop_kinds: Collection[LoopKind | str],
             elif len(stmt.operands) != declared[name]:
                 problems.append(f"call of {what} {name} passes {len(stmt.operands)} operands; "
                                 f"it declares {declared[name]}")
+            elif isinstance(stmt, IntrinsicCall) and intrinsic_operands is not None \
+                    and name in intrinsic_operands:
+                problems.extend(_operand_problems(stmt, intrinsic_operands[name]))
+    return problems
+
+
+#: an intrinsic operand as a call must match it: (name, shape, dtype)
+OperandSignature = tuple[str, tuple[int, ...], DType]
+
+
+def _operand_problems(call: IntrinsicCall, signature: Sequence[OperandSignature]) -> list[str]:
+    problems = []
+    for position, (region, (name, shape, dtype)) in enumerate(zip(call.operands, signature)):
+        where = f"call of intrinsic {call.intrinsic}: operand {position} ({name})"
+        if tuple(region.extents) != tuple(shape):
+            problems.append(f"{where} is a region of {region.buffer.name} with extents "
+                            f"{tuple(region.extents)}; the intrinsic declares shape "
+                            f"{tuple(shape)}")
+        if region.buffer.dtype is not dtype:
+            problems.append(f"{where} is in buffer {region.buffer.name} of "
+                            f"{region.buffer.dtype.value}; the intrinsic declares "
+                            f"{dtype.value}")
     return problems
 
 
@@ -114,7 +143,9 @@ def check_kernel_supported(kernel: Kernel, spec: TargetSpec) -> None:
     problems = kernel_problems(
         kernel, spec.loop_kinds, spec.memory.names,
         intrinsics={i.name: len(i.compute.operands) for i in spec.intrinsics},
-        micro_kernels={k.name: len(k.operands) for k in spec.micro_kernels})
+        micro_kernels={k.name: len(k.operands) for k in spec.micro_kernels},
+        intrinsic_operands={i.name: [(op.name, tuple(op.shape), op.dtype)
+                                     for op in i.compute.operands] for i in spec.intrinsics})
     if problems:
         listing = "\n".join(f"  - {problem}" for problem in problems)
         raise CodegenError(f"target {spec.name} cannot generate code for kernel {kernel.name}:\n"

@@ -6,7 +6,14 @@ their index expressions, and its semantics as one statement in Einstein-like not
 used for matching, verification and as the conformance oracle. The memory abstraction (Def. 4,
 Eq. 5.3-5.4) states, per operand, the levels it moves between, the companion load/store
 instruction, and the address form (base + strides over the operand's dimensions) the compiler
-fills in.
+fills in; a fill (``fill_fragment``) may initialise an accumulating destination instead.
+
+Declarations are checked when they are made: the semantics must be a valid te program whose
+operand shapes agree with the loop extents, every operand must move between levels with one
+stride per dimension, a destination's fixed strides must give each element its own place, and
+only the accumulator of a ``+=`` intrinsic is filled. Loaded for a target (a spec, or a
+declaration file through :func:`tilecraft.target.spec.load_intrinsics`), every level named
+must be one of the target's.
 
 The Tensor Core ``mma_sync`` 32x8x16 of Eq. 5.2, with its loads and store of Eq. 5.4:
 
@@ -33,7 +40,9 @@ The Tensor Core ``mma_sync`` 32x8x16 of Eq. 5.2, with its loads and store of Eq.
 ...                                                         "strides": ["stride_b", 1]}},
 ...         {"operand": "Dst", "from_level": "fragment", "to_level": "global",
 ...          "instruction": "store_matrix_sync", "address": {"base": "addr_c",
-...                                                          "strides": ["stride_c", 1]}}]),
+...                                                          "strides": ["stride_c", 1]}}],
+...         fills=[{"operand": "Dst", "level": "fragment", "instruction": "fill_fragment",
+...                 "value": 0.0}]),
 ...     latency_cycles=32, throughput_per_cycle=0.25)
 >>> program = mma.compute.to_te()
 >>> [t.name for t in program.inputs], program.output.name
@@ -267,6 +276,24 @@ class ComputeAbstraction(SpecModel):
         return total
 
 
+#: the key of a validation context (``model_validate(data, context=...)``) listing the memory
+#: levels an intrinsic may name, so that a declaration file is checked against its target
+LEVELS_CONTEXT = "memory_levels"
+TARGET_CONTEXT = "target"
+
+
+def check_known_level(value: str, info: ValidationInfo) -> str:
+    """``value`` if the validation context names no levels or names it; else a ValueError
+    listing the levels (how a declaration file is checked against its target's hierarchy)."""
+    levels = (info.context or {}).get(LEVELS_CONTEXT)
+    if levels is not None and value not in levels:
+        target = (info.context or {}).get(TARGET_CONTEXT)
+        owner = f"target {target}" if target else "the target"
+        raise ValueError(f"{value!r} is not a memory level of {owner}; the levels are "
+                         f"{', '.join(levels)}")
+    return value
+
+
 class AddressForm(SpecModel):
     """Where an operand lies in memory: ``base + sum(index_d * strides[d])`` (Eq. 5.4).
 
@@ -292,6 +319,20 @@ class AddressForm(SpecModel):
                 raise ValueError(f"stride {stride} is negative; strides are element counts")
         return value
 
+    @field_validator("alignment_bytes")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if value & (value - 1):
+            raise ValueError(f"alignment_bytes {value} is not a power of two")
+        return value
+
+    @property
+    def fixed_strides(self) -> tuple[int, ...] | None:
+        """The strides when every one is a number (None when the compiler sets some)."""
+        if any(isinstance(stride, str) for stride in self.strides):
+            return None
+        return tuple(int(stride) for stride in self.strides)
+
 
 class OperandMove(SpecModel):
     """One statement of Eq. 5.3: ``to_level.operand[...] = from_level.operand[address]``.
@@ -306,6 +347,11 @@ class OperandMove(SpecModel):
         "companion load/store instruction (e.g. load_matrix_sync); null for a plain access"))
     address: AddressForm
 
+    @field_validator("from_level", "to_level")
+    @classmethod
+    def _known_level(cls, value: str, info: ValidationInfo) -> str:
+        return check_known_level(value, info)
+
     @model_validator(mode="after")
     def _distinct_levels(self) -> OperandMove:
         if self.from_level == self.to_level:
@@ -314,21 +360,45 @@ class OperandMove(SpecModel):
         return self
 
 
+class OperandFill(SpecModel):
+    """A statement ``level.operand[...] = value``: the destination's accumulator initialised
+    in ``level`` by a companion instruction (``fill_fragment``), instead of being loaded."""
+
+    operand: str
+    level: str
+    instruction: str | None = Field(default=None, description=(
+        "companion fill instruction (e.g. fill_fragment); null for plain register writes"))
+    value: float | None = Field(default=None, description=(
+        "the constant it fills with; null means a value the compiler sets (e.g. 0 or a bias)"))
+
+    @field_validator("level")
+    @classmethod
+    def _known_level(cls, value: str, info: ValidationInfo) -> str:
+        return check_known_level(value, info)
+
+
 class MemoryAbstraction(SpecModel):
-    """Def. 4: the moves of every operand between memory levels."""
+    """Def. 4: the moves of every operand between memory levels, and the fills that may
+    initialise an accumulating destination instead of a load."""
 
     moves: Seq[OperandMove] = Field(min_length=1)
+    fills: Seq[OperandFill] = ()
 
     def moves_of(self, operand: str) -> tuple[OperandMove, ...]:
         return tuple(move for move in self.moves if move.operand == operand)
 
+    def fills_of(self, operand: str) -> tuple[OperandFill, ...]:
+        return tuple(fill for fill in self.fills if fill.operand == operand)
+
     @property
     def levels(self) -> tuple[str, ...]:
-        """Every level named by a move, in first-use order."""
+        """Every level named by a move or a fill, in first-use order."""
         seen: dict[str, None] = {}
         for move in self.moves:
             seen.setdefault(move.from_level)
             seen.setdefault(move.to_level)
+        for fill in self.fills:
+            seen.setdefault(fill.level)
         return tuple(seen)
 
 
@@ -368,9 +438,73 @@ class IntrinsicDecl(SpecModel):
         if missing:
             raise ValueError(f"operand {missing[0]} has no memory move; state which levels it "
                              "moves between")
+        _check_destination_addresses(compute, memory)
+        _check_fills(compute, memory)
         return memory
 
     def reference(self, *operands: np.ndarray, **attrs: object) -> None:
         """The intrinsic's semantics on numpy operand views, in place (``attrs`` of the
         Kernel IR call are ignored): the form the Kernel IR interpreter calls."""
         self.compute.apply(*operands)
+
+
+class IntrinsicSet(SpecModel):
+    """A file of intrinsic declarations (one family, e.g. WMMA), which a plugin adds to its
+    target spec with :func:`tilecraft.target.spec.load_intrinsics`."""
+
+    description: str = ""
+    intrinsics: Seq[IntrinsicDecl] = Field(min_length=1)
+
+    @field_validator("intrinsics")
+    @classmethod
+    def _unique_names(cls, value: tuple[IntrinsicDecl, ...]) -> tuple[IntrinsicDecl, ...]:
+        check_unique([intrinsic.name for intrinsic in value], "intrinsic")
+        return value
+
+
+def _check_destination_addresses(compute: ComputeAbstraction, memory: MemoryAbstraction) -> None:
+    """A destination needs one place per element: fixed strides that send two of its elements
+    to the same offset disagree with its shape (sources may overlap: a stride 0 broadcasts)."""
+    destination = compute.destination
+    size = int(np.prod(destination.shape))
+    if size > 1 << 20:
+        return  # too large to enumerate; such intrinsics do not exist
+    for position, move in enumerate(memory.moves):
+        strides = move.address.fixed_strides
+        if move.operand != destination.name or strides is None:
+            continue
+        grid = np.indices(destination.shape).reshape(destination.ndim, -1)
+        offsets = np.asarray(strides, dtype=np.int64) @ grid
+        unique, first, counts = np.unique(offsets, return_index=True, return_counts=True)
+        if len(unique) == size:
+            continue
+        clash = int(np.argmax(counts > 1))
+        second = np.flatnonzero(offsets == unique[clash])[1]
+        raise ValueError(
+            f"moves[{position}]: the address strides {list(strides)} of the destination "
+            f"{destination.name} (shape {list(destination.shape)}) put elements "
+            f"{grid[:, first[clash]].tolist()} and {grid[:, second].tolist()} at the same "
+            f"offset {int(unique[clash])}; a destination needs one place per element: fix the "
+            "strides or the shape")
+
+
+def _check_fills(compute: ComputeAbstraction, memory: MemoryAbstraction) -> None:
+    """A fill initialises the accumulator of a '+=' intrinsic, in a level it is stored from."""
+    destination = compute.destination
+    names = [op.name for op in compute.operands]
+    for position, fill in enumerate(memory.fills):
+        if fill.operand not in names:
+            raise ValueError(f"fills[{position}] names operand {fill.operand!r}, which the "
+                             f"compute abstraction does not declare ({', '.join(names)})")
+        if fill.operand != destination.name:
+            raise ValueError(f"fills[{position}] fills {fill.operand}, a source; only the "
+                             f"destination {destination.name} is filled (its accumulator)")
+        if not compute.accumulates:
+            raise ValueError(f"fills[{position}] initialises {fill.operand}, but the semantics "
+                             "does not accumulate ('=' overwrites it); drop the fill or write "
+                             f"'{destination.name}[...] += ...'")
+        stored_from = [move.from_level for move in memory.moves_of(destination.name)]
+        if fill.level not in stored_from:
+            raise ValueError(f"fills[{position}] fills {fill.operand} in {fill.level}, but "
+                             f"{fill.operand} moves out of {', '.join(stored_from)}; fill the "
+                             "level the intrinsic accumulates in")

@@ -26,6 +26,7 @@ _SCHEMAS: dict[str, str | type[BaseModel]] = {
     "target_spec.json": "tilecraft.target.spec:TargetSpec",
     "memory_hierarchy.json": "tilecraft.target.memory:MemoryHierarchy",
     "intrinsic.json": "tilecraft.target.intrinsic:IntrinsicDecl",
+    "intrinsic_set.json": "tilecraft.target.intrinsic:IntrinsicSet",
     "micro_kernel.json": "tilecraft.target.microkernel:MicroKernelDecl",
 }
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,7 +43,12 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from tilecraft.dtypes import DType
 from tilecraft.errors import PluginError, TargetError
 from tilecraft.kernel_ir.nodes import LoopKind
-from tilecraft.target.intrinsic import IntrinsicDecl
+from tilecraft.target.intrinsic import (
+    LEVELS_CONTEXT,
+    TARGET_CONTEXT,
+    IntrinsicDecl,
+    IntrinsicSet,
+)
 from tilecraft.target.memory import MemoryHierarchy, MemoryKind, MemoryLevel
 from tilecraft.target.microkernel import MicroKernelDecl
 from tilecraft.target.specmodel import (
@@ -57,7 +62,8 @@ from tilecraft.target.specmodel import (
 
 __all__ = [
     "TARGET_API_VERSION", "ComputeUnits", "EvaluationMode", "MemoryHierarchy", "MemoryKind",
-    "MemoryLevel", "SchedulePrimitive", "TargetCapabilities", "TargetSpec", "load_spec",
+    "MemoryLevel", "SchedulePrimitive", "TargetCapabilities", "TargetSpec", "load_intrinsics",
+    "load_spec",
 ]
 
 #: the version of the plugin contract this tilecraft implements; a spec must declare it
@@ -178,15 +184,19 @@ class TargetSpec(SpecModel):
         memory = info.data.get("memory")
         if memory is None:
             return value
+        target = info.data.get("name")
+        owner = f"target {target}: " if target else ""
         for intrinsic in value:
-            for position, move in enumerate(intrinsic.memory.moves):
-                for side in ("from_level", "to_level"):
-                    level = getattr(move, side)
-                    if level not in memory.names:
-                        raise ValueError(
-                            f"intrinsic {intrinsic.name}: memory.moves[{position}].{side} "
-                            f"{level!r} is not a memory level of this target; the levels are "
-                            f"{', '.join(memory.names)}")
+            named = [(f"memory.moves[{position}].{side}", getattr(move, side))
+                     for position, move in enumerate(intrinsic.memory.moves)
+                     for side in ("from_level", "to_level")]
+            named += [(f"memory.fills[{position}].level", fill.level)
+                      for position, fill in enumerate(intrinsic.memory.fills)]
+            for field, level in named:
+                if level not in memory.names:
+                    raise ValueError(
+                        f"{owner}intrinsic {intrinsic.name}: {field} {level!r} is not a memory "
+                        f"level of this target; the levels are {', '.join(memory.names)}")
         return value
 
     @field_validator("micro_kernels")
@@ -247,25 +257,111 @@ class TargetSpec(SpecModel):
         return LoopKind(kind) in self.loop_kinds
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str] | _Readable,
-                  plugin: str | None = None) -> TargetSpec:
-        """Load and validate a YAML spec file (a path, or an ``importlib.resources`` file)."""
-        source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") \
-                else Path(path).read_text(encoding="utf-8")
-        except OSError as err:
-            raise PluginError(f"plugin {plugin or '?'}: cannot read target spec {source}: "
-                              f"{err.strerror or err}") from err
-        try:
-            data = yaml.load(text, Loader=SpecLoader)  # noqa: S506 - a SafeLoader subclass
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f"{source}:{mark.line + 1}" if mark is not None else source
-            problem = getattr(err, "problem", None) or str(err)
-            raise PluginError(f"plugin {plugin or '?'}: target spec {where} is not valid YAML: "
-                              f"{problem}") from err
-        return load_spec(data, source=source, plugin=plugin, yaml_text=text)
+    def from_yaml(cls, path: str | os.PathLike[str] | _Readable, plugin: str | None = None,
+                  intrinsic_files: Sequence[str | os.PathLike[str] | _Readable] = ()
+                  ) -> TargetSpec:
+        """Load and validate a YAML spec file (a path, or an ``importlib.resources`` file),
+        adding the intrinsics declared in ``intrinsic_files`` (see :func:`load_intrinsics`),
+        each checked against the spec's memory levels."""
+        data, text, source = _read_yaml(path, plugin, "target spec")
+        spec = load_spec(data, source=source, plugin=plugin, yaml_text=text)
+        if not intrinsic_files:
+            return spec
+        owner = plugin or spec.name
+        declared = {intrinsic.name: source for intrinsic in spec.intrinsics}
+        added: list[IntrinsicDecl] = []
+        for file in intrinsic_files:
+            for intrinsic in load_intrinsics(file, plugin=owner, levels=spec.memory.names,
+                                             target=spec.name):
+                if intrinsic.name in declared:
+                    raise PluginError(f"plugin {owner}: intrinsic {intrinsic.name!r} is declared "
+                                      f"in {declared[intrinsic.name]} and in {file}; names must "
+                                      "be unique")
+                declared[intrinsic.name] = str(file)
+                added.append(intrinsic)
+        merged = dict(data)
+        merged["intrinsics"] = [*spec.intrinsics, *added]
+        return load_spec(merged, source=source, plugin=plugin)
+
+
+def _read_yaml(path: str | os.PathLike[str] | _Readable, plugin: str | None,
+               what: str) -> tuple[Any, str, str]:
+    """(parsed data, text, source name) of a YAML file; a PluginError naming the plugin and the
+    file (and line) when it cannot be read or parsed."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") \
+            else Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise PluginError(f"plugin {plugin or '?'}: cannot read {what} {source}: "
+                          f"{err.strerror or err}") from err
+    try:
+        data = yaml.load(text, Loader=SpecLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(err, "problem", None) or str(err)
+        raise PluginError(f"plugin {plugin or '?'}: {what} {where} is not valid YAML: "
+                          f"{problem}") from err
+    return data, text, source
+
+
+def load_intrinsics(source: str | os.PathLike[str] | _Readable | Mapping[str, Any], *,
+                    plugin: str | None = None, levels: Sequence[str] | None = None,
+                    target: str | None = None) -> tuple[IntrinsicDecl, ...]:
+    """The intrinsics of a declaration file: YAML (a path or an ``importlib.resources`` file)
+    or an already parsed mapping, ``{description: ..., intrinsics: [...]}``.
+
+    Every declaration is validated (:class:`~tilecraft.target.intrinsic.IntrinsicSet`); with
+    ``levels`` (the target's memory levels) every level a move or fill names must be one of
+    them. One :class:`PluginError` names the plugin, the file, and each bad intrinsic and field
+    (with its line).
+
+    >>> family = {"intrinsics": [{
+    ...     "name": "fma4", "latency_cycles": 4, "throughput_per_cycle": 1,
+    ...     "compute": {"loops": [{"name": "i1", "extent": 4, "kind": "spatial"}],
+    ...                 "operands": [
+    ...                     {"name": "Src1", "role": "src", "dtype": "float32", "shape": [4],
+    ...                      "index": ["i1"]},
+    ...                     {"name": "Dst", "role": "dst", "dtype": "float32", "shape": [4],
+    ...                      "index": ["i1"]}],
+    ...                 "semantics": "Dst[i1] += Src1[i1] * Src1[i1]"},
+    ...     "memory": {"moves": [
+    ...         {"operand": "Src1", "from_level": "DRAM", "to_level": "regs",
+    ...          "address": {"strides": [1]}},
+    ...         {"operand": "Dst", "from_level": "regs", "to_level": "DRAM",
+    ...          "address": {"strides": [1]}}]}}]}
+    >>> [i.name for i in load_intrinsics(family, plugin="toy", levels=["DRAM", "regs"])]
+    ['fma4']
+    >>> try:
+    ...     load_intrinsics(family, plugin="toy", levels=["DRAM", "SRAM"], target="toy")
+    ... except PluginError as err:
+    ...     print(err)
+    invalid intrinsic declarations of plugin 'toy':
+      intrinsics[0] (fma4).memory.moves[0].to_level: 'regs' is not a memory level of
+        target toy; the levels are DRAM, SRAM
+      intrinsics[0] (fma4).memory.moves[1].from_level: 'regs' is not a memory level of
+        target toy; the levels are DRAM, SRAM
+    """
+    text: str | None = None
+    where: str | None = None
+    if isinstance(source, Mapping):
+        data: Any = source
+    else:
+        data, text, where = _read_yaml(source, plugin, "intrinsic declarations")
+    if not isinstance(data, Mapping):
+        raise PluginError(f"plugin {plugin or '?'}: intrinsic declarations"
+                          f"{' in ' + where if where else ''} must be a mapping with an "
+                          f"'intrinsics' list, got {type(data).__name__}")
+    context = {LEVELS_CONTEXT: tuple(levels) if levels is not None else None,
+               TARGET_CONTEXT: target}
+    try:
+        declared = IntrinsicSet.model_validate(data, context=context)
+    except ValidationError as err:
+        raise PluginError(validation_message(
+            err, what=f"intrinsic declarations of plugin {plugin or '?'!r}", data=data,
+            source=where, yaml_text=text)) from err
+    return declared.intrinsics
 
 
 class SpecLoader(yaml.SafeLoader):

@@ -33,6 +33,7 @@ from tilecraft.target.spec import (
     TargetSpec,
 )
 from tilecraft_x86_avx512.host import HostInfo, host_info
+from tilecraft_x86_avx512.intrinsics import declared_intrinsics
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32
 
 TARGET_NAME = "x86_avx512"
@@ -89,7 +90,7 @@ def build_spec(host: HostInfo | None = None) -> TargetSpec:
         primitives=PRIMITIVES,
         fixed_decisions={"vector_lanes": VECTOR_BITS // 32, "layout": "row_major"},
         loop_kinds=LOOP_KINDS,
-        intrinsics=(),
+        intrinsics=declared_intrinsics(),
         micro_kernels=(OUTER_PRODUCT_F32,),
         evaluation=EvaluationMode.MEASURE,
         capabilities=TargetCapabilities(executes_natively=True, emulates=True, compiles=True,

@@ -1,0 +1,25 @@
+"""Runs the docstring examples of every module of the plugin."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+import tilecraft_nvidia_tc
+
+
+def _module_names() -> list[str]:
+    names = ["tilecraft_nvidia_tc"]
+    for info in pkgutil.walk_packages(tilecraft_nvidia_tc.__path__,
+                                      prefix="tilecraft_nvidia_tc."):
+        names.append(info.name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("module_name", _module_names())
+def test_docstring_examples(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} docstring example(s) failed in {module_name}"
