@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from tilecraft.errors import GraphError, TargetError
 from tilecraft.graph import Graph
@@ -42,12 +43,18 @@ def _resolve_target(target: str | Target) -> Target:
 
 
 def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
-            target: str | Target = "x86_avx512") -> Executable:
+            target: str | Target = "x86_avx512", tuning: Any = None,
+            database: str | None = None) -> Executable:
     """Lower every compute of ``program`` to Kernel IR, generate code for ``target`` and, where
     this machine can, build and load it (or emulate it).
 
-    A target this machine can only compile for still yields an Executable with the generated
-    sources (``exe.sources``); calling it raises a TargetError that says why.
+    ``tuning`` (a :class:`~tilecraft.tuning.TuningOptions`, a preset name such as ``"quick"``,
+    a mapping of its fields, or ``True``) first tunes the target's schedule templates of the
+    computes that are not fused (:func:`tilecraft.tuning.tuner.tune`); ``database`` (a tuning
+    database file, also taken from the tuning options) supplies the best known parameters when
+    no tuning is asked for. A target this machine can only compile for still yields an
+    Executable with the generated sources (``exe.sources``); calling it raises a TargetError
+    that says why.
     """
     from tilecraft.lower import LoweringOptions, lower_compute
 
@@ -66,6 +73,7 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     grouped = {name: group for group in groups for name in group.computes}
     for group in groups:
         report.notes.extend(group.notes)
+    configs = _tuned_configs(graph, tgt, tuning, database, set(grouped), report)
     for tensor in graph.computes:
         group = grouped.get(tensor.name)
         if group is not None and tensor.name != group.computes[-1]:
@@ -74,7 +82,8 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
             kernels = list(group.kernels)
         else:
             start = time.perf_counter()
-            kernels = tgt.lower_compute(tensor, options) or [lower_compute(tensor, options)]
+            kernels = tgt.lower_compute(tensor, options, configs.get(tensor.name)) or \
+                [lower_compute(tensor, options)]
         for kernel in kernels:
             source = tgt.codegen(kernel)
             runner, mode = _make_runner(tgt, kernel, source, capability)
@@ -90,6 +99,32 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     if capability not in (Capability.EXECUTE, Capability.EMULATE):
         reason = availability.explain()
     return Executable(graph, tgt.name, compiled, report, unavailable_reason=reason)
+
+
+def _tuned_configs(graph: Graph, tgt: Target, tuning: Any, database: str | None,
+                   fused: set[str], report: Report) -> dict[str, dict[str, Any]]:
+    """Template configs per compute: tuned now, or the best known in ``database``."""
+    if tuning is None and database is None:
+        return {}
+    from tilecraft.tuning.budget import TuningOptions
+    from tilecraft.tuning.tuner import best_configs, tune
+
+    if tuning is not None and tuning is not False:
+        options = TuningOptions.coerce(tuning)
+        if database is not None and options.database is None:
+            options = options.replace(database=database)
+        result = tune(graph, tgt, options, skip=sorted(fused))
+        for task in result.tasks:
+            gflops = task.best_gflops
+            report.notes.append(
+                f"tuned {task.compute}: {len(task.trials)} trials, best "
+                f"{'failed' if gflops is None else f'{gflops:.1f} GFLOP/s'} with "
+                f"{task.best_config} (stopped by {task.stopped_by})")
+        return result.configs()
+    configs = best_configs(graph, tgt, database)
+    for name, config in configs.items():
+        report.notes.append(f"{name}: best known parameters from {database}: {config}")
+    return configs
 
 
 def _make_runner(tgt: Target, kernel: Kernel, source,

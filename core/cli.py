@@ -10,6 +10,7 @@ with status 2, without a traceback.
 
 >>> main(["schemas", "list"])
 intrinsic.json
+intrinsic_set.json
 memory_hierarchy.json
 micro_kernel.json
 target_spec.json
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilecraft import cli_program
+from tilecraft import cli_program, cli_tune
 from tilecraft.errors import TilecraftError
 
 
@@ -132,6 +133,8 @@ SUBCOMMANDS: list[Subcommand] = [
                cli_program.configure_compile, cli_program.run_compile),
     Subcommand("conformance", "run the conformance suite for an installed target",
                cli_program.configure_conformance, cli_program.run_conformance),
+    Subcommand("tune", "tune the schedule templates of the program a Python file builds",
+               cli_tune.configure_tune, cli_tune.run_tune),
 ]
 
 

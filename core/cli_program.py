@@ -30,6 +30,8 @@ def configure_compile(parser: argparse.ArgumentParser) -> None:
                         help="write each kernel's generated source here")
     parser.add_argument("--run", action="store_true",
                         help="run on random inputs and check against the reference interpreter")
+    parser.add_argument("--database", type=Path, default=None,
+                        help="tuning database whose best parameters to use (`tilecraft tune`)")
 
 
 def _load_program(path: Path, name: str | None) -> Any:
@@ -50,7 +52,9 @@ def run_compile(args: argparse.Namespace) -> int:
     from tilecraft.api import _as_graph
 
     graph = _as_graph(_load_program(args.file, args.graph))
-    exe = tc.compile(graph, target=args.target)
+    database = getattr(args, "database", None)
+    exe = tc.compile(graph, target=args.target,
+                     database=str(database) if database is not None else None)
     if args.output_dir is not None:
         args.output_dir.mkdir(parents=True, exist_ok=True)
         for name, source in exe.sources.items():

@@ -14,6 +14,7 @@ from tilecraft.target.base import (
     KernelFunction,
     Source,
     Target,
+    TemplateSpace,
 )
 from tilecraft.target.checks import check_kernel_supported, kernel_problems
 from tilecraft.target.intrinsic import (
@@ -65,7 +66,8 @@ from tilecraft.target.spec import (
 )
 
 __all__ = [
-    "TARGET_API_VERSION", "AddressForm", "Artifact", "Availability", "BrokenPlugin", "FusedGroup",
+    "TARGET_API_VERSION", "AddressForm", "Artifact", "Availability", "BrokenPlugin",
+    "FusedGroup", "TemplateSpace",
     "Capability", "ComputeAbstraction", "ComputeUnits", "Estimate", "EvaluationMode",
     "ExtensionInfo", "ExtensionKind", "IntrinsicDecl", "IntrinsicLoop", "IntrinsicOperand",
     "IntrinsicProgram", "KernelFunction", "MemoryAbstraction", "MemoryHierarchy", "MemoryKind",

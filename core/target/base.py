@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -121,6 +121,15 @@ class FusedGroup:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class TemplateSpace:
+    """A schedule template's search space: ``space`` (a :class:`tilecraft.search.Space`) and
+    ``decode(point) -> config`` giving the ``config`` :meth:`Target.lower_compute` takes."""
+
+    space: Any
+    decode: Callable[[Any], dict[str, Any]]
+
+
 class Target(ABC):
     """Base class of every target plugin's target object."""
 
@@ -164,6 +173,12 @@ class Target(ABC):
         """Groups of computes of ``graph`` the target lowers together (thesis ch. 3), each
         with its kernels; computes in no group are lowered one by one. Default: none."""
         return []
+
+    def template_space(self, tensor: Tensor) -> TemplateSpace | None:
+        """The tunable parameters of the target's schedule template for ``tensor`` (thesis
+        §4.5: the template's free parameters are what the search tunes), or ``None`` when the
+        target has no template for it."""
+        return None
 
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:

@@ -95,3 +95,38 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
 
 
 __all__ = ["CONFIG_KEYS", "default_config", "lower_with_template", "tile_candidates"]
+
+
+def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
+    """The search space of this template's free parameters for ``tensor`` (``None`` when the
+    template does not apply): the register tile among the best Eq. 3.4 candidates, ``KC``, and
+    ``MC`` as a number of register-tile strips. Points decode to ``lower_compute`` configs.
+
+    >>> from tilecraft import ops, te
+    >>> C = ops.matmul(te.placeholder((256, 256), name="A"), te.placeholder((256, 256), name="B"))
+    >>> space = template_space(C, 49152, 1 << 20, 2)
+    >>> space.space.size, sorted(space.decode(space.space.random_point(__import__("numpy")
+    ...     .random.default_rng(0))))
+    (560, ['KC', 'MC', 'MI', 'NR'])
+    """
+    from tilecraft.search import ChoiceSpace, Space
+    from tilecraft.target.base import TemplateSpace
+
+    contraction = as_contraction(tensor)
+    if contraction is None:
+        return None
+    batch, m, _, k = contraction.extents()
+    tiles = tile_candidates(contraction, count=8)
+    kcs = sorted({min(kc, k) for kc in (32, 48, 64, 96, 128, 192, 256, 384, 512)})
+    strips = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+    space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
+                   ("strips", ChoiceSpace(strips))])
+
+    def decode(point) -> dict[str, int]:
+        values = space.values(point)
+        mi, nr = values["tile"]
+        rows = min(values["strips"] * mi, _ceil_div(m, mi) * mi)
+        return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows}
+
+    del batch, l1_bytes, l2_bytes, threads
+    return TemplateSpace(space, decode)

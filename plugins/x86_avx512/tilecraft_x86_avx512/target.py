@@ -28,13 +28,20 @@ from tilecraft.errors import CodegenError, TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.target.base import Artifact, Availability, FusedGroup, Source, Target
+from tilecraft.target.base import (
+    Artifact,
+    Availability,
+    FusedGroup,
+    Source,
+    Target,
+    TemplateSpace,
+)
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.fusion import fuse_chains
-from tilecraft_x86_avx512.gemm_template import lower_with_template
+from tilecraft_x86_avx512.gemm_template import lower_with_template, template_space
 from tilecraft_x86_avx512.host import HostInfo, read_cpuinfo
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
@@ -73,6 +80,12 @@ class X86Avx512Target(Target):
         """Contraction chains fuse into one kernel each (:mod:`.fusion`)."""
         levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
         return fuse_chains(graph, options, levels.get("L2") or 1 << 20, self.threads)
+
+    def template_space(self, tensor: Tensor) -> TemplateSpace | None:
+        """The micro-kernel template's tunable parameters (see :mod:`.gemm_template`)."""
+        levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
+        return template_space(tensor, levels.get("L1") or 49152, levels.get("L2") or 1 << 20,
+                              self.threads)
 
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:

@@ -1,0 +1,61 @@
+"""The ``tilecraft tune`` subcommand: tune the schedule templates of the program a Python file
+builds (the file defines ``graph`` or ``build()``, as for ``tilecraft compile``), record every
+candidate in a tuning database, and print the best parameters per compute.
+
+    tilecraft tune prog.py --preset quick --database tuning.db --events events.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tilecraft.errors import TilecraftError
+
+
+def configure_tune(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="Python file that builds the program")
+    parser.add_argument("--target", default="x86_avx512", help="installed target name")
+    parser.add_argument("--graph", default=None, metavar="NAME",
+                        help="variable or function of the file holding the program")
+    parser.add_argument("--preset", default="default", choices=("quick", "default", "thorough"))
+    parser.add_argument("--trials", type=int, default=None, help="trials per compute")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds per compute")
+    parser.add_argument("--engine", default="q", help="search engine: q, p or random")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--database", type=Path, default=Path("tilecraft_tuning.db"),
+                        help="tuning database file (created if missing; an interrupted run "
+                             "resumes from it)")
+    parser.add_argument("--events", type=Path, default=None,
+                        help="write the machine-readable event stream (JSON Lines) here")
+    parser.add_argument("--workers", type=int, default=1, help="processes building candidates")
+    parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    from tilecraft.api import _as_graph, _resolve_target
+    from tilecraft.cli_program import _load_program
+    from tilecraft.tuning.budget import TuningOptions
+    from tilecraft.tuning.tuner import tune
+
+    graph = _as_graph(_load_program(args.file, args.graph))
+    target = _resolve_target(args.target)
+    options = TuningOptions(preset=args.preset, trials=args.trials, seconds=args.seconds,
+                            engine=args.engine, seed=args.seed, database=args.database,
+                            events=args.events, n_workers=args.workers,
+                            progress=False if args.no_progress else None)
+    result = tune(graph, target, options)
+    if not result.tasks:
+        raise TilecraftError(f"target {target.name} has no tunable template for any compute of "
+                             f"{args.file} ({', '.join(t.name for t in graph.computes)}); "
+                             "nothing was tuned")
+    for task in result.tasks:
+        gflops = task.best_gflops
+        best = "every candidate failed" if gflops is None else \
+            f"{task.best_seconds * 1e3:.3f} ms ({gflops:.1f} GFLOP/s) with {task.best_config}"
+        print(f"{task.compute}: {len(task.trials)} trials in {task.seconds:.1f} s, "
+              f"stopped by {task.stopped_by}; best {best}; 90% of it after "
+              f"{task.time_to_fraction(0.9)} trials")
+    print(f"records in {args.database}; `tilecraft compile` / tc.compile(..., database=...) "
+          "use the best of them")
+    return 0

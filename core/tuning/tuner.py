@@ -1,0 +1,200 @@
+"""The tuning loop (thesis §4.4-4.5): search engine × isolated measurement × tuning database.
+
+For every compute of a program that the target has a schedule template for
+(:meth:`~tilecraft.target.base.Target.template_space`), one *task*: the engine named in the
+:class:`~tilecraft.tuning.budget.TuningOptions` explores the template's space; each batch of
+points is decoded to template configs and measured in worker processes
+(:class:`~tilecraft.tuning.measure.Measurer`, the compute's small graph rebuilt there from its
+pickled form); every result — failures included — becomes a record of the tuning database
+(when one is given) and an event of the event stream. Points already in the database (an
+interrupted run) are not measured again: their recorded cost is reused.
+
+:func:`best_configs` reads the database back: the best known config per compute, which
+``tilecraft.compile(..., database=...)`` uses.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import pickle
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilecraft.graph import Graph
+from tilecraft.target.base import Target
+from tilecraft.te.tensor import Tensor
+from tilecraft.tuning.budget import TuningOptions, open_event_stream
+from tilecraft.tuning.builders import TEMPLATE_BUILDER
+from tilecraft.tuning.candidate import MeasureInput, MeasureResult
+from tilecraft.tuning.database import TuningDatabase
+from tilecraft.tuning.measure import Measurer
+from tilecraft.tuning.record import canonical_json
+from tilecraft.tuning.workload import Workload, describe_graph
+
+__all__ = ["TaskResult", "TuningResult", "best_configs", "compute_workload", "tune",
+           "unpickle_program"]
+
+
+def unpickle_program(data: str) -> Graph:
+    """Workload builder: the graph pickled (and base64-encoded) by :func:`compute_workload`."""
+    return pickle.loads(base64.b64decode(data))  # noqa: S301 - written by this process
+
+
+def compute_workload(tensor: Tensor) -> Workload:
+    """The workload of one compute: its small graph (producers included), rebuildable in a
+    worker process."""
+    graph = Graph.from_outputs([tensor])
+    data = base64.b64encode(pickle.dumps(graph)).decode()
+    return Workload("tilecraft.tuning.tuner:unpickle_program", (data,), name=tensor.name)
+
+
+@dataclass
+class TaskResult:
+    """One compute's tuning: the best config, its cost (seconds), GFLOP/s, every trial."""
+
+    compute: str
+    workload_key: str
+    best_config: dict[str, Any] | None
+    best_seconds: float
+    flops: int
+    trials: list[tuple[dict[str, Any], float, str | None]] = field(default_factory=list)
+    stopped_by: str = ""
+    seconds: float = 0.0
+
+    @property
+    def best_gflops(self) -> float | None:
+        if not self.flops or not math.isfinite(self.best_seconds):
+            return None
+        return self.flops / self.best_seconds / 1e9
+
+    def time_to_fraction(self, fraction: float = 0.9) -> int | None:
+        """Trials until a cost within ``1 / fraction`` of the final best was first measured."""
+        if not math.isfinite(self.best_seconds):
+            return None
+        for index, (_, cost, _) in enumerate(self.trials):
+            if cost <= self.best_seconds / fraction:
+                return index + 1
+        return None
+
+
+@dataclass
+class TuningResult:
+    tasks: list[TaskResult]
+
+    def configs(self) -> dict[str, dict[str, Any]]:
+        return {t.compute: t.best_config for t in self.tasks if t.best_config is not None}
+
+
+def _target_ref(target: Target) -> str:
+    return target.name
+
+
+def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
+         options: TuningOptions | str | Mapping[str, Any] | bool | None = None,
+         target_ref: str | None = None, skip: Sequence[str] = ()) -> TuningResult:
+    """Tune every compute of ``program`` that ``target`` has a template for, except those named
+    in ``skip`` (see the module docstring). ``target_ref`` names the target for worker processes
+    (its registered name by default; ``"module:factory"`` for a target built in-process)."""
+    from tilecraft.search import get_engine
+
+    opts = TuningOptions.coerce(options)
+    graph = program if isinstance(program, Graph) else Graph.from_outputs(
+        [program] if isinstance(program, Tensor) else list(program))
+    events = open_event_stream(opts)
+    database = TuningDatabase(opts.database) if opts.database is not None else None
+    started = time.monotonic()
+    deadline = opts.run_deadline(started)
+    tasks: list[TaskResult] = []
+    try:
+        with Measurer(n_workers=opts.n_workers, settings=opts.measure_settings()) as measurer:
+            for tensor in graph.computes:
+                if tensor.name in skip:
+                    continue
+                template = target.template_space(tensor)
+                if template is None:
+                    continue
+                tasks.append(_tune_task(tensor, template, target, target_ref or
+                                        _target_ref(target), opts, measurer, database, events,
+                                        get_engine(opts.engine), deadline))
+    finally:
+        if database is not None:
+            database.close()
+    return TuningResult(tasks)
+
+
+def _tune_task(tensor: Tensor, template: Any, target: Target, target_ref: str,
+               opts: TuningOptions, measurer: Measurer, database: TuningDatabase | None,
+               events: Any, engine: Any, deadline: float | None) -> TaskResult:
+    workload = compute_workload(tensor)
+    key = workload.key
+    flops = workload.instantiate().flops
+    budget = opts.budget(deadline)
+    task = TaskResult(tensor.name, key, None, math.inf, flops)
+    events.task_start(tensor.name, workload_key=key, target=target.name, flops=flops,
+                      trials=budget.trials, seconds=budget.seconds)
+    known: dict[str, float] = {}
+    if database is not None:
+        for record in database.records(key, target.name):
+            config = record.schedule.get(tensor.name)
+            if config is not None:
+                known[canonical_json(config)] = record.median_cost or math.inf
+    start = time.monotonic()
+
+    def cost(points: list[Any]) -> list[float]:
+        configs = [template.decode(p) for p in points]
+        fresh = [c for c in configs if canonical_json(c) not in known]
+        inputs = [MeasureInput(workload, target_ref, {tensor.name: c}, builder=TEMPLATE_BUILDER,
+                               label=tensor.name) for c in fresh]
+        results: list[MeasureResult] = measurer.measure(inputs) if inputs else []
+        for candidate, result in zip(inputs, results):
+            known[canonical_json(candidate.schedule[tensor.name])] = result.cost
+            if database is not None and not result.pruned:
+                database.add(result.to_record(candidate, plugin=target.name))
+            events.candidate_result(tensor.name, result, label=canonical_json(
+                candidate.schedule[tensor.name]))
+        costs = [known[canonical_json(c)] for c in configs]
+        budget.record(costs)
+        for config, value in zip(configs, costs):
+            error = None if math.isfinite(value) else "failed"
+            task.trials.append((config, value, error))
+            if value < task.best_seconds:
+                task.best_seconds, task.best_config = value, config
+        return costs
+
+    trials = int(min(budget.trials, template.space.size))
+    remaining = budget.remaining_seconds
+    result = engine.search(template.space, cost, budget_trials=trials, seed=opts.seed,
+                           budget_seconds=None if math.isinf(remaining) else remaining)
+    task.stopped_by = result.stopped_by
+    task.seconds = time.monotonic() - start
+    events.task_end(tensor.name, reason=result.stopped_by)
+    return task
+
+
+def best_configs(graph: Graph, target: Target, database: str | TuningDatabase
+                 ) -> dict[str, dict[str, Any]]:
+    """The best recorded template config per compute of ``graph`` on ``target``."""
+    db = database if isinstance(database, TuningDatabase) else TuningDatabase(database)
+    try:
+        configs = {}
+        for tensor in graph.computes:
+            if target.template_space(tensor) is None:
+                continue
+            key = _key(tensor)
+            best = db.best(key, target.name, k=1)
+            if best and tensor.name in best[0].schedule:
+                configs[tensor.name] = dict(best[0].schedule[tensor.name])
+        return configs
+    finally:
+        if db is not database:
+            db.close()
+
+
+def _key(tensor: Tensor) -> str:
+    from tilecraft.tuning.record import workload_key
+
+    return workload_key(describe_graph(Graph.from_outputs([tensor])))
+

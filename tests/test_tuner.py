@@ -1,0 +1,60 @@
+"""The tuning loop end to end on x86: search × isolated measurement × database × compile."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft.cli import main
+from tilecraft.target.registry import get_target
+from tilecraft.tuning import TuningDatabase
+from tilecraft.tuning.programs import matmul
+from tilecraft.tuning.tuner import best_configs, tune
+
+pytestmark = pytest.mark.skipif(not get_target("x86_avx512").available().execute,
+                                reason="x86_avx512 cannot execute on this machine")
+
+
+def test_tune_records_resumes_and_compiles(tmp_path):
+    database = tmp_path / "tuning.db"
+    C = matmul(96, 80, 72)
+    target = get_target("x86_avx512")
+    options = {"preset": "quick", "trials": 6, "database": database, "engine": "random",
+               "repeats": 2}
+    result = tune(C, target, options)
+    (task,) = result.tasks
+    assert len(task.trials) == 6 and math.isfinite(task.best_seconds)
+    assert task.best_gflops > 0 and task.time_to_fraction(0.9) <= 6
+    with TuningDatabase(database) as db:
+        assert len(db.records(task.workload_key, "x86_avx512")) == 6
+    # a second run of the same search reuses every recorded point: nothing new is measured
+    again = tune(C, target, options)
+    with TuningDatabase(database) as db:
+        assert len(db.records(task.workload_key, "x86_avx512")) == 6
+    assert again.tasks[0].best_seconds == task.best_seconds
+    # compile picks the best recorded parameters
+    graph = tc.Graph.from_outputs([C])
+    assert best_configs(graph, target, str(database)) == {"C": task.best_config}
+    exe = tc.compile(C, target="x86_avx512", database=str(database))
+    assert any("best known parameters" in note for note in exe.report.notes)
+    a = np.random.default_rng(0).standard_normal((96, 72)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((72, 80)).astype(np.float32)
+    np.testing.assert_allclose(exe(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_tune(tmp_path, capsys):
+    program = tmp_path / "prog.py"
+    program.write_text("from tilecraft.tuning.programs import matmul\ngraph = matmul(64, 48, 40)\n")
+    database = tmp_path / "t.db"
+    assert main(["tune", str(program), "--preset", "quick", "--trials", "3", "--database",
+                 str(database), "--events", str(tmp_path / "events.jsonl"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "C: 3 trials" in out and "GFLOP/s" in out
+    assert (tmp_path / "events.jsonl").read_text().count("candidate_result") == 3
+    nothing = tmp_path / "relu.py"
+    nothing.write_text("from tilecraft import ops, te\n"
+                       "graph = ops.relu(te.placeholder((8,), name='x'))\n")
+    assert main(["tune", str(nothing), "--database", str(database), "--no-progress"]) == 2
+    assert "nothing was tuned" in capsys.readouterr().err
