@@ -1,5 +1,10 @@
 """Lowering te computes to Kernel IR: one kernel per compute, following a loop-nest schedule.
 
+This is the fixed-structure path (a permutation of the axes, fused groups, loop kinds) that the
+default schedules use; :mod:`tilecraft.schedule` lowers full schedules (split, fuse, tile,
+compute_at, caches, ...) to the same Kernel IR, and expresses these loop-nest schedules through
+its primitives (:mod:`tilecraft.schedule.loop_nest`).
+
 >>> from tilecraft import te
 >>> from tilecraft.lower import LoweringOptions, lower_compute
 >>> A = te.placeholder((4, 20), name="A")
