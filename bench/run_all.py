@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py", "bench_chains.py",
+SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py", "bench_chains.py", "bench_search.py",
            "bench_mapping_counts.py"]
 
 

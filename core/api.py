@@ -57,6 +57,8 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     that says why.
     """
     from tilecraft.lower import LoweringOptions, lower_compute
+    from tilecraft.tuning.builders import lower_compute_with_config
+    from tilecraft.tuning.tuner import is_schedule_config
 
     graph = _as_graph(program)
     tgt = _resolve_target(target)
@@ -82,8 +84,12 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
             kernels = list(group.kernels)
         else:
             start = time.perf_counter()
-            kernels = tgt.lower_compute(tensor, options, configs.get(tensor.name)) or \
-                [lower_compute(tensor, options)]
+            config = configs.get(tensor.name)
+            if config is not None and is_schedule_config(config):
+                kernels = lower_compute_with_config(graph, tensor, config, tgt)
+            else:
+                kernels = tgt.lower_compute(tensor, options, config) or \
+                    [lower_compute(tensor, options)]
         for kernel in kernels:
             source = tgt.codegen(kernel)
             runner, mode = _make_runner(tgt, kernel, source, capability)

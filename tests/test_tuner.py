@@ -55,6 +55,26 @@ def test_cli_tune(tmp_path, capsys):
     assert (tmp_path / "events.jsonl").read_text().count("candidate_result") == 3
     nothing = tmp_path / "relu.py"
     nothing.write_text("from tilecraft import ops, te\n"
-                       "graph = ops.relu(te.placeholder((8,), name='x'))\n")
+                       "graph = ops.relu(te.placeholder((1,), name='x'))\n")
     assert main(["tune", str(nothing), "--database", str(database), "--no-progress"]) == 2
     assert "nothing was tuned" in capsys.readouterr().err
+
+
+def test_generic_schedule_space_is_tuned_and_reused(tmp_path):
+    """Computes without a template are tuned in FlexTensor's generic space (schedule
+    primitives), and compile applies the best recorded configuration."""
+    from tilecraft import ops, te
+
+    x = te.placeholder((24, 40), name="x")
+    y = ops.softmax(x, name="y")
+    database = str(tmp_path / "t.db")
+    exe = tc.compile(y, target="x86_avx512", tuning={"preset": "quick", "trials": 3,
+                                                     "database": database, "progress": False})
+    tuned = [note for note in exe.report.notes if note.startswith("tuned ")]
+    assert len(tuned) == 5 and all("'split'" in note for note in tuned)
+    a = np.random.default_rng(2).standard_normal((24, 40)).astype(np.float32)
+    expected = tc.reference.run(y, x=a)
+    np.testing.assert_allclose(exe(a), expected, rtol=1e-5, atol=1e-6)
+    again = tc.compile(y, target="x86_avx512", database=database)
+    assert sum("best known parameters" in note for note in again.report.notes) == 5
+    np.testing.assert_allclose(again(a), expected, rtol=1e-5, atol=1e-6)

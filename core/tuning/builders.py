@@ -24,7 +24,8 @@ from tilecraft.lower import (
 from tilecraft.target.base import Target
 from tilecraft.tuning.workload import TuningError
 
-__all__ = ["DEFAULT_BUILDER", "TEMPLATE_BUILDER", "Builder", "loop_nest_from_json",
+__all__ = ["DEFAULT_BUILDER", "SCHEDULE_BUILDER", "TEMPLATE_BUILDER", "Builder",
+           "loop_nest_from_json", "lower_compute_with_config", "lower_with_configs",
            "loop_nest_to_json", "lower_loop_nests", "lower_with_templates"]
 
 #: ``builder(graph, schedule, target) -> kernels in execution order``
@@ -106,3 +107,36 @@ def lower_with_templates(graph: Graph, schedule: Any, target: Target) -> list[Ke
         lowered = target.lower_compute(tensor, options, configs.get(tensor.name))
         kernels.extend(lowered or [lower_compute(tensor, options)])
     return kernels
+
+
+SCHEDULE_BUILDER = "tilecraft.tuning.builders:lower_with_configs"
+
+
+def lower_with_configs(graph: Graph, schedule: Any, target: Target) -> list[Kernel]:
+    """A :data:`Builder` for FlexTensor's generic space: ``schedule`` maps compute names to
+    configurations of :func:`tilecraft.search.generate_space` (``{"split": ..., "reorder":
+    ...}``), applied with :func:`tilecraft.schedule.apply_config`; other computes keep the
+    default schedule."""
+    from tilecraft.schedule import apply_config, create_schedule
+
+    schedule_ = create_schedule(graph, target.spec)
+    tensors = {t.name: t for t in graph.computes}
+    for name, config in dict(schedule or {}).items():
+        if name not in tensors:
+            raise TuningError(f"a schedule configuration is given for {name}, which is not a "
+                              f"compute of the graph ({', '.join(sorted(tensors))})")
+        apply_config(schedule_, tensors[name], config)
+    return schedule_.lower(target)
+
+
+def lower_compute_with_config(graph: Graph, tensor: Any, config: Mapping[str, Any],
+                              target: Target) -> list[Kernel]:
+    """The kernels computing ``tensor`` alone under a generic configuration (its producers are
+    lowered on their own; an inlined producer is recomputed inside)."""
+    kernels = lower_with_configs(graph, {tensor.name: config}, target)
+    own = [k for k in kernels if tensor.name in k.outputs or
+           k.attrs.get("compute") == tensor.name]
+    if not own:
+        raise TuningError(f"the configuration of {tensor.name} produced no kernel writing it")
+    start = kernels.index(own[0])
+    return kernels[start:kernels.index(own[-1]) + 1]

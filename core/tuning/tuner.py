@@ -1,7 +1,8 @@
 """The tuning loop (thesis §4.4-4.5): search engine × isolated measurement × tuning database.
 
-For every compute of a program that the target has a schedule template for
-(:meth:`~tilecraft.target.base.Target.template_space`), one *task*: the engine named in the
+For every compute of a program, one *task* in the target's schedule-template space
+(:meth:`~tilecraft.target.base.Target.template_space`) where it has one, else in FlexTensor's
+generic schedule space (:func:`tilecraft.search.generate_space`): the engine named in the
 :class:`~tilecraft.tuning.budget.TuningOptions` explores the template's space; each batch of
 points is decoded to template configs and measured in worker processes
 (:class:`~tilecraft.tuning.measure.Measurer`, the compute's small graph rebuilt there from its
@@ -24,18 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilecraft.graph import Graph
-from tilecraft.target.base import Target
+from tilecraft.target.base import Target, TemplateSpace
 from tilecraft.te.tensor import Tensor
 from tilecraft.tuning.budget import TuningOptions, open_event_stream
-from tilecraft.tuning.builders import TEMPLATE_BUILDER
+from tilecraft.tuning.builders import SCHEDULE_BUILDER, TEMPLATE_BUILDER
 from tilecraft.tuning.candidate import MeasureInput, MeasureResult
 from tilecraft.tuning.database import TuningDatabase
 from tilecraft.tuning.measure import Measurer
 from tilecraft.tuning.record import canonical_json
 from tilecraft.tuning.workload import Workload, describe_graph
 
-__all__ = ["TaskResult", "TuningResult", "best_configs", "compute_workload", "tune",
-           "unpickle_program"]
+__all__ = ["TaskResult", "TuningResult", "best_configs", "compute_workload",
+           "is_schedule_config", "task_space", "tune", "unpickle_program"]
 
 
 def unpickle_program(data: str) -> Graph:
@@ -113,10 +114,10 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
             for tensor in graph.computes:
                 if tensor.name in skip:
                     continue
-                template = target.template_space(tensor)
+                template, builder = task_space(tensor, target)
                 if template is None:
                     continue
-                tasks.append(_tune_task(tensor, template, target, target_ref or
+                tasks.append(_tune_task(tensor, template, builder, target, target_ref or
                                         _target_ref(target), opts, measurer, database, events,
                                         get_engine(opts.engine), deadline))
     finally:
@@ -125,7 +126,32 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
     return TuningResult(tasks)
 
 
-def _tune_task(tensor: Tensor, template: Any, target: Target, target_ref: str,
+def task_space(tensor: Tensor, target: Target) -> tuple[Any, str]:
+    """The space one compute is tuned in, and the builder its points are lowered with: the
+    target's schedule template where it has one, else FlexTensor's generic schedule space
+    (:func:`tilecraft.search.generate_space`, §4.3.2) applied through the schedule primitives.
+    ``(None, "")`` when neither exists (e.g. a compute with a single possible schedule)."""
+    template = target.template_space(tensor)
+    if template is not None:
+        return template, TEMPLATE_BUILDER
+    from tilecraft.errors import TilecraftError
+    from tilecraft.search import generate_space
+
+    try:
+        space = generate_space(tensor, target.spec)
+    except TilecraftError:
+        return None, ""
+    if space.size < 2:
+        return None, ""
+    return TemplateSpace(space, space.decode), SCHEDULE_BUILDER
+
+
+def is_schedule_config(config: Mapping[str, Any]) -> bool:
+    """Whether ``config`` is a generic schedule configuration (else a template's)."""
+    return "split" in config or "reorder" in config
+
+
+def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, target_ref: str,
                opts: TuningOptions, measurer: Measurer, database: TuningDatabase | None,
                events: Any, engine: Any, deadline: float | None) -> TaskResult:
     workload = compute_workload(tensor)
@@ -146,7 +172,7 @@ def _tune_task(tensor: Tensor, template: Any, target: Target, target_ref: str,
     def cost(points: list[Any]) -> list[float]:
         configs = [template.decode(p) for p in points]
         fresh = [c for c in configs if canonical_json(c) not in known]
-        inputs = [MeasureInput(workload, target_ref, {tensor.name: c}, builder=TEMPLATE_BUILDER,
+        inputs = [MeasureInput(workload, target_ref, {tensor.name: c}, builder=builder,
                                label=tensor.name) for c in fresh]
         results: list[MeasureResult] = measurer.measure(inputs) if inputs else []
         for candidate, result in zip(inputs, results):
@@ -181,8 +207,6 @@ def best_configs(graph: Graph, target: Target, database: str | TuningDatabase
     try:
         configs = {}
         for tensor in graph.computes:
-            if target.template_space(tensor) is None:
-                continue
             key = _key(tensor)
             best = db.best(key, target.name, k=1)
             if best and tensor.name in best[0].schedule:
