@@ -101,6 +101,9 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
                 schedule=str(kernel.attrs.get("schedule", "default")), language=source.language,
                 source_lines=source.text.count("\n") + 1, source_bytes=len(source.text),
                 mode=mode, compile_seconds=elapsed))
+    from tilecraft.intrin.report import attach_mapping_report
+
+    attach_mapping_report(report, graph, tgt.spec)  # AMOS (§5.7); <= 50 ms a compute, no raise
     reason = None
     if capability not in (Capability.EXECUTE, Capability.EMULATE):
         reason = availability.explain()

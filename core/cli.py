@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilecraft import cli_program, cli_tune
+from tilecraft import cli_program, cli_report, cli_tune
 from tilecraft.errors import TilecraftError
 
 
@@ -135,6 +135,8 @@ SUBCOMMANDS: list[Subcommand] = [
                cli_program.configure_conformance, cli_program.run_conformance),
     Subcommand("tune", "tune the schedule templates of the program a Python file builds",
                cli_tune.configure_tune, cli_tune.run_tune),
+    Subcommand("report", "report how the program a Python file builds maps onto a target's "
+               "intrinsics", cli_report.configure_report, cli_report.run_report),
 ]
 
 

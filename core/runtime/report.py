@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -38,6 +39,8 @@ class Report:
     capability: str
     kernels: list[KernelReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: operator x intrinsic pairs that match (``tilecraft.intrin.report.MappingEntry``)
+    mappings: list[Any] = field(default_factory=list)
 
     def kernel(self, name: str) -> KernelReport:
         for entry in self.kernels:
@@ -57,6 +60,12 @@ class Report:
         for k in self.kernels:
             lines.append(f"  {k.name}: {k.statement}")
             lines.append(f"    schedule: {k.schedule}")
+        if self.mappings:
+            from tilecraft.intrin.report import format_mapping_table
+
+            lines.append("  intrinsic mappings (the model's prediction; `tilecraft report` for "
+                         "more):")
+            lines.append(format_mapping_table(self.mappings, indent="    "))
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 

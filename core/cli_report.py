@@ -1,0 +1,60 @@
+"""The ``tilecraft report`` subcommand: the mapping report (thesis §5.7, Table 5.3) of the
+program a Python file builds.
+
+``tilecraft report prog.py --target nvidia_tc`` loads the file the way ``tilecraft compile``
+does (it defines ``graph`` or ``build()``; ``--graph NAME`` picks another), matches every
+compute against every intrinsic of the target (or those ``--intrinsic`` names), and prints per
+operator and intrinsic the candidates, basic matches, mappings, how many pass verification and
+fit the memories, the chosen mapping and its predicted cost (``--json`` for JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def configure_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="Python file that builds the program")
+    parser.add_argument("--target", default="x86_avx512", help="installed target name")
+    parser.add_argument("--intrinsic", action="append", default=None, metavar="NAME",
+                        help="report only this intrinsic of the target (repeatable)")
+    parser.add_argument("--graph", default=None, metavar="NAME",
+                        help="variable or zero-argument function of the file holding the "
+                             "program (default: graph, then build)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--check", action="store_true",
+                        help="run each chosen mapping on the Kernel IR interpreter and compare "
+                             "with the reference (a functional check, not a timing)")
+    parser.add_argument("--explore", type=int, default=0, metavar="TRIALS",
+                        help="choose mapping and schedule by the joint search with this many "
+                             "trials (default: the model under default schedules)")
+    parser.add_argument("--matched-only", action="store_true",
+                        help="leave out operator x intrinsic pairs without a mapping")
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from tilecraft.api import _as_graph
+    from tilecraft.cli_program import _load_program
+    from tilecraft.errors import InputError
+    from tilecraft.intrin.report import format_mapping_table, mapping_report
+    from tilecraft.target.registry import get_target
+
+    if args.explore < 0:
+        raise InputError(f"--explore {args.explore}: give a number of trials >= 0")
+    spec = get_target(args.target).spec
+    intrinsics = None if args.intrinsic is None else [spec.intrinsic(n) for n in args.intrinsic]
+    graph = _as_graph(_load_program(args.file, args.graph))
+    report = mapping_report(graph, spec, intrinsics, check=args.check,
+                            explore_trials=args.explore)
+    if args.matched_only:
+        report.entries = report.matched()
+    if args.json:
+        print(report.to_json())
+        return 0
+    print(f"mappings of {args.file} on target {spec.name}: {len(report.matched())} of "
+          f"{len(report.entries)} operator x intrinsic pairs match")
+    print(format_mapping_table(report.entries))
+    for note in report.notes:
+        print(f"note: {note}")
+    return 0
