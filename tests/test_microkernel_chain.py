@@ -12,8 +12,9 @@ from tilecraft.microkernel.chain import ChainBlocking, as_chain, lower_chain
 from tilecraft.reference import run
 
 
-def _outer(A, B, C, **params):
-    C.reshape(C.shape[-2:])[...] += A.reshape(A.shape[-2:]).T @ B.reshape(B.shape[-2:])
+def _outer(A, B, C, MV, NC, **params):
+    C.reshape(C.shape[-2:])[...] += (A.reshape(A.shape[-2:]).T @ B.reshape(B.shape[-2:]))[
+        :MV, :NC]
 
 
 def _chain(batch, m, k, l, n, middle):

@@ -14,16 +14,17 @@ from tilecraft.target.microkernel import MicroKernelDecl
 
 OUTER = MicroKernelDecl(
     name="outer", semantics="C[m, n] += A[k, m] * B[k, n]", template="t/outer.jinja",
-    loops=[{"name": "m", "extent": "MI", "kind": "spatial"},
-           {"name": "n", "extent": "NR", "kind": "spatial"},
+    loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
+           {"name": "n", "extent": "NC", "kind": "spatial"},
            {"name": "k", "extent": "KI", "kind": "reduce"}],
-    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "MI"],
+    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "MV"],
                "index": ["k", "m"]},
-              {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NR"],
+              {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NC"],
                "index": ["k", "n"]},
-              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MI", "NR"],
+              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
                "index": ["m", "n"]}],
-    parameters={"MI": {"default": 2}, "NR": {"default": 4}, "KI": {"default": 3}})
+    parameters={"MI": {"default": 2}, "NR": {"default": 4}, "KI": {"default": 3},
+                "MV": {"default": 2}, "NC": {"default": 4}})
 
 OPTIONS = LoweringOptions(vector_lanes=4, cores=2)
 

@@ -90,7 +90,8 @@ def run_kernels(kernels: Sequence[Kernel], arrays: Mapping[str, np.ndarray],
     """Run ``kernels`` in order over one namespace of arrays.
 
     Outputs missing from ``arrays`` (intermediate and final results) are allocated as zeros;
-    returns every array by name, inputs included.
+    returns every array by name, inputs included. As in the runtime, a kernel may view an
+    array in another shape of the same size (a C-contiguous array is reshaped, sharing memory).
     """
     namespace = dict(arrays)
     for kernel in kernels:
@@ -98,8 +99,16 @@ def run_kernels(kernels: Sequence[Kernel], arrays: Mapping[str, np.ndarray],
             if name not in namespace:
                 buffer = kernel.param(name)
                 namespace[name] = np.zeros(buffer.shape, buffer.dtype.numpy)
-        run_kernel(kernel, {b.name: namespace.get(b.name) for b in kernel.params}, semantics)
+        run_kernel(kernel, {b.name: _viewed(namespace.get(b.name), b.shape)
+                            for b in kernel.params}, semantics)
     return namespace
+
+
+def _viewed(array: Any, shape: tuple[int, ...]) -> Any:
+    if (isinstance(array, np.ndarray) and array.shape != tuple(shape)
+            and array.size == int(np.prod(shape)) and array.flags.c_contiguous):
+        return array.reshape(shape)
+    return array
 
 
 def validate_arrays(kernel: Kernel, arrays: Mapping[str, Any]) -> None:

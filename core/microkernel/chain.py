@@ -41,7 +41,6 @@ from tilecraft.kernel_ir.nodes import (
     Buffer,
     BufferLoad,
     For,
-    IfThenElse,
     Kernel,
     LoopKind,
     MicroKernelCall,
@@ -61,6 +60,7 @@ from tilecraft.microkernel.lowering import (
     _parallel,
     _unflatten,
     _vector,
+    edge_tiles,
     pack_operand,
 )
 from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Var, const, select
@@ -280,7 +280,7 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
         Region(b1p, (b1_batch, ls, const(0), const(0)), (1, 1, k_padded, bl.mi1)),
         Region(a1_pack, (mp, const(0), const(0)), (1, k_padded, bl.nr1)),
         Region(tile, (ls * bl.mi1, mp * bl.nr1), (bl.mi1, bl.nr1))),
-        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_padded)))
+        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_padded), ("MV", bl.mi1), ("NC", bl.nr1)))
     first_gemm = _nest([(ls, l_strips, LoopKind.SERIAL, 0), (mp, m_panels, LoopKind.SERIAL, 0)],
                        Seq((zero, call1)))
 
@@ -302,26 +302,10 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
     params2 = (("MI", bl.mi2), ("NR", bl.nr2), ("KI", l_total))
     # the A region spans l_padded rows; the micro-kernel reads KI = l_total of them
     a_region = Region(z_buffer, (const(0), ms * bl.mi2), (l_total, bl.mi2))
-    e_tile = Buffer(f"{out.name}_tile", (bl.mi2, bl.nr2), dtype,
-                    level=options.register_level or level)
-    whole = all_of(e_m0 + bl.mi2 <= m_total, e_n0 + bl.nr2 <= n_total)
-    zero_e = _nest([(row, bl.mi2, LoopKind.SERIAL, 0), (col, bl.nr2, _vector(options), lanes)],
-                   Store(e_view, (b_index, e_m0 + row, e_n0 + col), const(0.0)))
-    direct = Seq((zero_e, MicroKernelCall(micro_kernel, (
-        a_region, b_region, Region(e_view, (b_index, e_m0, e_n0), (1, bl.mi2, bl.nr2))),
-        params2)))
-    in_range = all_of(e_m0 + row < m_total, e_n0 + col < n_total)
-    zero_tile = _nest([(row, bl.mi2, LoopKind.SERIAL, 0), (col, bl.nr2, _vector(options), lanes)],
-                      Store(e_tile, (row, col), const(0.0)))
-    store_tile = _nest([(row, bl.mi2, LoopKind.SERIAL, 0), (col, bl.nr2, LoopKind.SERIAL, 0)],
-                       IfThenElse(in_range, Store(e_view, (b_index, e_m0 + row, e_n0 + col),
-                                                  BufferLoad(e_tile, (row, col)))))
-    edge = Allocate(e_tile, Seq((zero_tile, MicroKernelCall(micro_kernel, (
-        a_region, b_region, Region(e_tile, (const(0), const(0)), (bl.mi2, bl.nr2))), params2),
-        store_tile)))
+    tiles = edge_tiles(micro_kernel, a_region, b_region, e_view, b_index, e_m0, e_n0, m_total,
+                       n_total, bl.mi2, bl.nr2, params2, const(True), options)
     second_gemm = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
-                         (ms, mc // bl.mi2, LoopKind.SERIAL, 0)],
-                        IfThenElse(whole, direct, IfThenElse(e_m0 < m_total, edge)))
+                         (ms, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
 
     body: Stmt = Seq((pack_a, first_gemm, *stmts, second_gemm))
     for buffer in (*allocs, tile, a1_pack):

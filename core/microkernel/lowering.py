@@ -114,6 +114,36 @@ def _kernel_expr(expr: Expr, values: Mapping[IterVar, Expr], buffers: Mapping[Te
     return transform(expr, to_buffer_load)
 
 
+def grouped_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],
+                 level: str) -> tuple[Buffer, Expr] | None:
+    """``load`` as a load from a lower-rank view of its tensor, one dimension per axis group,
+    indexed by the groups' flat values — when the tensor's dimensions are exactly the groups'
+    axes, run after run, in row-major order (``W[k, c, r, s]`` read as ``W2[k, (c, r, s)]``).
+    This spares the div/mod that recover each axis from a flat index. ``None`` otherwise."""
+    tensor = load.tensor
+    kept = [(index, extent) for index, extent in zip(load.indices, tensor.shape) if extent > 1]
+    live = [([a for a in axes if a.extent > 1], flat) for axes, flat in groups]
+    live = [(axes, flat) for axes, flat in live if axes]
+    shape, indices, position = [], [], 0
+    while position < len(kept):
+        index = kept[position][0]
+        group = next(((axes, flat) for axes, flat in live if axes and axes[0] is index), None)
+        if group is None:
+            return None
+        axes, flat = group
+        run = kept[position:position + len(axes)]
+        if len(run) != len(axes) or any(i is not a or e != a.extent
+                                         for (i, e), a in zip(run, axes)):
+            return None
+        shape.append(_product_of(axes))
+        indices.append(flat)
+        position += len(axes)
+    if len(indices) != len(live) or not shape:
+        return None
+    view = Buffer(tensor.name, tuple(shape), tensor.dtype, level=level)
+    return view, BufferLoad(view, tuple(indices))
+
+
 def _nest(loops: Sequence[tuple[Var, int, LoopKind, int]], body: Stmt) -> Stmt:
     for var, extent, kind, lanes in reversed(loops):
         body = For(var, const(extent), kind, body, lanes=lanes)
@@ -132,7 +162,6 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     tensor = c.tensor
     batch, m_total, n_total, k_total = c.extents()
     dtype = tensor.dtype
-    lanes = max(1, options.lanes(dtype))
     kc = min(bl.kc, k_total)
     k_blocks = _ceil_div(k_total, kc)
     kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
@@ -157,10 +186,8 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     b_batched = packed.shape[0] > 1
     a_pack = Buffer(f"{tensor.name}_apacked", (strips, kc, bl.mi), dtype,
                     level=pack_level or param_level)
-    tile = Buffer(f"{tensor.name}_tile", (bl.mi, bl.nr), dtype,
-                  level=options.register_level or param_level)
     t, pc, ir, kq, r = Var("t"), Var("pc"), Var("ir"), Var("kq"), Var("r")
-    jr, ir2, row, col = Var("jr"), Var("is"), Var("row"), Var("col")
+    jr, ir2 = Var("jr"), Var("is")
     b_index = t // m_blocks if batch > 1 else const(0)
     mb = t % m_blocks
     # pack A: Ap[ir, kq, r] = A(m = mb*mc + ir*mi + r, k = pc*kc + kq), zero outside
@@ -170,42 +197,28 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     a_values.update(_unflatten(b_index, c.batch_axes))
     a_values.update(_unflatten(minimum(m_flat, m_total - 1), c.m_axes))
     a_values.update(_unflatten(minimum(k_flat, k_total - 1), c.k_axes))
-    load_a = _kernel_expr(c.a, a_values, {a_tensor: a_buffer}, extra_zero=_unit_axes(tensor))
+    viewed = grouped_view(c.a, [(c.batch_axes, b_index),
+                                (c.m_axes, minimum(m_flat, m_total - 1)),
+                                (c.k_axes, minimum(k_flat, k_total - 1))], param_level)
+    if viewed is not None:
+        a_buffer, load_a = viewed
+    else:
+        load_a = _kernel_expr(c.a, a_values, {a_tensor: a_buffer},
+                              extra_zero=_unit_axes(tensor))
     a_valid = all_of(m_flat < m_total, k_flat < k_total)
     pack_a = _nest([(ir, strips, LoopKind.SERIAL, 0), (kq, kc, LoopKind.SERIAL, 0),
-                    (r, bl.mi, LoopKind.SERIAL, 0)],
+                    (r, bl.mi, _vector(options), max(1, options.lanes(dtype)))],
                    Store(a_pack, (ir, kq, r), select(a_valid, load_a, const(0.0, dtype))))
 
     # output element (row, col) of the tile at strip `is`, panel `jr`
     m0 = mb * mc + ir2 * bl.mi
     n0 = jr * bl.nr
-    out_index = (b_index, m0 + row, n0 + col)
     a_region = Region(a_pack, (ir2, const(0), const(0)), (1, kc, bl.mi))
     bp_batch = b_index if b_batched else const(0)
     b_region = Region(packed_in, (bp_batch, jr, pc * kc, const(0)), (1, 1, kc, bl.nr))
     params = (("MI", bl.mi), ("NR", bl.nr), ("KI", kc))
-
-    def call(c_region: Region) -> Stmt:
-        return MicroKernelCall(micro_kernel, (a_region, b_region, c_region), params)
-
-    # whole tiles: straight into C
-    zero_direct = _nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, _vector(options), lanes)],
-                        Store(out, out_index, const(0.0, dtype)))
-    c_region = Region(out, (b_index, m0, n0), (1, bl.mi, bl.nr))
-    direct = Seq((IfThenElse(eq(pc, 0), zero_direct), call(c_region)))
-    # edge tiles: through the local tile
-    in_range = all_of(m0 + row < m_total, n0 + col < n_total)
-    safe_index = (b_index, minimum(m0 + row, m_total - 1), minimum(n0 + col, n_total - 1))
-    load_tile = _nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, _vector(options), lanes)],
-                      Store(tile, (row, col), select(all_of(in_range, pc > 0),
-                                                     BufferLoad(out, safe_index),
-                                                     const(0.0, dtype))))
-    store_tile = _nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, LoopKind.SERIAL, 0)],
-                       IfThenElse(in_range, Store(out, out_index, BufferLoad(tile, (row, col)))))
-    edge = Allocate(tile, Seq((load_tile, call(Region(tile, (const(0), const(0)),
-                                                      (bl.mi, bl.nr))), store_tile)))
-    whole = all_of(m0 + bl.mi <= m_total, n0 + bl.nr <= n_total)
-    tiles = IfThenElse(whole, direct, IfThenElse(m0 < m_total, edge))
+    tiles = edge_tiles(micro_kernel, a_region, b_region, out, b_index, m0, n0, m_total,
+                       n_total, bl.mi, bl.nr, params, eq(pc, 0), options)
     loops = Seq((pack_a, _nest([(jr, nb, LoopKind.SERIAL, 0),
                                 (ir2, strips, LoopKind.SERIAL, 0)], tiles)))
     body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops))
@@ -222,6 +235,40 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     # verifier's interval analysis does not use; the interpreter checks every access instead
     verify_kernel(kernel, options.spec, check_bounds=False)
     return [pack_kernel, kernel]
+
+
+def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffer,
+               b_index: Expr, m0: Expr, n0: Expr, m_total: int, n_total: int, mi: int, nr: int,
+               params: tuple[tuple[str, int], ...], first: Expr | None,
+               options: LoweringOptions) -> Stmt:
+    """The micro-kernel call for the ``mi x nr`` tile of ``out[b_index]`` at ``(m0, n0)``
+    (``m0`` a multiple of ``mi``, ``n0`` of ``nr``): a whole tile, or — on the ragged bottom or
+    right edge of C — the same kernel told to write only its ``MV`` valid rows and ``NC``
+    valid columns (static: ``m_total % mi`` and ``n_total % nr``), so no tile is copied.
+    ``first``: when true, the tile is zeroed before the call (the first reduction slice)."""
+    row, col = Var("row"), Var("col")
+    lanes = max(1, options.lanes(out.dtype))
+
+    def variant(rows: int, cols: int) -> Stmt:
+        zero = _nest([(row, rows, LoopKind.SERIAL, 0), (col, cols, _vector(options), lanes)],
+                     Store(out, (b_index, m0 + row, n0 + col), const(0, out.dtype)))
+        # the operands' strides come from their buffers: narrowing the regions to the written
+        # rows and columns changes no address, only what the declared semantics covers
+        a_part = Region(a_region.buffer, a_region.base, (*a_region.extents[:-1], rows))
+        b_part = Region(b_region.buffer, b_region.base, (*b_region.extents[:-1], cols))
+        call = MicroKernelCall(micro_kernel, (
+            a_part, b_part, Region(out, (b_index, m0, n0), (1, rows, cols))),
+            (*params, ("MV", rows), ("NC", cols)))
+        return call if first is None else Seq((IfThenElse(first, zero), call))
+
+    mv, nc = m_total % mi, n_total % nr
+    by_cols = variant(mi, nr) if not nc else IfThenElse(n0 + nr <= n_total, variant(mi, nr),
+                                                        variant(mi, nc))
+    if not mv:  # strips past M exist when the last block of rows is partial
+        return IfThenElse(m0 < m_total, by_cols)
+    last_rows = variant(mv, nr) if not nc else IfThenElse(n0 + nr <= n_total, variant(mv, nr),
+                                                          variant(mv, nc))
+    return IfThenElse(m0 + mi <= m_total, by_cols, IfThenElse(m0 < m_total, last_rows))
 
 
 def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[IterVar],
@@ -245,6 +292,10 @@ def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[Ite
     batched = any(a in _axes_in(load) for a in batch_axes)
     batch = _product_of(batch_axes) if batched else 1
     source = Buffer(load.tensor.name, load.tensor.shape, dtype, level=options.param_level)
+    view = grouped_view(load, [(batch_axes, const(0)), (width_axes, const(0)),
+                               (k_axes, const(0))], options.param_level)
+    if view is not None:  # read through the flat view: no div/mod per element
+        source = view[0]
     packed = Buffer(name, (batch, panels, k_padded, width), dtype,
                     level=level or options.param_level)
     t, kk, jn, kz = Var("t"), Var("kk"), Var("jn"), Var("kz")
@@ -259,13 +310,47 @@ def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[Ite
         w_index = minimum(w_flat, w_total - 1) if clamp else w_flat
         values = {**batch_values, **_unflatten(w_index, width_axes), **_unflatten(kk, k_axes)}
         value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
+        if view is not None:
+            found = grouped_view(load, [(batch_axes, pb), (width_axes, w_index), (k_axes, kk)],
+                                 options.param_level)
+            assert found is not None and isinstance(found[1], BufferLoad)
+            value = BufferLoad(source, found[1].indices)
         if clamp:
             value = select(w_flat < w_total, value, const(0.0, dtype))
         return _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
                      Store(packed, (pb, jb, kk, jn), value))
 
-    panel: Stmt = store(False) if w_total % width == 0 else \
-        IfThenElse(jb * width + width <= w_total, store(False), store(True))
+    def by_rows() -> Stmt:
+        # several width axes (a convolution's h, w): walk the rows the panel touches with a
+        # vector loop along the innermost axis, so loads and stores stay contiguous instead of
+        # gathering the flat index's div/mod; lanes outside the panel are masked off
+        inner = width_axes[-1]
+        extent = inner.extent
+        rows_total = w_total // extent
+        touched = min(rows_total, _ceil_div(width - 1, extent) + 1)
+        hr, wv = Var("hr"), Var("wv")
+        row = (jb * width) // extent + hr
+        flat = row * extent + wv
+        values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), width_axes[:-1]),
+                  inner: wv, **_unflatten(kk, k_axes)}
+        value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
+        inside = all_of(flat >= jb * width, flat < jb * width + width, flat < w_total)
+        copy = _nest([(kk, k_total, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
+                      (wv, extent, _vector(options), lanes)],
+                     IfThenElse(inside, Store(packed, (pb, jb, kk, flat - jb * width), value)))
+        if w_total % width == 0:
+            return copy
+        zero_tail = _nest([(kk, k_total, LoopKind.SERIAL, 0),
+                           (jn, width, _vector(options), lanes)],
+                          IfThenElse(w_flat >= w_total,
+                                     Store(packed, (pb, jb, kk, jn), const(0.0, dtype))))
+        return Seq((copy, zero_tail))
+
+    if len(width_axes) >= 2 and width_axes[-1].extent < w_total:
+        panel: Stmt = by_rows()
+    else:
+        panel = store(False) if w_total % width == 0 else \
+            IfThenElse(jb * width + width <= w_total, store(False), store(True))
     if k_padded > k_total:
         zero_rows = _nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
                            (jn, width, _vector(options), lanes)],

@@ -71,7 +71,8 @@ def test_micro_kernel_matches_its_declared_semantics():
         b = rng.standard_normal((ki, nr)).astype(np.float32)
         c = rng.standard_normal((mi, nr + 16)).astype(np.float32)
         expected = c.copy()
-        OUTER_PRODUCT_F32.reference(a[:, :mi], b, expected[:, :nr], MI=mi, NR=nr, KI=ki)
+        OUTER_PRODUCT_F32.reference(a[:, :mi], b, expected[:, :nr], MI=mi, NR=nr, KI=ki, MV=mi,
+                                    NC=nr)
         fn(a.ctypes.data, mi + 3, 1, b.ctypes.data, nr, 1, c.ctypes.data, nr + 16, 1)
         np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
 

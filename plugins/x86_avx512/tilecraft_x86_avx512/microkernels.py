@@ -4,6 +4,14 @@
 the ``MI x NR/16`` accumulators in zmm registers for the whole ``k`` loop. Its implementation
 is the Jinja template ``templates/outer_product.ll.jinja`` (LLVM IR), rendered per parameter set.
 
+The same register tile on dot-product instructions, where each 32-bit lane takes a group of
+``k`` values per step (operands packed with the group innermost, A ``[MI, KG, group]``,
+B ``[KG, NR, group]``):
+``vnni_u8s8`` / ``vnni_s8u8`` (``vpdpbusd``, 4 bytes per lane, int32 accumulators; the broadcast
+A operand is the unsigned / the signed one) in ``templates/vnni_u8s8.ll.jinja``, and
+``dot_bf16`` (``vdpbf16ps``, 2 bfloat16 per lane, float32 accumulators) in
+``templates/dot_bf16.ll.jinja``. Their register budget is that of Eq. 3.4 as well.
+
 :func:`register_blocking` solves Eq. 3.4 for the register tile: maximise the arithmetic
 intensity ``MI*NI*KI / (KI*(MI+NI) + 2*MI*NI)`` subject to ``MI*NI + NI + MII <= registers``.
 
@@ -12,6 +20,8 @@ RegisterBlocking(mi=5, ni=5, mii=1, intensity=2.452)
 >>> [b.mi * b.ni for b in register_blocking_candidates(registers=32, ki=256)[:3]]
 [25, 24, 24]
 >>> "fma.v16f32" in render("outer_product_f32", {"MI": 2, "NR": 16, "KI": 4}, "mk")
+True
+>>> "vpdpbusd" in render("vnni_s8u8", {"MI": 2, "NR": 16, "KG": 3}, "mk")
 True
 """
 
@@ -30,14 +40,14 @@ from tilecraft.target.microkernel import MicroKernelDecl
 OUTER_PRODUCT_F32 = MicroKernelDecl(
     name="outer_product_f32",
     description="register-tile outer product (thesis Algorithm 2): C[MI,NR] += A[KI,MI]^T B[KI,NR]",
-    loops=[{"name": "m", "extent": "MI", "kind": "spatial"},
-           {"name": "n", "extent": "NR", "kind": "spatial"},
+    loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
+           {"name": "n", "extent": "NC", "kind": "spatial"},
            {"name": "k", "extent": "KI", "kind": "reduce"}],
-    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "MI"],
+    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "MV"],
                "index": ["k", "m"]},
-              {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NR"],
+              {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NC"],
                "index": ["k", "n"]},
-              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MI", "NR"],
+              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
                "index": ["m", "n"]}],
     semantics="C[m, n] += A[k, m] * B[k, n]",
     template="templates/outer_product.ll.jinja",
@@ -46,10 +56,75 @@ OUTER_PRODUCT_F32 = MicroKernelDecl(
                 "NR": {"default": 80, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
                        "description": "columns of the register tile (NI zmm vectors of 16)"},
                 "KI": {"default": 256, "minimum": 1, "maximum": 4096,
-                       "description": "k steps per call (the KC slice)"}},
+                       "description": "k steps per call (the KC slice)"},
+                "MV": {"default": 5, "minimum": 1, "maximum": 28,
+                       "description": "rows of C written (MV <= MI; fewer on the ragged edge)"},
+                "NC": {"default": 80, "minimum": 1, "maximum": 128,
+                       "description": "columns of C written (NC <= NR; fewer on the ragged "
+                                      "edge)"}},
 )
 
-MICRO_KERNELS: dict[str, MicroKernelDecl] = {OUTER_PRODUCT_F32.name: OUTER_PRODUCT_F32}
+
+def _grouped_decl(name: str, description: str, a: str, b: str, c: str, group: int,
+                  template: str) -> MicroKernelDecl:
+    """A register-tile micro-kernel on a dot-product instruction: ``group`` consecutive ``k``
+    per 32-bit lane, operands packed ``[MI, KG, group]`` (A, one group broadcast per row) and
+    ``[KG, NR, group]`` (B, 16 columns per zmm), accumulators ``C[MI, NR]``."""
+    return MicroKernelDecl(
+        name=name, description=description,
+        loops=[{"name": "m", "extent": "MI", "kind": "spatial"},
+               {"name": "n", "extent": "NR", "kind": "spatial"},
+               {"name": "kg", "extent": "KG", "kind": "reduce"},
+               {"name": "g", "extent": group, "kind": "reduce"}],
+        operands=[{"name": "A", "role": "src", "dtype": a, "shape": ["MI", "KG", group],
+                   "index": ["m", "kg", "g"]},
+                  {"name": "B", "role": "src", "dtype": b, "shape": ["KG", "NR", group],
+                   "index": ["kg", "n", "g"]},
+                  {"name": "C", "role": "dst", "dtype": c, "shape": ["MI", "NR"],
+                   "index": ["m", "n"]}],
+        semantics=f"C[m, n] += cast({c}, A[m, kg, g]) * cast({c}, B[kg, n, g])",
+        template=template,
+        parameters={"MI": {"default": 5, "minimum": 1, "maximum": 28,
+                           "description": "rows of the register tile"},
+                    "NR": {"default": 80, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
+                           "description": "columns of the register tile (NI zmm vectors of 16)"},
+                    "KG": {"default": 64, "minimum": 1, "maximum": 4096,
+                           "description": f"groups of {group} k per call (KC / {group})"}})
+
+
+#: vpdpbusd with A (broadcast, u8) x B (s8): int8 GEMM with unsigned activations on the A side
+VNNI_U8S8 = _grouped_decl(
+    "vnni_u8s8", "AVX512-VNNI register tile: C[MI,NR] s32 += A[MI,KG,4] u8 . B[KG,NR,4] s8",
+    "uint8", "int8", "int32", 4, "templates/vnni_u8s8.ll.jinja")
+#: vpdpbusd with A (broadcast, s8) x B (u8): convolutions (weights s8 on the A side)
+VNNI_S8U8 = _grouped_decl(
+    "vnni_s8u8", "AVX512-VNNI register tile: C[MI,NR] s32 += A[MI,KG,4] s8 . B[KG,NR,4] u8",
+    "int8", "uint8", "int32", 4, "templates/vnni_u8s8.ll.jinja")
+#: vdpbf16ps: pairs of bfloat16 into float32 accumulators
+DOT_BF16 = _grouped_decl(
+    "dot_bf16", "AVX512-BF16 register tile: C[MI,NR] f32 += A[MI,KG,2] bf16 . B[KG,NR,2] bf16",
+    "bfloat16", "bfloat16", "float32", 2, "templates/dot_bf16.ll.jinja")
+
+MICRO_KERNELS: dict[str, MicroKernelDecl] = {
+    decl.name: decl for decl in (OUTER_PRODUCT_F32, VNNI_U8S8, VNNI_S8U8, DOT_BF16)}
+
+#: the LLVM intrinsics each template calls: (name, return type, argument types)
+LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    OUTER_PRODUCT_F32.name: (("llvm.fma.v16f32", "<16 x float>", ("<16 x float>",) * 3),
+                             ("llvm.masked.load.v16f32.p0", "<16 x float>",
+                              ("ptr", "<16 x i1>", "<16 x float>")),
+                             ("llvm.masked.store.v16f32.p0", "void",
+                              ("<16 x float>", "ptr", "<16 x i1>"))),
+    VNNI_U8S8.name: (("llvm.x86.avx512.vpdpbusd.512", "<16 x i32>",
+                      ("<16 x i32>", "<64 x i8>", "<64 x i8>")),),
+    DOT_BF16.name: (("llvm.x86.avx512bf16.dpbf16ps.512", "<16 x float>",
+                     ("<16 x float>", "<32 x bfloat>", "<32 x bfloat>")),),
+}
+LLVM_DECLARATIONS[VNNI_S8U8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name]
+
+#: template variables beyond the parameters: which vpdpbusd operand the broadcast A is
+_TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {VNNI_U8S8.name: {"A_UNSIGNED": True},
+                                                   VNNI_S8U8.name: {"A_UNSIGNED": False}}
 
 #: k steps per iteration of the template's k loop
 UNROLL = 4
@@ -108,17 +183,26 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
         values = decl.resolve(dict(params))
     except Exception as err:  # TargetError from resolve
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: {err}") from err
-    if name == OUTER_PRODUCT_F32.name and values["NR"] % 16:
+    if values["NR"] % 16:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")
+    if name == OUTER_PRODUCT_F32.name:
+        values["MV"] = params.get("MV", values["MI"])
+        values["NC"] = params.get("NC", values["NR"])
+        if values["MV"] > values["MI"] or values["NC"] > values["NR"]:
+            raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: the written part "
+                               f"MV x NC = {values['MV']} x {values['NC']} must fit the register "
+                               f"tile MI x NR = {values['MI']} x {values['NR']}")
     try:
         template = _environment().get_template(decl.template.removeprefix("templates/"))
         return template.render(name=f'"{function}"', UNROLL=UNROLL,
-                               attributes="alwaysinline nounwind", **values)
+                               attributes="alwaysinline nounwind", **values,
+                               **_TEMPLATE_VARIABLES.get(name, {}))
     except jinja2.TemplateError as err:
         raise CodegenError(f"plugin x86_avx512: micro-kernel {name}: template {decl.template} "
                            f"failed to render: {err}") from err
 
 
-__all__ = ["MICRO_KERNELS", "OUTER_PRODUCT_F32", "RegisterBlocking", "register_blocking",
+__all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32", "VNNI_S8U8",
+           "VNNI_U8S8", "RegisterBlocking", "register_blocking",
            "register_blocking_candidates", "render"]

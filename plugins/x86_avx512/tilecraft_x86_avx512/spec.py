@@ -34,7 +34,7 @@ from tilecraft.target.spec import (
 )
 from tilecraft_x86_avx512.host import HostInfo, host_info
 from tilecraft_x86_avx512.intrinsics import declared_intrinsics
-from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32
+from tilecraft_x86_avx512.microkernels import MICRO_KERNELS
 
 TARGET_NAME = "x86_avx512"
 PLUGIN_VERSION = "0.1.0"
@@ -91,7 +91,7 @@ def build_spec(host: HostInfo | None = None) -> TargetSpec:
         fixed_decisions={"vector_lanes": VECTOR_BITS // 32, "layout": "row_major"},
         loop_kinds=LOOP_KINDS,
         intrinsics=declared_intrinsics(),
-        micro_kernels=(OUTER_PRODUCT_F32,),
+        micro_kernels=tuple(MICRO_KERNELS.values()),
         evaluation=EvaluationMode.MEASURE,
         capabilities=TargetCapabilities(executes_natively=True, emulates=True, compiles=True,
                                         models_performance=False),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tilecraft.kernel_ir.nodes import MicroKernelCall
-from tilecraft_x86_avx512.microkernels import MICRO_KERNELS, render
+from tilecraft_x86_avx512.microkernels import LLVM_DECLARATIONS, MICRO_KERNELS, render
 
 if TYPE_CHECKING:
     from tilecraft_x86_avx512.codegen.stmt import StmtEmitter
@@ -33,7 +33,11 @@ def emit_micro_kernel_call(stmts: StmtEmitter, call: MicroKernelCall) -> None:
         raise ctx.error(f"calls the micro-kernel {call.micro_kernel!r}, which the x86_avx512 "
                         f"plugin does not provide (it provides {', '.join(MICRO_KERNELS)})")
     params = {k: int(v) for k, v in call.params}
-    fn = function_name(decl.name, decl.resolve(params))
+    resolved = decl.resolve(params)
+    for written, whole in (("MV", "MI"), ("NC", "NR")):  # edge extents default to the tile
+        if written in resolved and written not in params:
+            resolved[written] = resolved[whole]
+    fn = function_name(decl.name, resolved)
     ctx.fb.module.helper(fn, lambda: render(decl.name, params, fn))
     if len(call.operands) != len(decl.operands):
         raise ctx.error(f"calls {decl.name} with {len(call.operands)} operands; it takes "
@@ -58,8 +62,8 @@ def emit_micro_kernel_call(stmts: StmtEmitter, call: MicroKernelCall) -> None:
             pointer = memory.address(buffer, offset)
         args.append(f"ptr {pointer.ref}")
         args.extend(f"i64 {stride}" for stride in strides)
-    ctx.fb.module.declare("llvm.fma.v16f32", "<16 x float>",
-                          ["<16 x float>", "<16 x float>", "<16 x float>"])
+    for intrinsic, ret, arg_types in LLVM_DECLARATIONS.get(decl.name, ()):
+        ctx.fb.module.declare(intrinsic, ret, arg_types)
     ctx.fb.emit(f'call void @"{fn}"({", ".join(args)})')
 
 

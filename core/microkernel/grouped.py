@@ -1,0 +1,378 @@
+"""Contractions of narrow types on dot-product micro-kernels (int8 VNNI, bfloat16 pairs).
+
+Dot-product instructions (x86 ``vpdpbusd`` / ``vdpbf16ps``, Arm ``sdot``, Mali ``arm_dot``) let
+each 32-bit lane consume a *group* of consecutive ``k`` values per step: 4 bytes, or 2
+bfloat16. A register-tile micro-kernel built on them (thesis §3.4.1.2, Algorithm 2) wants its
+operands packed with the group innermost:
+
+- ``A`` (the m side, one 32-bit group broadcast to every lane) as ``[MI, KG, G]``: row by
+  row, so that packing it is a contiguous copy (A's own layout when ``k`` is its last axis);
+- ``B`` (the n side, 16 columns x G values per vector) as ``[KG, NR, G]``;
+- ``C[MI, NR]`` in the accumulator type: int32 for int8, float32 for bfloat16.
+
+:func:`as_grouped_contraction` recognises ``C = sum_k cast(A) * cast(B)`` with uint8/int8
+operands and an int32 result (``ops.matmul(A, B, out_dtype="int32")``, ``ops.conv2d``), or
+bfloat16 operands with a float32 or bfloat16 result; the axes are grouped as in
+:mod:`~tilecraft.microkernel.contraction`. :func:`lower_grouped_contraction` gives the kernels:
+
+1. ``<C>_bpacked_pack`` packs B once into the workspace ``<C>_bpacked[batch, NB, KG, NR, G]``,
+   zero-padded to whole panels and to ``KG * G`` rows of ``k``. The loops are written so that
+   LLVM's vectoriser turns them into wide loads and byte interleaves (``n`` innermost, the
+   group unrolled), or plain copies when ``k`` is B's contiguous axis (``dense`` weights).
+   When ``n`` fuses several axes (a convolution's output pixels), ``<C>_bcols_im2col`` first
+   writes the im2col matrix ``<C>_bcols[batch, K, N]`` row by row, and the packing reads it;
+2. ``<C>`` runs, in parallel over (batch, blocks of ``MC`` rows), for each ``KC`` slice: pack
+   the A block into ``[MC/MI, MI, KC/G, G]`` and call the micro-kernel per tile, as the
+   float32 lowering (:mod:`~tilecraft.microkernel.lowering`) does, edge tiles through a local
+   tile. (The packing kernels are built in :mod:`~tilecraft.microkernel.grouped_packing`.)
+
+Zero padding: ``k`` is padded to the group (and to whole ``KC`` slices) with zeros in both
+packed operands, so padded products add nothing — also for uint8 data, whose padding value 0
+is a real value but is multiplied by a zero. Quantisation zero points are not part of the
+contraction: ``sum (a - za)(b - zb) = sum ab - zb*sum_k a - za*sum_k b + K*za*zb`` is built in
+the graph around the plain product-sum this module lowers (a convolution's input must then be
+padded with its zero point, not 0). A factor that is not a bare (cast) load, such as
+``cast(a) - za``, is not recognised and takes the default loop nest.
+
+Sign compensation: ``vpdpbusd`` multiplies *unsigned* by *signed* bytes. The target chooses the
+dtype A is packed in (``packed_a``); when it differs from A's, A is shifted while packing —
+``int8 -> uint8`` adds 128, ``uint8 -> int8`` subtracts 128 — and the shift is taken back with
+``sum (a + s) b = sum ab + s * colsum(b)``: the pack-B kernel also writes the compensation
+``<C>_bcomp[batch, NB, NR] = -s * sum_k B[k, n]``, and every output tile starts from it instead
+of zero. All of it is exact in wrapping int32 arithmetic, so int8 x int8 (what
+``torch._int_mm`` computes) runs as uint8 x int8 with the same result bit for bit.
+
+bfloat16 products are exact in float32; the micro-kernel accumulates in float32. A bfloat16
+result (``ops.matmul`` of two bfloat16 tensors) is accumulated in the float32 workspace
+``<C>_acc`` and rounded once into C after the last slice, as the reference rounds on store.
+
+>>> from tilecraft import ops, te
+>>> from tilecraft.lower.options import LoweringOptions
+>>> A = te.placeholder((5, 7), "int8", name="A")
+>>> B = te.placeholder((7, 20), "int8", name="B")
+>>> gc = as_grouped_contraction(ops.matmul(A, B, name="C"))
+>>> gc.group, gc.accumulator.value, gc.contraction.extents()
+(4, 'int32', (1, 5, 20, 7))
+>>> kernels = lower_grouped_contraction(gc, "dot4", Blocking(mi=2, nr=16, kc=8, mc=4),
+...                                     LoweringOptions(vector_lanes=16), packed_a="uint8")
+>>> [k.name for k in kernels], kernels[0].outputs
+(['C_bpacked_pack', 'C'], ('C_bpacked', 'C_bcomp'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tilecraft.dtypes import DType, as_dtype
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    For,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    MicroKernelCall,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.microkernel.contraction import Contraction
+from tilecraft.microkernel.grouped_packing import (
+    COLUMN_LANES,
+    INT8_TYPES,
+    OperandReader,
+    im2col_kernel,
+    k_slices,
+    pack_b_kernel,
+    packing_shift,
+    shifted,
+)
+from tilecraft.microkernel.lowering import (
+    Blocking,
+    _axes_in,
+    _ceil_div,
+    _nest,
+    _parallel,
+    _unflatten,
+    _unique_params,
+    _vector,
+)
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Cast,
+    Expr,
+    IterVar,
+    Load,
+    Reduce,
+    ReduceOp,
+    Var,
+    const,
+    select,
+)
+from tilecraft.te.functions import all_of, eq, minimum
+from tilecraft.te.tensor import Tensor
+
+
+@dataclass(frozen=True)
+class GroupedContraction:
+    """A contraction whose operands are int8/uint8 (int32 result) or bfloat16 (float32 or
+    bfloat16 result), for a micro-kernel that takes ``group`` values of ``k`` per 32-bit lane."""
+
+    contraction: Contraction
+    accumulator: DType
+
+    @property
+    def group(self) -> int:
+        """``k`` values per 32-bit lane: 4 bytes, or 2 bfloat16."""
+        return 4 if self.contraction.a.tensor.dtype in INT8_TYPES else 2
+
+    @property
+    def a_dtype(self) -> DType:
+        return self.contraction.a.tensor.dtype
+
+    @property
+    def b_dtype(self) -> DType:
+        return self.contraction.b.tensor.dtype
+
+
+def _operand(expr: Expr, accumulator: DType, out: DType) -> Load | None:
+    """The load of one factor: ``cast(acc, load)``, or the bare load of a bfloat16 product
+    (``ops.matmul`` of bfloat16 tensors: computed in float32, rounded once on store)."""
+    if isinstance(expr, Cast) and expr.dtype is accumulator and isinstance(expr.x, Load):
+        return expr.x
+    if isinstance(expr, Load) and expr.dtype is DType.BFLOAT16 is out:
+        return expr
+    return None
+
+
+def _group_axes(tensor: Tensor, left: Load, right: Load,
+                k_axes: Sequence[IterVar]) -> Contraction | None:
+    """The axes sorted into batch / m / n / k as :func:`~.contraction.as_contraction` does
+    (output laid out ``[batch..., m..., n...]``, B the operand its trailing axis indexes)."""
+    left_axes, right_axes = _axes_in(left), _axes_in(right)
+    if any(k not in left_axes or k not in right_axes for k in k_axes if k.extent > 1):
+        return None
+    spatial = [a for a in tensor.axes if a.extent > 1]
+    groups = []
+    for axis in spatial:
+        in_left, in_right = axis in left_axes, axis in right_axes
+        if in_left and in_right:
+            groups.append("batch")
+        elif in_left or in_right:
+            groups.append("left" if in_left else "right")
+        else:
+            return None
+    if not groups or groups[-1] == "batch":
+        return None
+    n_side = groups[-1]
+    m_side = "right" if n_side == "left" else "left"
+    order = {"batch": 0, m_side: 1, n_side: 2}
+    ranks = [order[g] for g in groups]
+    if ranks != sorted(ranks):
+        return None
+    a, b = (left, right) if m_side == "left" else (right, left)
+    pick = {g: tuple(ax for ax, grp in zip(spatial, groups) if grp == g) for g in order}
+    return Contraction(tensor, a, b, pick["batch"], pick[m_side], pick[n_side],
+                       tuple(k for k in k_axes if k.extent > 1))
+
+
+def as_grouped_contraction(tensor: Tensor) -> GroupedContraction | None:
+    """``tensor`` as a contraction of int8/uint8 operands into int32, or of bfloat16 operands
+    into float32 or bfloat16; ``None`` when it is not one (see the module docstring)."""
+    if tensor.is_placeholder:
+        return None
+    body = tensor.op.body
+    if not isinstance(body, Reduce) or body.op is not ReduceOp.SUM:
+        return None
+    product = body.body
+    if not isinstance(product, Binary) or product.op is not BinaryOp.MUL:
+        return None
+    out = tensor.dtype
+    accumulator = DType.FLOAT32 if out is DType.BFLOAT16 else out
+    left, right = _operand(product.a, accumulator, out), _operand(product.b, accumulator, out)
+    if left is None or right is None:
+        return None
+    dtypes = {left.tensor.dtype, right.tensor.dtype}
+    int8 = out is DType.INT32 and dtypes <= set(INT8_TYPES)
+    bf16 = out in (DType.FLOAT32, DType.BFLOAT16) and dtypes == {DType.BFLOAT16}
+    if not (int8 or bf16):
+        return None
+    contraction = _group_axes(tensor, left, right, tuple(body.axes))
+    if contraction is None:
+        return None
+    return GroupedContraction(contraction, accumulator)
+
+
+# lowering ------------------------------------------------------------------------------------
+def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blocking: Blocking,
+                              options: LoweringOptions,
+                              packed_a: DType | str | None = None) -> list[Kernel]:
+    """The kernels of ``gc``: [im2col,] pack B, and the main kernel (see the module docstring).
+
+    ``micro_kernel`` names the target's micro-kernel with semantics
+    ``C[m, n] += cast(acc, A[m, kg, g]) * cast(acc, B[kg, n, g])`` and parameters ``MI``, ``NR``
+    and ``KG`` (groups per call); ``packed_a`` is the dtype it takes A in (default: A's own),
+    int8 and uint8 converting into each other with the compensation described above.
+    """
+    c, bl = gc.contraction, blocking
+    tensor, group, acc_dtype = c.tensor, gc.group, gc.accumulator
+    a_packed = as_dtype(packed_a) if packed_a is not None else gc.a_dtype
+    shift = packing_shift(gc.a_dtype, a_packed)
+    batch, m_total, n_total, k_total = c.extents()
+    k_blocks, kc = k_slices(k_total, bl.kc, group)
+    kg_slice = kc // group
+    nb = _ceil_div(n_total, bl.nr)
+    mc = min(bl.mc, _ceil_div(m_total, bl.mi) * bl.mi)
+    m_blocks = _ceil_div(m_total, mc)
+    strips = mc // bl.mi
+    level = options.param_level
+    col_lanes = min(COLUMN_LANES, max(1, options.lanes(acc_dtype)))
+
+    # several n axes (a convolution's output pixels): through the im2col matrix
+    im2col = [im2col_kernel(gc, options)] if len(c.n_axes) > 1 else []
+    pack_kernel = pack_b_kernel(gc, bl.nr, bl.kc, shift, options,
+                                im2col[0].params[-1] if im2col else None)
+    packed_out = pack_kernel.param(f"{tensor.name}_bpacked")
+    packed = Buffer(packed_out.name, packed_out.shape, packed_out.dtype, level=level)
+    b_batched = packed.shape[0] > 1
+    comp = None
+    if shift:
+        comp_out = pack_kernel.param(f"{tensor.name}_bcomp")
+        comp = Buffer(comp_out.name, comp_out.shape, DType.INT32, level=level)
+    a_reader = OperandReader(c.a, tensor, c.k_axes, options)
+    # A read in place when it already is [rows, KG, G] (no shift, no k padding): only a ragged
+    # last strip is packed (zero rows below M)
+    a_rows = a_reader.rows_view((*c.batch_axes, *c.m_axes), group) \
+        if not shift and k_blocks * kc == k_total else None
+    partial = m_total % bl.mi
+    # C viewed as [batch, M, N] (its axes are [batch..., m..., n...] plus extent-1 axes)
+    out = Buffer(tensor.name, (batch, m_total, n_total), tensor.dtype, level=level)
+    acc = out if tensor.dtype is acc_dtype else \
+        Buffer(f"{tensor.name}_acc", (batch, m_total, n_total), acc_dtype, level=level)
+    pack_strips = strips if a_rows is None else 1
+    a_pack = Buffer(f"{tensor.name}_apacked", (pack_strips, bl.mi, kg_slice, group), a_packed,
+                    level=level)
+    tile = Buffer(f"{tensor.name}_tile", (bl.mi, bl.nr), acc_dtype,
+                  level=options.register_level or level)
+
+    t, pc, ir, kg, r, g = Var("t"), Var("pc"), Var("ir"), Var("kg"), Var("r"), Var("g")
+    jr, ir2, row, col = Var("jr"), Var("is"), Var("row"), Var("col")
+    b_index = t // m_blocks if batch > 1 else const(0)
+    mb = t % m_blocks
+    columns = _vector(options)
+
+    def pack_a(first_row: Expr, count: int, clamp_k: bool) -> Stmt:
+        """Ap[ir, r, kg, g] = A(m = first_row + ir*mi + r, k = pc*kc + kg*G + g), 0 outside."""
+        m_flat = first_row + ir * bl.mi + r
+        k_flat = pc * kc + kg * group + g
+        m_values = {**_unflatten(b_index, c.batch_axes),
+                    **_unflatten(minimum(m_flat, m_total - 1), c.m_axes)}
+        k_index = minimum(k_flat, k_total - 1) if clamp_k else k_flat
+        if a_rows is None:
+            value = shifted(a_reader.value(m_values, k_index), gc.a_dtype, a_packed)
+        else:   # through the same [rows, KG, G] view the in-place strips read
+            row_index = minimum(m_flat, m_total - 1)
+            if batch > 1:
+                row_index = b_index * m_total + row_index
+            value = BufferLoad(a_rows, (row_index, pc * kg_slice + kg, g))
+        valid = all_of(m_flat < m_total, k_flat < k_total) if clamp_k else m_flat < m_total
+        return _nest([(ir, count, LoopKind.SERIAL, 0), (r, bl.mi, LoopKind.SERIAL, 0),
+                      (kg, kg_slice, LoopKind.SERIAL, 0), (g, group, LoopKind.UNROLLED, 0)],
+                     Store(a_pack, (ir, r, kg, g), select(valid, value, const(0, a_packed))))
+
+    packing: Stmt | None
+    if a_rows is None:
+        # k stays unclamped (contiguous in g) in the slices that lie wholly inside K
+        packing = pack_a(mb * mc, strips, False) if k_blocks * kc == k_total else \
+            IfThenElse(pc * kc + kc <= k_total, pack_a(mb * mc, strips, False),
+                       pack_a(mb * mc, strips, True))
+    elif partial:   # the block holding the ragged strip packs it
+        last_strip = m_total - partial
+        packing = IfThenElse(eq(mb, last_strip // mc), pack_a(const(last_strip), 1, False))
+    else:
+        packing = None
+
+    # output element (row, col) of the tile at strip `is`, panel `jr`
+    m0 = mb * mc + ir2 * bl.mi
+    n0 = jr * bl.nr
+    out_index = (b_index, m0 + row, n0 + col)
+    bp_batch = b_index if b_batched else const(0)
+    initial = BufferLoad(comp, (bp_batch, jr, col)) if comp is not None else const(0, acc_dtype)
+    packed_a_region = Region(a_pack, (ir2 if a_rows is None else const(0), const(0), const(0),
+                                      const(0)), (1, bl.mi, kg_slice, group))
+    in_place = None if a_rows is None else Region(
+        a_rows, (b_index * m_total + m0 if batch > 1 else m0, pc * kg_slice, const(0)),
+        (bl.mi, kg_slice, group))
+    b_region = Region(packed, (bp_batch, jr, pc * kg_slice, const(0), const(0)),
+                      (1, 1, kg_slice, bl.nr, group))
+    params = (("MI", bl.mi), ("NR", bl.nr), ("KG", kg_slice))
+
+    def call(c_region: Region, full_strip: bool = True) -> Stmt:
+        a_region = in_place if in_place is not None and full_strip else packed_a_region
+        return MicroKernelCall(micro_kernel, (a_region, b_region, c_region), params)
+
+    def tile_rows(store: Stmt) -> Stmt:
+        return _nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, columns, col_lanes)], store)
+
+    # whole tiles: straight into the accumulator, which starts at the compensation (or 0)
+    start = tile_rows(Store(acc, out_index, initial))
+    direct = Seq((IfThenElse(eq(pc, 0), start),
+                  call(Region(acc, (b_index, m0, n0), (1, bl.mi, bl.nr)))))
+    # edge tiles: through the local tile
+    in_range = all_of(m0 + row < m_total, n0 + col < n_total)
+    safe_index = (b_index, minimum(m0 + row, m_total - 1), minimum(n0 + col, n_total - 1))
+    load_tile = tile_rows(Store(tile, (row, col), select(all_of(in_range, pc > 0),
+                                                         BufferLoad(acc, safe_index), initial)))
+    # masked vector stores: the condition varies across the lanes of a row
+    store_tile = tile_rows(IfThenElse(in_range, Store(acc, out_index,
+                                                      BufferLoad(tile, (row, col)))))
+    tile_region = Region(tile, (const(0), const(0)), (bl.mi, bl.nr))
+
+    def edge(full_strip: bool) -> Stmt:
+        return Seq((load_tile, call(tile_region, full_strip), store_tile))
+
+    edges = Allocate(tile, edge(True) if in_place is None or not partial else
+                     IfThenElse(m0 + bl.mi <= m_total, edge(True), edge(False)))
+    whole = all_of(m0 + bl.mi <= m_total, n0 + bl.nr <= n_total)
+    tiles = IfThenElse(whole, direct, IfThenElse(m0 < m_total, edges))
+    tile_loops = _nest([(jr, nb, LoopKind.SERIAL, 0), (ir2, strips, LoopKind.SERIAL, 0)], tiles)
+    loops = tile_loops if packing is None else Seq((packing, tile_loops))
+    body: Stmt = For(pc, const(k_blocks), LoopKind.SERIAL, loops)
+    if a_rows is None or partial:
+        body = Allocate(a_pack, body)
+    if acc is not out:   # round the block's float32 sums once into the bfloat16 result
+        m_row = mb * mc + row
+        convert = For(row, const(mc), LoopKind.SERIAL, IfThenElse(
+            m_row < m_total,
+            For(col, const(n_total), columns, Store(out, (b_index, m_row, col), BufferLoad(
+                acc, (b_index, m_row, col)).astype(out.dtype)), lanes=col_lanes)))
+        body = Seq((body, convert))
+    outer = batch * m_blocks
+    body = For(t, const(outer), _parallel(options, outer), body)
+    inputs = [a_reader.buffer if a_rows is None else a_rows, packed] + \
+        ([comp] if comp is not None else [])
+    outputs = [out] if acc is out else [out, acc]
+    kernel = Kernel(tensor.name, tuple(_unique_params([*inputs, *outputs])),
+                    tuple(b.name for b in outputs), body,
+                    attrs={"compute": tensor.name, "statement": tensor.statement(),
+                           "schedule": (f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} "
+                                        f"KC={kc} (KG={kg_slice}x{group}) MC={mc}: "
+                                        f"parallel({outer}) > k-slices({k_blocks}) > "
+                                        f"panels({nb}) > strips({strips})"
+                                        + (f"; A packed as {a_packed.value} (shift {shift:+d},"
+                                           " compensated)" if shift else "")),
+                           "micro_kernel": micro_kernel})
+    # tiles are kept in bounds by the whole-tile / edge conditions around them, which the
+    # verifier's interval analysis does not use; the interpreter checks every access instead
+    verify_kernel(kernel, options.spec, check_bounds=False)
+    return [*im2col, pack_kernel, kernel]
+
+
+__all__ = ["Blocking", "GroupedContraction", "as_grouped_contraction",
+           "lower_grouped_contraction"]
