@@ -46,6 +46,7 @@ class Executable:
         self.report = report
         self._unavailable_reason = unavailable_reason
         self._outputs_by_name = {t.name: t for t in graph.computes}
+        self._workspaces: dict[str, np.ndarray] = {}
 
     @property
     def sources(self) -> dict[str, Source]:
@@ -73,9 +74,14 @@ class Executable:
                 tensor = self._outputs_by_name.get(out_name)
                 if tensor is not None:
                     values[out_name] = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
-                else:  # a workspace of the target's template (e.g. a packed operand)
+                else:  # a workspace of the target's template (e.g. a packed operand),
+                    # kept between calls: fresh pages would fault on every call
                     buffer = next(p for p in entry.kernel.params if p.name == out_name)
-                    values[out_name] = np.empty(buffer.shape, dtype=buffer.dtype.numpy)
+                    workspace = self._workspaces.get(out_name)
+                    if workspace is None:
+                        workspace = np.empty(buffer.shape, dtype=buffer.dtype.numpy)
+                        self._workspaces[out_name] = workspace
+                    values[out_name] = workspace
             arrays = {p.name: _as_param(values[p.name], p.shape) for p in entry.kernel.params}
             assert entry.runner is not None
             start = time.perf_counter()
