@@ -179,8 +179,14 @@ def test_compile_attaches_the_mapping_report() -> None:
     A = te.placeholder((20, 30), name="A")
     B = te.placeholder((30, 17), name="B")
     D = ops.relu(ops.matmul(A, B, name="C"), name="D")
-    exe = tc.compile(tc.Graph.from_outputs([D]))
+    graph = tc.Graph.from_outputs([D])
+    mapping_report(graph, get_target("x86_avx512").spec, thorough=False)  # warm the caches
+    exe = tc.compile(graph)
     entries = exe.report.mappings
+    if not entries:  # the compile-time report is cut at 50 ms a compute of wall time: on a
+        # loaded machine it may be skipped, and then it says so
+        assert any("mapping report of C skipped" in note for note in exe.report.notes)
+        return
     assert [(e.operator, e.intrinsic) for e in entries] == [("C", "fma_f32x16_bcast")]
     assert entries[0].predicted_seconds > 0 and entries[0].feasible == 2
     text = str(exe.report)
