@@ -47,6 +47,8 @@ from tilecraft_x86_avx512.microkernels import (
 
 #: below this many flops the default loop nest is as good and compiles faster
 MIN_FLOPS = 2 * 32 * 32 * 32
+#: a product with fewer rows or columns than this is a matrix-vector product in disguise
+MIN_SIDE = 4
 CONFIG_KEYS = ("MI", "NR", "KC", "MC")
 
 
@@ -150,8 +152,9 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                                 "operands into float32 or bfloat16)")
         return None
     chosen_contraction = contraction if contraction is not None else grouped.contraction
-    if config is None and chosen_contraction.flops < MIN_FLOPS:
-        return None
+    _, rows, cols, _ = chosen_contraction.extents()
+    if config is None and (chosen_contraction.flops < MIN_FLOPS or min(rows, cols) < MIN_SIDE):
+        return None  # too small, or matrix-vector: memory-bound, the default loop nest wins
     chosen = default_config(chosen_contraction, l1_bytes, l2_bytes, threads) if grouped is None \
         else grouped_default_config(grouped, l2_bytes, threads)
     unknown = sorted(set(config or {}) - set(CONFIG_KEYS))
