@@ -26,6 +26,7 @@ import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import InputError, TargetError
+from tilecraft_x86_avx512.parallel import parallel_for
 
 #: below this many estimated element updates a kernel runs on the calling thread only
 PARALLEL_MIN_WORK = 1 << 15
@@ -81,6 +82,8 @@ class CompiledKernel:
         self.name: str = meta["kernel"]
         self.meta = dict(meta)
         self._entry = entry
+        self._address = ctypes.cast(entry, ctypes.c_void_p).value if isinstance(
+            entry, ctypes._CFuncPtr) else None
         self._keepalive = keepalive  # the JIT engine or shared library owning the code
         self.threads = max(1, threads)
         self._params = [(p["name"], tuple(p["shape"]), DType.parse(p["dtype"]))
@@ -157,6 +160,10 @@ class CompiledKernel:
         if not self._parallel or self.threads == 1 or extent < 2 \
                 or getattr(_IN_WORKER, "active", False):
             self._entry(args, 0, extent)
+            return
+        native = parallel_for() if self._address is not None else None
+        if native is not None:
+            native(self._address, args, extent, min(self.threads, extent))
             return
         chunks = split_range(extent, self.threads)
         pool = thread_pool(self.threads)
