@@ -20,16 +20,13 @@ Dst[i1, i2] += cast(float32, Src1[i1, r1]) * cast(float32, Src2[i2, r1])
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from functools import cached_property
 from importlib.resources import files
 
-import numpy as np
-
 from tilecraft.errors import TargetError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Estimate, Source, Target
-from tilecraft.target.checks import check_kernel_supported
+from tilecraft.target.base import Availability, Estimate
+from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 
 TARGET_NAME = "ascend_npu"
@@ -46,7 +43,6 @@ AVAILABILITY = Availability(
         "estimate": "not implemented yet: the performance model comes with the code generator",
     })
 
-
 @functools.cache
 def load_target_spec() -> TargetSpec:
     """The spec of ``spec.yaml`` with the intrinsics of ``intrinsics/*.yaml`` (validated; a
@@ -56,9 +52,10 @@ def load_target_spec() -> TargetSpec:
         package / "spec.yaml", plugin=TARGET_NAME,
         intrinsic_files=[package / "intrinsics" / name for name in INTRINSIC_FILES])
 
-
-class AscendNpuTarget(Target):
+class AscendNpuTarget(DeclaredTarget):
     """Huawei Ascend NPUs: declarations today, AscendC-style C++ later (see the module)."""
+
+    availability = AVAILABILITY
 
     @cached_property
     def spec(self) -> TargetSpec:
@@ -68,20 +65,6 @@ class AscendNpuTarget(Target):
     def name(self) -> str:
         return TARGET_NAME
 
-    def available(self) -> Availability:
-        return AVAILABILITY
-
-    def codegen(self, kernel: Kernel) -> Source:
-        raise TargetError(f"target {self.name} cannot generate code for kernel {kernel.name}: "
-                          f"{NOT_YET}; emulate it with Target.emulate meanwhile")
-
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} cannot estimate kernel {kernel.name}: "
                           f"{AVAILABILITY.reasons['estimate']}")
-
-    def emulate(self, kernel: Kernel, arrays: Mapping[str, np.ndarray]) -> None:
-        """Run ``kernel`` on the Kernel IR interpreter after checking that it only uses what
-        this target declares (loop kinds, memory levels, intrinsics and their operand
-        shapes)."""
-        check_kernel_supported(kernel, self.spec)
-        super().emulate(kernel, arrays)

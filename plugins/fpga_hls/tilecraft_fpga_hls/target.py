@@ -15,16 +15,13 @@ Dst[i1, i2] += cast(int32, Src1[i1, r1]) * cast(int32, Src2[r1, i2])
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import cached_property
-
-import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import TargetError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Estimate, Source, Target
-from tilecraft.target.checks import check_kernel_supported
+from tilecraft.target.base import Availability, Estimate
+from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 from tilecraft_fpga_hls.device import VU9P, DeviceSpec
 from tilecraft_fpga_hls.spec import DEFAULT_SHAPE, TARGET_NAME, fpga_spec
@@ -42,9 +39,10 @@ AVAILABILITY = Availability(
                     "with the code generator",
     })
 
-
-class FpgaHlsTarget(Target):
+class FpgaHlsTarget(DeclaredTarget):
     """An HLS accelerator: a ``rows`` x ``cols`` MAC array of ``dtype`` on ``device``."""
+
+    availability = AVAILABILITY
 
     def __init__(self, device: DeviceSpec = VU9P, rows: int = DEFAULT_SHAPE[0],
                  cols: int = DEFAULT_SHAPE[1], dtype: DType | str = DType.FLOAT32,
@@ -62,19 +60,6 @@ class FpgaHlsTarget(Target):
     def name(self) -> str:
         return TARGET_NAME
 
-    def available(self) -> Availability:
-        return AVAILABILITY
-
-    def codegen(self, kernel: Kernel) -> Source:
-        raise TargetError(f"target {self.name} cannot generate code for kernel {kernel.name}: "
-                          f"{NOT_YET}; emulate it with Target.emulate meanwhile")
-
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} cannot estimate kernel {kernel.name}: "
                           f"{AVAILABILITY.reasons['estimate']}")
-
-    def emulate(self, kernel: Kernel, arrays: Mapping[str, np.ndarray]) -> None:
-        """Run ``kernel`` on the Kernel IR interpreter after checking that it only uses what
-        this target declares (loop kinds, memory levels, the MAC array's operand shapes)."""
-        check_kernel_supported(kernel, self.spec)
-        super().emulate(kernel, arrays)

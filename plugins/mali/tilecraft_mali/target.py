@@ -19,16 +19,11 @@ semantics.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from functools import cached_property
 from importlib.resources import files
 
-import numpy as np
-
-from tilecraft.errors import TargetError
-from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Source, Target
-from tilecraft.target.checks import check_kernel_supported
+from tilecraft.target.base import Availability
+from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 
 TARGET_NAME = "mali"
@@ -45,7 +40,6 @@ AVAILABILITY = Availability(
         "estimate": "no performance model (the target measures)",
     })
 
-
 @functools.cache
 def load_target_spec() -> TargetSpec:
     """The spec of ``spec.yaml`` with the intrinsics of ``intrinsics/*.yaml`` (validated; a
@@ -55,9 +49,10 @@ def load_target_spec() -> TargetSpec:
         package / "spec.yaml", plugin=TARGET_NAME,
         intrinsic_files=[package / "intrinsics" / name for name in INTRINSIC_FILES])
 
-
-class MaliTarget(Target):
+class MaliTarget(DeclaredTarget):
     """Arm Mali GPUs: declarations today, OpenCL C later (see the module)."""
+
+    availability = AVAILABILITY
 
     @cached_property
     def spec(self) -> TargetSpec:
@@ -66,17 +61,3 @@ class MaliTarget(Target):
     @property
     def name(self) -> str:
         return TARGET_NAME
-
-    def available(self) -> Availability:
-        return AVAILABILITY
-
-    def codegen(self, kernel: Kernel) -> Source:
-        raise TargetError(f"target {self.name} cannot generate code for kernel {kernel.name}: "
-                          f"{NOT_YET}; emulate it with Target.emulate meanwhile")
-
-    def emulate(self, kernel: Kernel, arrays: Mapping[str, np.ndarray]) -> None:
-        """Run ``kernel`` on the Kernel IR interpreter after checking that it only uses what
-        this target declares (loop kinds, memory levels, intrinsics and their operand
-        shapes)."""
-        check_kernel_supported(kernel, self.spec)
-        super().emulate(kernel, arrays)
