@@ -94,7 +94,7 @@ def lower_compute(tensor: Tensor, options: LoweringOptions,
     values = _axis_values(tensor, loops)
 
     def lowered(expr: Expr) -> Expr:
-        return _to_kernel_expr(clamp_guarded_loads(expr), values, buffers)
+        return to_kernel_expr(clamp_guarded_loads(expr), values, buffers)
 
     body = tensor.op.body
     out_indices = tuple(values[axis] for axis in tensor.axes)
@@ -175,8 +175,10 @@ def _axis_values(tensor: Tensor, loops: list[_Loop]) -> dict[IterVar, Expr]:
     return values
 
 
-def _to_kernel_expr(expr: Expr, values: Mapping[IterVar, Expr],
-                    buffers: Mapping[Tensor, Buffer]) -> Expr:
+def to_kernel_expr(expr: Expr, values: Mapping[IterVar, Expr],
+                   buffers: Mapping[Tensor, Buffer]) -> Expr:
+    """``expr`` with each axis replaced by its value in ``values`` (simplified) and each te
+    ``Load`` by a ``BufferLoad`` of the tensor's buffer in ``buffers``."""
     expr = simplify(substitute(expr, values))
 
     def to_buffer_load(node: Expr) -> Expr | None:

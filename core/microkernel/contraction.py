@@ -94,8 +94,16 @@ def as_contraction(tensor: Tensor, dtype: DType = DType.FLOAT32) -> Contraction 
         return None
     if left.tensor.dtype is not dtype or right.tensor.dtype is not dtype:
         return None
+    return group_axes(tensor, left, right, tuple(body.axes))
+
+
+def group_axes(tensor: Tensor, left: Load, right: Load,
+               k_axes: tuple[IterVar, ...]) -> Contraction | None:
+    """The contraction of ``tensor`` whose product reads ``left`` and ``right`` over the reduce
+    axes ``k_axes``: its axes sorted into batch / m / n / k (see the module docstring), or
+    ``None`` when they do not sort (an axis neither operand reads, a k axis one of them lacks,
+    an output not laid out ``[batch..., m..., n...]``)."""
     left_axes, right_axes = _axes_of(left), _axes_of(right)
-    k_axes = tuple(body.axes)
     if any(k not in left_axes or k not in right_axes for k in k_axes if k.extent > 1):
         return None
     groups: list[str] = []
@@ -126,5 +134,4 @@ def as_contraction(tensor: Tensor, dtype: DType = DType.FLOAT32) -> Contraction 
     return Contraction(tensor, a, b, pick["batch"], pick[m_side], pick[n_side],
                        tuple(k for k in k_axes if k.extent > 1))
 
-
-__all__ = ["Contraction", "as_contraction"]
+__all__ = ["Contraction", "as_contraction", "group_axes"]

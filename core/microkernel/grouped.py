@@ -61,7 +61,6 @@ result (``ops.matmul`` of two bfloat16 tensors) is accumulated in the float32 wo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilecraft.dtypes import DType, as_dtype
@@ -81,7 +80,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction
+from tilecraft.microkernel.contraction import Contraction, group_axes
 from tilecraft.microkernel.grouped_packing import (
     COLUMN_LANES,
     INT8_TYPES,
@@ -94,7 +93,6 @@ from tilecraft.microkernel.grouped_packing import (
 )
 from tilecraft.microkernel.lowering import (
     Blocking,
-    _axes_in,
     _ceil_div,
     _nest,
     _parallel,
@@ -107,7 +105,6 @@ from tilecraft.te.expr import (
     BinaryOp,
     Cast,
     Expr,
-    IterVar,
     Load,
     Reduce,
     ReduceOp,
@@ -151,37 +148,6 @@ def _operand(expr: Expr, accumulator: DType, out: DType) -> Load | None:
     return None
 
 
-def _group_axes(tensor: Tensor, left: Load, right: Load,
-                k_axes: Sequence[IterVar]) -> Contraction | None:
-    """The axes sorted into batch / m / n / k as :func:`~.contraction.as_contraction` does
-    (output laid out ``[batch..., m..., n...]``, B the operand its trailing axis indexes)."""
-    left_axes, right_axes = _axes_in(left), _axes_in(right)
-    if any(k not in left_axes or k not in right_axes for k in k_axes if k.extent > 1):
-        return None
-    spatial = [a for a in tensor.axes if a.extent > 1]
-    groups = []
-    for axis in spatial:
-        in_left, in_right = axis in left_axes, axis in right_axes
-        if in_left and in_right:
-            groups.append("batch")
-        elif in_left or in_right:
-            groups.append("left" if in_left else "right")
-        else:
-            return None
-    if not groups or groups[-1] == "batch":
-        return None
-    n_side = groups[-1]
-    m_side = "right" if n_side == "left" else "left"
-    order = {"batch": 0, m_side: 1, n_side: 2}
-    ranks = [order[g] for g in groups]
-    if ranks != sorted(ranks):
-        return None
-    a, b = (left, right) if m_side == "left" else (right, left)
-    pick = {g: tuple(ax for ax, grp in zip(spatial, groups) if grp == g) for g in order}
-    return Contraction(tensor, a, b, pick["batch"], pick[m_side], pick[n_side],
-                       tuple(k for k in k_axes if k.extent > 1))
-
-
 def as_grouped_contraction(tensor: Tensor) -> GroupedContraction | None:
     """``tensor`` as a contraction of int8/uint8 operands into int32, or of bfloat16 operands
     into float32 or bfloat16; ``None`` when it is not one (see the module docstring)."""
@@ -203,7 +169,7 @@ def as_grouped_contraction(tensor: Tensor) -> GroupedContraction | None:
     bf16 = out in (DType.FLOAT32, DType.BFLOAT16) and dtypes == {DType.BFLOAT16}
     if not (int8 or bf16):
         return None
-    contraction = _group_axes(tensor, left, right, tuple(body.axes))
+    contraction = group_axes(tensor, left, right, tuple(body.axes))
     if contraction is None:
         return None
     return GroupedContraction(contraction, accumulator)

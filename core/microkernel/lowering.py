@@ -48,14 +48,13 @@ from tilecraft.kernel_ir.nodes import (
     Stmt,
     Store,
 )
-from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.contraction import Contraction
 from tilecraft.te.expr import Expr, IterVar, Load, Var, const, select
 from tilecraft.te.functions import all_of, eq, minimum
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import substitute, transform
 
 
 @dataclass(frozen=True)
@@ -103,15 +102,7 @@ def _kernel_expr(expr: Expr, values: Mapping[IterVar, Expr], buffers: Mapping[Te
     mapping = dict(values)
     for axis in extra_zero:
         mapping.setdefault(axis, const(0))
-    expr = simplify(substitute(expr, mapping))
-
-    def to_buffer_load(node: Expr) -> Expr | None:
-        if isinstance(node, Load):
-            indices = tuple(transform(i, to_buffer_load) for i in node.indices)
-            return BufferLoad(buffers[node.tensor], indices)
-        return None
-
-    return transform(expr, to_buffer_load)
+    return to_kernel_expr(expr, mapping, buffers)
 
 
 def grouped_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],
