@@ -51,3 +51,64 @@ def test_intermediate_used_elsewhere_is_not_fused():
     inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
     for got, want in zip(exe(**inputs), run(graph, inputs)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+#: thesis Table 3.6: (IC, H, W, OC1, OC2, stride1, stride2, k1, k2)
+CONV_CHAINS = {
+    "C1": (64, 112, 112, 192, 128, 2, 1, 3, 1), "C2": (32, 147, 147, 64, 80, 2, 1, 3, 1),
+    "C3": (64, 56, 56, 128, 64, 1, 1, 3, 1), "C4": (128, 28, 28, 256, 128, 1, 1, 3, 1),
+    "C5": (16, 227, 227, 64, 16, 4, 1, 3, 1), "C6": (64, 56, 56, 64, 64, 1, 1, 1, 3),
+    "C7": (64, 56, 56, 64, 64, 1, 1, 1, 1), "C8": (256, 56, 56, 256, 64, 1, 1, 1, 1),
+}
+
+
+def _conv_chain(ic, h, w, oc1, oc2, s1, s2, k1, k2):
+    x = te.placeholder((1, ic, h, w), name="x")
+    act = ops.relu(ops.conv2d(x, te.placeholder((oc1, ic, k1, k1), name="w1"), stride=s1,
+                              padding=k1 // 2, name="conv1"), name="act")
+    return ops.conv2d(act, te.placeholder((oc2, oc1, k2, k2), name="w2"), stride=s2,
+                      padding=k2 // 2, name="conv2")
+
+
+def _check_conv_chain(shape, seed=0):
+    graph = tc.Graph.from_outputs([_conv_chain(*shape)])
+    exe = tc.compile(graph, target="x86_avx512")
+    rng = np.random.default_rng(seed)
+    inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
+    want = run(graph, inputs)
+    np.testing.assert_allclose(exe(**inputs), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    return exe
+
+
+def _scaled(shape, factor):
+    ic, h, w, oc1, oc2, s1, s2, k1, k2 = shape
+    return (max(1, ic // factor), h // factor + 3, w // factor + 1, oc1 // factor + 1,
+            oc2 // factor + 3, s1, s2, k1, k2)
+
+
+@pytest.mark.parametrize("name", sorted(CONV_CHAINS))
+def test_conv_chain_native_scaled(name):
+    """Each Table 3.6 chain with channels and images shrunk (to odd sizes): fused except C6."""
+    exe = _check_conv_chain(_scaled(CONV_CHAINS[name], 2))
+    fused = [k for k in exe.kernels if k.attrs.get("fused")]
+    if name == "C6":
+        assert not fused
+        assert any("conv1 -> conv2 not fused" in note and "C6" in note
+                   for note in exe.report.notes), exe.report.notes
+    else:
+        assert [k.attrs["fused"] for k in fused] == [["conv1", "act", "conv2"]]
+
+
+@pytest.mark.parametrize("shape", [(3, 37, 23, 37, 5, 1, 1, 3, 1),
+                                   (5, 19, 31, 70, 19, 2, 1, 3, 1),
+                                   (13, 257, 1, 33, 47, 1, 1, 1, 1),
+                                   (7, 11, 13, 130, 3, 3, 1, 5, 1)])
+def test_conv_chain_native_odd_shapes(shape):
+    exe = _check_conv_chain(shape, seed=sum(shape))
+    assert any(k.attrs.get("fused") for k in exe.kernels)
+
+
+@pytest.mark.parametrize("name", sorted(CONV_CHAINS))
+def test_conv_chain_native_full(name):
+    """The Table 3.6 shapes themselves (about 0.5 s each)."""
+    _check_conv_chain(CONV_CHAINS[name])

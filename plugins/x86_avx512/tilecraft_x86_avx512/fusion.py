@@ -7,6 +7,11 @@ and ``MC`` is a multiple of both register tiles; a chain whose smallest block do
 left unfused, and the report says so. Register tiles come from Eq. 3.4
 (:func:`.microkernels.register_blocking_candidates`), restricted to column counts that suit the
 problem.
+
+Chains sharing their columns — a convolution, elementwise computes, then a 1x1 convolution
+(:func:`~tilecraft.microkernel.column_chain.as_column_chain`, thesis Table 3.6) — are blocked
+by ``NC`` output pixels instead (:func:`column_chain_blocking`). A convolution reading a window
+of another's output (a 3x3 second convolution, chain C6) stays unfused, with a note.
 """
 
 from __future__ import annotations
@@ -16,7 +21,17 @@ import math
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.chain import Chain, ChainBlocking, as_chain, lower_chain
+from tilecraft.microkernel.column_chain import (
+    ColumnBlocking,
+    ColumnChain,
+    as_column_chain,
+    lower_column_chain,
+)
+from tilecraft.microkernel.contraction import as_contraction
 from tilecraft.target.base import FusedGroup
+from tilecraft.te.expr import Reduce
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import loads_in
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32, register_blocking_candidates
 
 #: one core's fp32 FMA peak and its L3 read bandwidth (TOOLCHAINS.md), for the block-size model
@@ -76,8 +91,72 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int) -> tuple[ChainBloc
     return best[1], ""
 
 
+def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
+                          l1_bytes: int = 49152) -> tuple[ColumnBlocking | None, str]:
+    """Tiles for a column chain (a convolution chain), or ``None`` and the reason it does not
+    fit. As :func:`chain_blocking`, with blocks of ``NC`` pixels: the block's packed im2col
+    columns (``K x NC``) and the ``L x NC`` intermediate tile must fit half of L2; the register
+    tiles' Eq. 3.4 intensities are weighed by the flops each product does, and each block
+    re-reads both packed weights. The first product's reduction is sliced so that a
+    ``KC x NR1`` panel of the packed input fills half of L1 (as in the GEMM template)."""
+    batch, l_total, n_total, k_total = chain.first.extents()
+    _, m_total, _, _ = chain.second.extents()
+    flops1, flops2 = chain.first.flops, chain.second.flops
+    budget = l2_bytes // 2
+    best: tuple[float, ColumnBlocking] | None = None
+    smallest = None
+    for mi1, nr1, ai1 in _tiles():
+        l_padded = math.ceil(l_total / mi1) * mi1
+        for mi2, nr2, ai2 in _tiles():
+            step = math.lcm(nr1, nr2)
+            per_column = 4 * (l_padded + k_total)
+            smallest = per_column * step if smallest is None else \
+                min(smallest, per_column * step)
+            intensity = (flops1 + flops2) / (flops1 / ai1 + flops2 / ai2)
+            nc = step
+            while per_column * nc <= budget and nc <= max(step, n_total):
+                blocks = batch * math.ceil(n_total / nc)
+                use = (n_total / (math.ceil(n_total / nc) * nc)) * (l_total / l_padded) * \
+                    (m_total / (math.ceil(m_total / mi2) * mi2))
+                balance = blocks / (math.ceil(blocks / threads) * threads)
+                compute = 2 * nc * l_total * (k_total + m_total) / PEAK_FLOPS_PER_CORE
+                reload = 4 * l_total * (k_total + m_total) / L3_BYTES_PER_SECOND
+                score = intensity * use * balance * compute / (compute + reload)
+                if best is None or score > best[0] + 1e-9:
+                    kc = max(16, min(k_total, (l1_bytes // 2) // (4 * nr1) // 16 * 16 or 16))
+                    best = (score, ColumnBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, nc=nc,
+                                                  kc=kc))
+                nc += step
+    if best is None:
+        return None, (f"the smallest block ({k_total} packed input rows and {l_total} "
+                      f"intermediate rows of a panel of columns) needs {(smallest or 0) // 1024}"
+                      f" KB, more than half of L2 ({budget // 1024} KB)")
+    return best[1], ""
+
+
+def _windowed_producer(tensor: Tensor) -> Tensor | None:
+    """The contraction whose output ``tensor`` (itself a contraction) reads through a window
+    (a k x k convolution after another), through elementwise computes and pads — the chains
+    left unfused on purpose; ``None`` otherwise."""
+    if as_contraction(tensor) is None:
+        return None
+    frontier = [ld.tensor for ld in loads_in(tensor.op.body) if not ld.tensor.is_placeholder]
+    seen: set[Tensor] = set()
+    while frontier:
+        t = frontier.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if as_contraction(t) is not None:
+            return t
+        if not isinstance(t.op.body, Reduce):
+            frontier.extend(ld.tensor for ld in loads_in(t.op.body)
+                            if not ld.tensor.is_placeholder)
+    return None
+
+
 def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
-                threads: int) -> list[FusedGroup]:
+                threads: int, l1_bytes: int = 49152) -> list[FusedGroup]:
     consumers = {t: list(graph.consumers(t)) for t in graph.computes}
     outputs = set(graph.outputs)
     groups: list[FusedGroup] = []
@@ -85,8 +164,19 @@ def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
     for tensor in reversed(graph.computes):
         if tensor.name in taken:
             continue
-        chain = as_chain(tensor, consumers)
-        if chain is None or any(t in outputs for t in chain.computes[:-1]):
+        chain: Chain | ColumnChain | None = as_chain(tensor, consumers)
+        if chain is None:
+            chain = as_column_chain(tensor, consumers)
+        if chain is None:
+            producer = _windowed_producer(tensor)
+            if producer is not None and producer.name not in taken:
+                groups.append(FusedGroup((), (), (
+                    f"chain {producer.name} -> {tensor.name} not fused: {tensor.name} reads a "
+                    f"window of {producer.name}'s output, so a block would recompute or wait "
+                    "for its neighbours' halo; the second product is compute-bound and fusing "
+                    "it does not pay (thesis §3.6, chain C6)",)))
+            continue
+        if any(t in outputs for t in chain.computes[:-1]):
             continue
         names = tuple(t.name for t in chain.computes)
         if any(name in taken for name in names):
@@ -94,15 +184,21 @@ def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
         label = " -> ".join(names)
         if chain.flops < MIN_CHAIN_FLOPS:
             continue
-        blocking, reason = chain_blocking(chain, l2_bytes, threads)
-        if blocking is None:
+        if isinstance(chain, ColumnChain):
+            column_blocking, reason = column_chain_blocking(chain, l2_bytes, threads, l1_bytes)
+            kernels = [] if column_blocking is None else lower_column_chain(
+                chain, OUTER_PRODUCT_F32.name, column_blocking, options)
+        else:
+            blocking, reason = chain_blocking(chain, l2_bytes, threads)
+            kernels = [] if blocking is None else lower_chain(
+                chain, OUTER_PRODUCT_F32.name, blocking, options)
+        if not kernels:
             groups.append(FusedGroup((), (), (f"chain {label} not fused: {reason}",)))
             continue
-        kernels = lower_chain(chain, OUTER_PRODUCT_F32.name, blocking, options)
         taken.update(names)
         groups.append(FusedGroup(names, tuple(kernels), (
             f"fused {label} into one kernel: {kernels[-1].attrs['schedule']}",)))
     return [g for g in groups if g.computes] + [g for g in groups if not g.computes]
 
 
-__all__ = ["chain_blocking", "fuse_chains"]
+__all__ = ["chain_blocking", "column_chain_blocking", "fuse_chains"]

@@ -79,7 +79,8 @@ class X86Avx512Target(Target):
     def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
         """Contraction chains fuse into one kernel each (:mod:`.fusion`)."""
         levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
-        return fuse_chains(graph, options, levels.get("L2") or 1 << 20, self.threads)
+        return fuse_chains(graph, options, levels.get("L2") or 1 << 20, self.threads,
+                           levels.get("L1") or 49152)
 
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
         """The micro-kernel template's tunable parameters (see :mod:`.gemm_template`)."""

@@ -1,0 +1,421 @@
+"""Fused chains that share their columns: a convolution chain (thesis Table 3.6) on micro-kernels.
+
+In NCHW a batch-1 convolution is the contraction ``T[l, n] = sum_k W1[l, k] X(k, n)`` with
+``l`` the output channels, ``n`` the output pixels and ``k`` = (input channel, kernel row,
+kernel column) — its B operand is the im2col view of the input. A 1x1 convolution (or any
+contraction) reading ``T`` — after elementwise computes such as a bias and a ReLU — as its B
+operand, ``E[m, n] = sum_l W2[m, l] Z[l, n]``, shares the pixel loops with the first. The chain
+becomes one kernel, in parallel over (batch, blocks of ``NC`` pixels):
+
+1. pack the block's im2col columns ``Xp[NC / NR1, K, NR1]`` (zero past the last pixel), read
+   from the padded input (the ``pad`` compute stays a kernel of its own: inlined here, its
+   bounds checks turn the contiguous row loads into gathers — measured 15-28% slower on
+   C3/C4);
+2. compute the ``L x NC`` tile of ``T`` with the micro-kernel, ``W1`` packed into ``MI1``-row
+   strips once by its own kernel;
+3. apply the elementwise computes to the tile in place, vectorised along the pixels;
+4. multiply ``W2`` (packed into ``MI2``-row strips) by the tile, read directly as the
+   micro-kernel's B operand, into ``E``'s columns.
+
+The tile tree is ``[batch x N/NC] (parallel) > { Xp[K, NC], T[L, NC] in L2; E[M, NC] }``: the
+intermediate never leaves the core's caches. A second convolution with a window (3x3) reads a
+halo of ``T`` that neighbouring blocks compute as well; such chains are not recognised here
+(the thesis, §3.6, finds fusing a compute-bound second convolution does not pay).
+
+>>> from tilecraft import ops, te
+>>> x = te.placeholder((1, 8, 10, 10), name="x")
+>>> w1 = te.placeholder((16, 8, 3, 3), name="w1")
+>>> w2 = te.placeholder((4, 16, 1, 1), name="w2")
+>>> t = ops.conv2d(x, w1, padding=1, name="conv1")
+>>> e = ops.conv2d(ops.relu(t, name="act"), w2, name="conv2")
+>>> from tilecraft.graph import Graph
+>>> graph = Graph.from_outputs([e])
+>>> chain = as_column_chain(e, {c: list(graph.consumers(c)) for c in graph.computes})
+>>> [t.name for t in chain.computes]
+['conv1', 'act', 'conv2']
+>>> chain.first.extents(), chain.second.extents()
+((1, 16, 100, 72), (1, 4, 100, 16))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import LoweringError
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    For,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    MicroKernelCall,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.kernel_ir.simplify import simplify
+from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.microkernel.contraction import Contraction, as_contraction
+from tilecraft.microkernel.lowering import (
+    _ceil_div,
+    _kernel_expr,
+    _nest,
+    _parallel,
+    _unflatten,
+    _vector,
+    edge_tiles,
+    pack_operand,
+)
+from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Var, const, select
+from tilecraft.te.functions import all_of, eq, minimum
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_in
+
+
+@dataclass(frozen=True)
+class ColumnChain:
+    """``first`` (``T[batch, l, n...]``), the elementwise computes ``between`` (in order) and
+    ``second`` (``E[batch, m, n...]`` reading the last of them, or ``T``, as its B operand)."""
+
+    first: Contraction
+    between: tuple[Tensor, ...]
+    second: Contraction
+
+    @property
+    def computes(self) -> tuple[Tensor, ...]:
+        return (self.first.tensor, *self.between, self.second.tensor)
+
+    @property
+    def flops(self) -> int:
+        return self.first.flops + self.second.flops
+
+
+@dataclass(frozen=True)
+class ColumnBlocking:
+    """Register tiles ``mi1 x nr1`` of ``T`` (rows ``l``, columns ``n``) and ``mi2 x nr2`` of
+    ``E``; ``nc`` columns of ``n`` per block (a multiple of ``nr1`` and of ``nr2``); the first
+    product's reduction in slices of ``kc`` (0: whole), so that a ``kc x nr1`` panel of the
+    packed input stays in L1 while every strip of ``W1`` passes over it."""
+
+    mi1: int
+    nr1: int
+    mi2: int
+    nr2: int
+    nc: int
+    kc: int = 0
+
+    def __post_init__(self) -> None:
+        if self.nc < 1 or self.nc % self.nr1 or self.nc % self.nr2:
+            raise LoweringError(f"column chain blocking: nc = {self.nc} must be a positive "
+                                f"multiple of nr1 = {self.nr1} and of nr2 = {self.nr2}")
+
+
+def _reads_exactly(load: Load, axes: Sequence[IterVar]) -> bool:
+    """Whether ``load`` reads element ``axes`` of its tensor: the dimensions of extent > 1 are
+    indexed by ``axes`` in order, the others by 0 (or an axis of extent 1)."""
+    kept = []
+    units: dict[IterVar, Expr] = {}
+    for index in load.indices:
+        units.update({v: const(0) for v in vars_in(index)
+                      if isinstance(v, IterVar) and v.extent == 1})
+    for index, extent in zip(load.indices, load.tensor.shape):
+        index = simplify(substitute(index, units)) if units else index
+        if extent > 1:
+            kept.append(index)
+        elif not (is_const(index, 0) or (isinstance(index, IterVar) and index.extent == 1)):
+            return False
+    return len(kept) == len(axes) and all(i is a for i, a in zip(kept, axes))
+
+
+def _live(axes: Sequence[IterVar]) -> list[IterVar]:
+    return [a for a in axes if a.extent > 1]
+
+
+def as_column_chain(output: Tensor, consumers: Mapping[Tensor, Sequence[Tensor]] | None = None
+                    ) -> ColumnChain | None:
+    """The column chain ending in ``output``, or ``None``. ``consumers`` (tensor → its
+    consumers in the graph) refuses chains whose intermediates are read elsewhere."""
+    second = as_contraction(output)
+    if second is None or len(second.k_axes) != 1:
+        return None
+    z = second.b.tensor
+    if z.is_placeholder or not _reads_exactly(second.b, [*second.batch_axes, second.k_axes[0],
+                                                         *second.n_axes]):
+        return None
+    first: Contraction | None = None
+    between: list[Tensor] = []
+    frontier, seen = [z], set()
+    while frontier:
+        t = frontier.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        contraction = as_contraction(t)
+        if contraction is not None:
+            if first is not None:
+                return None
+            first = contraction
+            continue
+        if isinstance(t.op.body, Reduce) or tuple(t.shape) != tuple(z.shape) \
+                or t.dtype is not DType.FLOAT32:
+            return None
+        for load in loads_in(t.op.body):
+            if load.tensor.is_placeholder:
+                continue
+            if not _reads_exactly(load, _live(t.axes)):
+                return None
+            frontier.append(load.tensor)
+        between.append(t)
+    if first is None or tuple(first.tensor.shape) != tuple(z.shape):
+        return None
+    ref = first.tensor
+    if len(first.m_axes) != 1 or _live(ref.axes) != [*first.batch_axes, first.m_axes[0],
+                                                     *first.n_axes]:
+        return None
+    if [a.extent for a in first.n_axes] != [a.extent for a in second.n_axes] or \
+            [a.extent for a in first.batch_axes] != [a.extent for a in second.batch_axes] or \
+            first.m_axes[0].extent != second.k_axes[0].extent:
+        return None
+    order = _topological(between, ref)
+    if order is None or (z is not ref and order[-1] is not z):
+        return None
+    inside = {ref, *order, output}
+    if consumers is not None and any(c not in inside for t in (ref, *order)
+                                     for c in consumers.get(t, ())):
+        return None
+    return ColumnChain(first, tuple(order), second)
+
+
+def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
+    remaining, done, order = list(dict.fromkeys(between)), {ref}, []
+    while remaining:
+        ready = next((t for t in remaining
+                      if all(ld.tensor in done or ld.tensor.is_placeholder
+                             for ld in loads_in(t.op.body))), None)
+        if ready is None:
+            return None
+        order.append(ready)
+        done.add(ready)
+        remaining.remove(ready)
+    return order
+
+
+def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBlocking,
+                       options: LoweringOptions) -> list[Kernel]:
+    """Pack kernels for ``W1`` and ``W2``, and the fused kernel (see the module docstring).
+    ``micro_kernel`` has the semantics ``C[m, n] += A[k, m] * B[k, n]`` with parameters
+    ``MI``, ``NR``, ``KI``, ``MV``, ``NC``."""
+    bl = blocking
+    first, second = chain.first, chain.second
+    ref, out = first.tensor, second.tensor
+    batch, l_total, n_total, k_total = first.extents()
+    _, m_total, _, _ = second.extents()
+    dtype = DType.FLOAT32
+    lanes = max(1, options.lanes(dtype))
+    level = options.param_level
+    kc = min(bl.kc or k_total, k_total)
+    k_blocks = _ceil_div(k_total, kc)
+    kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
+    k_padded = kc * k_blocks
+    w1_pack = pack_operand(f"{ref.name}_apacked", first.a, ref, first.batch_axes,
+                           first.m_axes, first.k_axes, bl.mi1, kc, options,
+                           role=f"pack A of {ref.name} into l-strips")
+    w2_pack = pack_operand(f"{out.name}_apacked", second.a, out, second.batch_axes,
+                           second.m_axes, second.k_axes, bl.mi2, l_total, options,
+                           role=f"pack A of {out.name} into m-strips")
+    w1p = Buffer(w1_pack.params[-1].name, w1_pack.params[-1].shape, dtype, level=level)
+    w2p = Buffer(w2_pack.params[-1].name, w2_pack.params[-1].shape, dtype, level=level)
+    if w1p.shape[2] != k_padded or w2p.shape[2] != l_total:
+        raise LoweringError("internal: weights packed with padded k")  # pragma: no cover
+    step = bl.nr1 * bl.nr2 // _gcd(bl.nr1, bl.nr2)
+    nc = min(bl.nc, _ceil_div(n_total, step) * step)
+    n_blocks = _ceil_div(n_total, nc)
+    l_strips = _ceil_div(l_total, bl.mi1)
+    l_padded = l_strips * bl.mi1
+    panels = nc // bl.nr1
+    xpack = Buffer(f"{ref.name}_bpacked", (panels, k_padded, bl.nr1), dtype, level=level)
+    tile = Buffer(f"{ref.name}_tile", (l_padded, nc), dtype, level=level)
+    e_view = Buffer(out.name, (batch, m_total, n_total), dtype, level=level)
+    t = Var("t")
+    b_index = t // n_blocks if batch > 1 else const(0)
+    n0 = (t % n_blocks) * nc if n_blocks > 1 else const(0)
+
+    params: dict[str, Buffer] = {}
+
+    def to_buffers(expr: Expr, values: Mapping[IterVar, Expr], unit: Sequence[IterVar]) -> Expr:
+        for load in loads_in(expr):
+            tensor = load.tensor
+            params.setdefault(tensor.name, Buffer(tensor.name, tensor.shape, tensor.dtype,
+                                                  level=level))
+        buffers = {ld.tensor: params[ld.tensor.name] for ld in loads_in(expr)}
+        return _kernel_expr(expr, values, buffers, extra_zero=unit)
+
+    batch_values = _unflatten(b_index, first.batch_axes)
+    unit = [a for a in (*ref.axes, *ref.reduce_axes) if a.extent == 1]
+    pack = _pack_block(xpack, first.b, first, batch_values, n0, n_total, k_total, bl.nr1,
+                       options, lanes, lambda e, v: to_buffers(e, v, unit))
+
+    if k_padded > k_total:  # rows past K of the packed input are zero, as W1's are
+        jz, kz, cz = Var("jz"), Var("kz"), Var("cz")
+        pack = Seq((pack, _nest([(jz, panels, LoopKind.SERIAL, 0),
+                                 (kz, k_padded - k_total, LoopKind.SERIAL, 0),
+                                 (cz, bl.nr1, _vector(options), lanes)],
+                                Store(xpack, (jz, kz + k_total, cz), const(0.0)))))
+
+    # T tile: A = W1 strip (l rows), B = packed im2col panel (n columns), by k slices
+    pc, ls, jp, row, col = Var("pc"), Var("ls"), Var("jp"), Var("row"), Var("col")
+    w1_batch = b_index if w1p.shape[0] > 1 else const(0)
+    zero = _nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
+                 Store(tile, (ls * bl.mi1 + row, jp * bl.nr1 + col), const(0.0)))
+    call = MicroKernelCall(micro_kernel, (
+        Region(w1p, (w1_batch, ls, pc * kc, const(0)), (1, 1, kc, bl.mi1)),
+        Region(xpack, (jp, pc * kc, const(0)), (1, kc, bl.nr1)),
+        Region(tile, (ls * bl.mi1, jp * bl.nr1), (bl.mi1, bl.nr1))),
+        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", kc), ("MV", bl.mi1), ("NC", bl.nr1)))
+    step_body: Stmt = Seq((IfThenElse(eq(pc, 0), zero), call)) if k_blocks > 1 else \
+        Seq((zero, call))
+    first_gemm = _nest([(pc, k_blocks, LoopKind.SERIAL, 0), (jp, panels, LoopKind.SERIAL, 0),
+                        (ls, l_strips, LoopKind.SERIAL, 0)], step_body)
+
+    stmts, allocs, z_buffer = _between(chain, tile, batch_values, n0, nc, l_total, options,
+                                       lanes, to_buffers)
+
+    # E columns of the block: A = W2 strip (m rows), B = the tile (l rows, n columns)
+    ms, jq = Var("ms"), Var("jq")
+    w2_batch = b_index if w2p.shape[0] > 1 else const(0)
+    a_region = Region(w2p, (w2_batch, ms, const(0), const(0)), (1, 1, l_total, bl.mi2))
+    b_region = Region(z_buffer, (const(0), jq * bl.nr2), (l_total, bl.nr2))
+    tiles = edge_tiles(micro_kernel, a_region, b_region, e_view, b_index, ms * bl.mi2,
+                       n0 + jq * bl.nr2, m_total, n_total, bl.mi2, bl.nr2,
+                       (("MI", bl.mi2), ("NR", bl.nr2), ("KI", l_total)), const(True), options)
+    if n_total % nc:  # panels of the last block past the last column write nothing
+        tiles = IfThenElse(n0 + jq * bl.nr2 < n_total, tiles)
+    second_gemm = _nest([(ms, _ceil_div(m_total, bl.mi2), LoopKind.SERIAL, 0),
+                         (jq, nc // bl.nr2, LoopKind.SERIAL, 0)], tiles)
+
+    body: Stmt = Seq((pack, first_gemm, *stmts, second_gemm))
+    for buffer in (*allocs, tile, xpack):
+        body = Allocate(buffer, body)
+    outer = batch * n_blocks
+    main = For(t, const(outer), _parallel(options, outer), body)
+    inputs = [w1p, w2p, *params.values()]
+    kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
+        "compute": out.name, "statement": out.statement(), "micro_kernel": micro_kernel,
+        "fused": [t_.name for t_ in chain.computes],
+        "schedule": (f"fused column chain {' -> '.join(t_.name for t_ in chain.computes)}: "
+                     f"parallel({outer} = batch x N/{nc}) > B1 panels[{k_padded}x{nc}] local > "
+                     f"k-slices({k_blocks} x {kc}) > "
+                     f"T[{l_padded}x{nc}] local (tile {bl.mi1}x{bl.nr1}) > elementwise in "
+                     f"place > E columns (tile {bl.mi2}x{bl.nr2})")})
+    verify_kernel(kernel, options.spec, check_bounds=False)
+    return [w1_pack, w2_pack, kernel]
+
+
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def _pack_block(xpack: Buffer, load: Expr, first: Contraction,
+                batch_values: Mapping[IterVar, Expr], n0: Expr, n_total: int, k_total: int,
+                width: int, options: LoweringOptions, lanes: int, to_buffers) -> Stmt:
+    """``xpack[jp, kk, jn] = B1(n = n0 + jp * width + jn, k = kk)``, zero past ``n_total``.
+
+    With several pixel axes (a convolution's rows and columns) each panel walks the image rows
+    it touches with a vector loop along the row, so loads stay contiguous (stride 1) instead of
+    recovering row and column from the flat index lane by lane; lanes outside the panel are
+    masked off."""
+    jp, kk, jn = Var("jp"), Var("kk"), Var("jn")
+    n_axes = first.n_axes
+    panels = xpack.shape[0]
+    start = n0 + jp * width
+    zero = const(0.0)
+    if len(n_axes) >= 2 and n_axes[-1].extent < n_total:
+        inner = n_axes[-1]
+        extent = inner.extent
+        rows_total = n_total // extent
+        touched = min(rows_total, _ceil_div(width - 1, extent) + 1)
+        hr, wv = Var("hr"), Var("wv")
+        row = start // extent + hr
+        flat = row * extent + wv
+        values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), n_axes[:-1]),
+                  inner: wv, **_unflatten(kk, first.k_axes)}
+        value = to_buffers(load, values)
+        inside = all_of(flat >= start, flat < start + width, flat < n_total)
+        copy = _nest([(kk, k_total, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
+                      (wv, extent, _vector(options), lanes)],
+                     IfThenElse(inside, Store(xpack, (jp, kk, flat - start), value)))
+        if n_total % (panels * width) == 0:   # no panel runs past the last pixel
+            return For(jp, const(panels), LoopKind.SERIAL, copy)
+        tail = _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
+                     IfThenElse(start + jn >= n_total, Store(xpack, (jp, kk, jn), zero)))
+        return For(jp, const(panels), LoopKind.SERIAL, Seq((copy, tail)))
+    flat = start + jn
+    values = {**batch_values, **_unflatten(minimum(flat, n_total - 1), n_axes),
+              **_unflatten(kk, first.k_axes)}
+    value = select(flat < n_total, to_buffers(load, values), zero)
+    return _nest([(jp, panels, LoopKind.SERIAL, 0), (kk, k_total, LoopKind.SERIAL, 0),
+                  (jn, width, _vector(options), lanes)], Store(xpack, (jp, kk, jn), value))
+
+
+def _between(chain: ColumnChain, tile: Buffer, batch_values: Mapping[IterVar, Expr], n0: Expr,
+             nc: int, l_total: int, options: LoweringOptions, lanes: int, to_buffers
+             ) -> tuple[list[Stmt], list[Buffer], Buffer]:
+    """Loop nests applying the elementwise computes to the ``[l, n]`` tile: in place where the
+    buffer read dies, otherwise into a new local tile. Returns them, the extra buffers and the
+    buffer holding the last one."""
+    ref = chain.first.tensor
+    local: dict[Tensor, Buffer] = {ref: tile}
+    last_reader: dict[Tensor, int] = {}
+    for position, t in enumerate(chain.between):
+        for ld in loads_in(t.op.body):
+            last_reader[ld.tensor] = position
+    stmts: list[Stmt] = []
+    allocs: list[Buffer] = []
+    lv, c = Var("l"), Var("c")
+    first = chain.first
+    for position, t in enumerate(chain.between):
+        reusable = [ld.tensor for ld in loads_in(t.op.body)
+                    if ld.tensor in local and last_reader.get(ld.tensor, -1) <= position]
+        if reusable:
+            buffer = local[reusable[0]]
+        else:
+            buffer = Buffer(f"{t.name}_local", tile.shape, DType.FLOAT32, level=tile.level)
+            allocs.append(buffer)
+
+        def to_local(node: Expr) -> Expr | None:
+            if isinstance(node, Load) and node.tensor in local:
+                return BufferLoad(local[node.tensor], (lv, c))
+            return None
+
+        # t's axes run like T's: [batch..., l, n...] (plus extent-1 axes)
+        live = _live(t.axes)
+        nb = len(first.batch_axes)
+        values: dict[IterVar, Expr] = {}
+        values.update({a: batch_values[b] for a, b in zip(live[:nb], first.batch_axes)})
+        values[live[nb]] = lv
+        values.update(_unflatten(minimum(n0 + c, _product(first.n_axes) - 1), live[nb + 1:]))
+        expr = transform(t.op.body, to_local)
+        expr = to_buffers(expr, values, [a for a in t.axes if a.extent == 1])
+        stmts.append(_nest([(lv, l_total, LoopKind.SERIAL, 0), (c, nc, _vector(options), lanes)],
+                           Store(buffer, (lv, c), simplify(expr))))
+        local[t] = buffer
+    z = chain.between[-1] if chain.between else ref
+    return stmts, allocs, local[z]
+
+
+def _product(axes: Sequence[IterVar]) -> int:
+    total = 1
+    for axis in axes:
+        total *= axis.extent
+    return total
+
+
+__all__ = ["ColumnBlocking", "ColumnChain", "as_column_chain", "lower_column_chain"]
