@@ -7,10 +7,10 @@ contraction) reading ``T`` — after elementwise computes such as a bias and a R
 operand, ``E[m, n] = sum_l W2[m, l] Z[l, n]``, shares the pixel loops with the first. The chain
 becomes one kernel, in parallel over (batch, blocks of ``NC`` pixels):
 
-1. pack the block's im2col columns ``Xp[NC / NR1, K, NR1]`` (zero past the last pixel), read
-   from the padded input (the ``pad`` compute stays a kernel of its own: inlined here, its
-   bounds checks turn the contiguous row loads into gathers — measured 15-28% slower on
-   C3/C4);
+1. pack the block's im2col columns ``Xp[NC / NR1, K, NR1]`` (zero past the last pixel); a
+   ``pad`` compute feeding the convolution (``select(inside, x[...], 0)``) is folded into this
+   packing as a branch — the loads stay unclamped, so a stride-1 row is one contiguous masked
+   load — and the padded input is never written;
 2. compute the ``L x NC`` tile of ``T`` with the micro-kernel, ``W1`` packed into ``MI1``-row
    strips once by its own kernel;
 3. apply the elementwise computes to the tile in place, vectorised along the pixels;
@@ -32,7 +32,7 @@ halo of ``T`` that neighbouring blocks compute as well; such chains are not reco
 >>> graph = Graph.from_outputs([e])
 >>> chain = as_column_chain(e, {c: list(graph.consumers(c)) for c in graph.computes})
 >>> [t.name for t in chain.computes]
-['conv1', 'act', 'conv2']
+['conv1_pad', 'conv1', 'act', 'conv2']
 >>> chain.first.extents(), chain.second.extents()
 ((1, 16, 100, 72), (1, 4, 100, 16))
 """
@@ -60,6 +60,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.guards import clamp_guarded_loads
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.contraction import Contraction, as_contraction
 from tilecraft.microkernel.lowering import (
@@ -70,9 +71,10 @@ from tilecraft.microkernel.lowering import (
     _unflatten,
     _vector,
     edge_tiles,
+    grouped_view,
     pack_operand,
 )
-from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Var, const, select
+from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Select, Var, const, select
 from tilecraft.te.functions import all_of, eq, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_in
@@ -81,15 +83,19 @@ from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_i
 @dataclass(frozen=True)
 class ColumnChain:
     """``first`` (``T[batch, l, n...]``), the elementwise computes ``between`` (in order) and
-    ``second`` (``E[batch, m, n...]`` reading the last of them, or ``T``, as its B operand)."""
+    ``second`` (``E[batch, m, n...]`` reading the last of them, or ``T``, as its B operand);
+    ``padded``: a pad compute (``select(cond, inputs..., value)``) read only by ``first``'s B
+    operand, folded into its packing."""
 
     first: Contraction
     between: tuple[Tensor, ...]
     second: Contraction
+    padded: Tensor | None = None
 
     @property
     def computes(self) -> tuple[Tensor, ...]:
-        return (self.first.tensor, *self.between, self.second.tensor)
+        pad = (self.padded,) if self.padded is not None else ()
+        return (*pad, self.first.tensor, *self.between, self.second.tensor)
 
     @property
     def flops(self) -> int:
@@ -140,7 +146,8 @@ def _live(axes: Sequence[IterVar]) -> list[IterVar]:
 def as_column_chain(output: Tensor, consumers: Mapping[Tensor, Sequence[Tensor]] | None = None
                     ) -> ColumnChain | None:
     """The column chain ending in ``output``, or ``None``. ``consumers`` (tensor → its
-    consumers in the graph) refuses chains whose intermediates are read elsewhere."""
+    consumers in the graph) refuses chains whose intermediates are read elsewhere, and allows
+    folding a pad that only the first contraction reads."""
     second = as_contraction(output)
     if second is None or len(second.k_axes) != 1:
         return None
@@ -189,7 +196,14 @@ def as_column_chain(output: Tensor, consumers: Mapping[Tensor, Sequence[Tensor]]
     if consumers is not None and any(c not in inside for t in (ref, *order)
                                      for c in consumers.get(t, ())):
         return None
-    return ColumnChain(first, tuple(order), second)
+    source = first.b.tensor
+    padded = None
+    if consumers is not None and not source.is_placeholder and \
+            isinstance(source.op.body, Select) and \
+            all(ld.tensor.is_placeholder for ld in loads_in(source.op.body)) and \
+            set(consumers.get(source, ())) == {ref}:
+        padded = source
+    return ColumnChain(first, tuple(order), second, padded)
 
 
 def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
@@ -223,15 +237,13 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
     k_blocks = _ceil_div(k_total, kc)
     kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
     k_padded = kc * k_blocks
-    w1_pack = pack_operand(f"{ref.name}_apacked", first.a, ref, first.batch_axes,
-                           first.m_axes, first.k_axes, bl.mi1, kc, options,
-                           role=f"pack A of {ref.name} into l-strips")
+    w1_pack = _pack_slices(f"{ref.name}_apacked", first, bl.mi1, kc, k_blocks, options)
     w2_pack = pack_operand(f"{out.name}_apacked", second.a, out, second.batch_axes,
                            second.m_axes, second.k_axes, bl.mi2, l_total, options,
                            role=f"pack A of {out.name} into m-strips")
     w1p = Buffer(w1_pack.params[-1].name, w1_pack.params[-1].shape, dtype, level=level)
     w2p = Buffer(w2_pack.params[-1].name, w2_pack.params[-1].shape, dtype, level=level)
-    if w1p.shape[2] != k_padded or w2p.shape[2] != l_total:
+    if w2p.shape[2] != l_total:
         raise LoweringError("internal: weights packed with padded k")  # pragma: no cover
     step = bl.nr1 * bl.nr2 // _gcd(bl.nr1, bl.nr2)
     nc = min(bl.nc, _ceil_div(n_total, step) * step)
@@ -258,8 +270,8 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
 
     batch_values = _unflatten(b_index, first.batch_axes)
     unit = [a for a in (*ref.axes, *ref.reduce_axes) if a.extent == 1]
-    pack = _pack_block(xpack, first.b, first, batch_values, n0, n_total, k_total, bl.nr1,
-                       options, lanes, lambda e, v: to_buffers(e, v, unit))
+    pack = _pack_block(xpack, first.b, chain.padded, first, batch_values, n0, n_total, k_total,
+                       bl.nr1, options, lanes, lambda e, v: to_buffers(e, v, unit))
 
     if k_padded > k_total:  # rows past K of the packed input are zero, as W1's are
         jz, kz, cz = Var("jz"), Var("kz"), Var("cz")
@@ -274,7 +286,7 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
     zero = _nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
                  Store(tile, (ls * bl.mi1 + row, jp * bl.nr1 + col), const(0.0)))
     call = MicroKernelCall(micro_kernel, (
-        Region(w1p, (w1_batch, ls, pc * kc, const(0)), (1, 1, kc, bl.mi1)),
+        Region(w1p, (w1_batch, pc, ls, const(0), const(0)), (1, 1, 1, kc, bl.mi1)),
         Region(xpack, (jp, pc * kc, const(0)), (1, kc, bl.nr1)),
         Region(tile, (ls * bl.mi1, jp * bl.nr1), (bl.mi1, bl.nr1))),
         (("MI", bl.mi1), ("NR", bl.nr1), ("KI", kc), ("MV", bl.mi1), ("NC", bl.nr1)))
@@ -317,13 +329,60 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
     return [w1_pack, w2_pack, kernel]
 
 
+def _pack_slices(name: str, contraction: Contraction, width: int, kc: int, k_blocks: int,
+                 options: LoweringOptions) -> Kernel:
+    """A kernel packing the A operand of ``contraction`` into ``name[batch, k_blocks, strips,
+    kc, width]``: strips of ``width`` rows of ``m``, ``k`` major, zero-padded — slice-major, so
+    that the strips of one ``kc`` slice, which the fused kernel walks in turn, are one
+    contiguous run of memory (strip-major, they lie a whole ``K`` apart and defeat the
+    hardware prefetcher)."""
+    load, tensor = contraction.a, contraction.tensor
+    dtype = load.tensor.dtype
+    m_total = _product(contraction.m_axes)
+    k_total = _product(contraction.k_axes)
+    strips = _ceil_div(m_total, width)
+    batched = any(a in {v for i in load.indices for v in vars_in(i)}
+                  for a in contraction.batch_axes)
+    batch = _product(contraction.batch_axes) if batched else 1
+    packed = Buffer(name, (batch, k_blocks, strips, kc, width), dtype, level=options.param_level)
+    t, kq, r = Var("t"), Var("kq"), Var("r")
+    pb = t // (k_blocks * strips) if batch > 1 else const(0)
+    pc = (t // strips) % k_blocks
+    ls = t % strips
+    m_flat, k_flat = ls * width + r, pc * kc + kq
+    m_index, k_index = minimum(m_flat, m_total - 1), minimum(k_flat, k_total - 1)
+    source = Buffer(load.tensor.name, load.tensor.shape, dtype, level=options.param_level)
+    view = grouped_view(load, [(contraction.batch_axes, pb), (contraction.m_axes, m_index),
+                               (contraction.k_axes, k_index)], options.param_level)
+    if view is not None:  # W[k, c, r, s] read as W[k, (c, r, s)]: no div/mod per element
+        source, value = view
+    else:
+        values = {**(_unflatten(pb, contraction.batch_axes) if batched else {}),
+                  **_unflatten(m_index, contraction.m_axes),
+                  **_unflatten(k_index, contraction.k_axes)}
+        unit = [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
+        value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=unit)
+    store = Store(packed, (pb, pc, ls, kq, r),
+                  select(all_of(m_flat < m_total, k_flat < k_total), value, const(0.0, dtype)))
+    outer = batch * k_blocks * strips
+    body = _nest([(kq, kc, LoopKind.SERIAL, 0),
+                  (r, width, _vector(options), max(1, options.lanes(dtype)))], store)
+    role = f"pack A of {tensor.name} into {kc}-row slices of {width}-row strips"
+    kernel = Kernel(f"{name}_pack", (source, packed), (name,),
+                    For(t, const(outer), _parallel(options, outer), body),
+                    attrs={"compute": tensor.name, "role": role,
+                           "schedule": f"{role}: {k_blocks} x {strips} blocks"})
+    verify_kernel(kernel, options.spec, check_bounds=False)  # selects guard the clamps
+    return kernel
+
+
 def _gcd(a: int, b: int) -> int:
     while b:
         a, b = b, a % b
     return a
 
 
-def _pack_block(xpack: Buffer, load: Expr, first: Contraction,
+def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contraction,
                 batch_values: Mapping[IterVar, Expr], n0: Expr, n_total: int, k_total: int,
                 width: int, options: LoweringOptions, lanes: int, to_buffers) -> Stmt:
     """``xpack[jp, kk, jn] = B1(n = n0 + jp * width + jn, k = kk)``, zero past ``n_total``.
@@ -331,7 +390,8 @@ def _pack_block(xpack: Buffer, load: Expr, first: Contraction,
     With several pixel axes (a convolution's rows and columns) each panel walks the image rows
     it touches with a vector loop along the row, so loads stay contiguous (stride 1) instead of
     recovering row and column from the flat index lane by lane; lanes outside the panel are
-    masked off."""
+    masked off. A folded pad becomes a branch around the store, so the loads of its inside
+    lanes stay unclamped (masked, contiguous); elsewhere its guarded loads are clamped."""
     jp, kk, jn = Var("jp"), Var("kk"), Var("jn")
     n_axes = first.n_axes
     panels = xpack.shape[0]
@@ -347,11 +407,21 @@ def _pack_block(xpack: Buffer, load: Expr, first: Contraction,
         flat = row * extent + wv
         values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), n_axes[:-1]),
                   inner: wv, **_unflatten(kk, first.k_axes)}
-        value = to_buffers(load, values)
         inside = all_of(flat >= start, flat < start + width, flat < n_total)
+        where = (jp, kk, flat - start)
+        if padded is None:
+            store: Stmt = Store(xpack, where, to_buffers(load, values))
+        else:
+            body = padded.op.body
+            assert isinstance(body, Select)
+            axes = dict(zip(padded.axes, load.indices))
+            cond, true_value, false_value = (
+                to_buffers(substitute(e, axes), values)
+                for e in (body.cond, body.true_value, body.false_value))
+            store = IfThenElse(cond, Store(xpack, where, true_value),
+                               Store(xpack, where, false_value))
         copy = _nest([(kk, k_total, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
-                      (wv, extent, _vector(options), lanes)],
-                     IfThenElse(inside, Store(xpack, (jp, kk, flat - start), value)))
+                      (wv, extent, _vector(options), lanes)], IfThenElse(inside, store))
         if n_total % (panels * width) == 0:   # no panel runs past the last pixel
             return For(jp, const(panels), LoopKind.SERIAL, copy)
         tail = _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
@@ -360,7 +430,11 @@ def _pack_block(xpack: Buffer, load: Expr, first: Contraction,
     flat = start + jn
     values = {**batch_values, **_unflatten(minimum(flat, n_total - 1), n_axes),
               **_unflatten(kk, first.k_axes)}
-    value = select(flat < n_total, to_buffers(load, values), zero)
+    source: Expr = load
+    if padded is not None:
+        source = clamp_guarded_loads(substitute(padded.op.body,
+                                                dict(zip(padded.axes, load.indices))))
+    value = select(flat < n_total, to_buffers(source, values), zero)
     return _nest([(jp, panels, LoopKind.SERIAL, 0), (kk, k_total, LoopKind.SERIAL, 0),
                   (jn, width, _vector(options), lanes)], Store(xpack, (jp, kk, jn), value))
 

@@ -96,7 +96,7 @@ def test_conv_chain_native_scaled(name):
         assert any("conv1 -> conv2 not fused" in note and "C6" in note
                    for note in exe.report.notes), exe.report.notes
     else:
-        assert [k.attrs["fused"] for k in fused] == [["conv1", "act", "conv2"]]
+        assert len(fused) == 1 and fused[0].attrs["fused"][-3:] == ["conv1", "act", "conv2"]
 
 
 @pytest.mark.parametrize("shape", [(3, 37, 23, 37, 5, 1, 1, 3, 1),
