@@ -44,7 +44,7 @@ def _resolve_target(target: str | Target) -> Target:
 
 def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
             target: str | Target = "x86_avx512", tuning: Any = None,
-            database: str | None = None) -> Executable:
+            database: str | None = None, tensorize: Any = None) -> Executable:
     """Lower every compute of ``program`` to Kernel IR, generate code for ``target`` and, where
     this machine can, build and load it (or emulate it).
 
@@ -56,6 +56,7 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     Executable with the generated sources (``exe.sources``); calling it raises a TargetError
     that says why.
     """
+    from tilecraft.intrin import tensorize as mapped
     from tilecraft.lower import LoweringOptions, lower_compute
     from tilecraft.tuning.builders import lower_compute_with_config
     from tilecraft.tuning.tuner import is_schedule_config
@@ -71,17 +72,21 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     report = Report(target=tgt.name, capability=availability.explain())
     compiled: list[CompiledKernel] = []
     start = time.perf_counter()
-    groups = tgt.fuse(graph, options)
+    plan = mapped.plan_tensorization(graph, tgt.spec, tensorize)
+    groups = [group for group in tgt.fuse(graph, options)
+              if not any(name in plan for name in group.computes)]  # tensorized: not fused
     grouped = {name: group for group in groups for name in group.computes}
     for group in groups:
         report.notes.extend(group.notes)
-    configs = _tuned_configs(graph, tgt, tuning, database, set(grouped), report)
+    configs = _tuned_configs(graph, tgt, tuning, database, set(grouped) | set(plan), report)
     for tensor in graph.computes:
         group = grouped.get(tensor.name)
         if group is not None and tensor.name != group.computes[-1]:
             continue  # lowered with the group, at its last compute
         if group is not None:
             kernels = list(group.kernels)
+        elif tensor.name in plan:
+            kernels = mapped.lower_tensorized(plan[tensor.name], options)
         else:
             start = time.perf_counter()
             config = configs.get(tensor.name)
@@ -104,6 +109,7 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     from tilecraft.intrin.report import attach_mapping_report
 
     attach_mapping_report(report, graph, tgt.spec)  # AMOS (§5.7); <= 50 ms a compute, no raise
+    mapped.report_tensorized(plan, compiled, report)  # measured next to predicted
     reason = None
     if capability not in (Capability.EXECUTE, Capability.EMULATE):
         reason = availability.explain()

@@ -5,7 +5,9 @@ program a Python file builds.
 does (it defines ``graph`` or ``build()``; ``--graph NAME`` picks another), matches every
 compute against every intrinsic of the target (or those ``--intrinsic`` names), and prints per
 operator and intrinsic the candidates, basic matches, mappings, how many pass verification and
-fit the memories, the chosen mapping and its predicted cost (``--json`` for JSON).
+fit the memories, the chosen mapping and its predicted cost (``--json`` for JSON); with
+``--measure`` each chosen mapping is also compiled for the target and timed natively (median
+of a few runs), next to the prediction.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ def configure_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true",
                         help="run each chosen mapping on the Kernel IR interpreter and compare "
                              "with the reference (a functional check, not a timing)")
+    parser.add_argument("--measure", action="store_true",
+                        help="compile each chosen mapping for the target and time it natively "
+                             "(median of a few runs; needs a target that executes here)")
     parser.add_argument("--explore", type=int, default=0, metavar="TRIALS",
                         help="choose mapping and schedule by the joint search with this many "
                              "trials (default: the model under default schedules)")
@@ -38,15 +43,21 @@ def run_report(args: argparse.Namespace) -> int:
     from tilecraft.cli_program import _load_program
     from tilecraft.errors import InputError
     from tilecraft.intrin.report import format_mapping_table, mapping_report
+    from tilecraft.intrin.tensorize import native_measure
     from tilecraft.target.registry import get_target
 
     if args.explore < 0:
         raise InputError(f"--explore {args.explore}: give a number of trials >= 0")
-    spec = get_target(args.target).spec
+    target = get_target(args.target)
+    spec = target.spec
+    measured = native_measure(target) if args.measure else None
+    if args.measure and measured is None:
+        raise InputError(f"--measure: target {spec.name} cannot execute on this machine "
+                         f"({target.available().explain()}); drop --measure")
     intrinsics = None if args.intrinsic is None else [spec.intrinsic(n) for n in args.intrinsic]
     graph = _as_graph(_load_program(args.file, args.graph))
     report = mapping_report(graph, spec, intrinsics, check=args.check,
-                            explore_trials=args.explore)
+                            explore_trials=args.explore, measured=measured)
     if args.matched_only:
         report.entries = report.matched()
     if args.json:

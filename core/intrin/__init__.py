@@ -7,8 +7,12 @@
   structured reasons when it fails;
 - :func:`generate` turns a mapping into the virtual, then the physical mapping: fused loops,
   tiles of the intrinsic's size with zero padding, the memory mapping of every operand (§5.4);
-- :func:`execute` runs a physical mapping as Kernel IR ``IntrinsicCall``s by the intrinsic's
-  declared semantics, the proof that a verified mapping computes the right thing.
+- :func:`lower_mapped` lowers a compute through a physical mapping into a Kernel IR kernel of
+  ``IntrinsicCall``s on zero-padded tiles, for any target's code generator;
+  :func:`execute` runs it by the intrinsic's declared semantics, the proof that a verified
+  mapping computes the right thing;
+- :func:`plan_tensorization` decides which computes ``tilecraft.compile(..., tensorize=...)``
+  lowers through which mapping (:mod:`.tensorize`).
 
 >>> import numpy as np
 >>> from tilecraft import te, ops
@@ -30,6 +34,7 @@ array([10., 10., 10.], dtype=float32)
 
 from tilecraft.intrin.executor import build_kernel, execute
 from tilecraft.intrin.generation import (
+    DimIndex,
     FusedLoop,
     MoveAddress,
     OperandLayout,
@@ -39,6 +44,7 @@ from tilecraft.intrin.generation import (
     physical_mapping,
     virtual_mapping,
 )
+from tilecraft.intrin.lowering import lower_mapped
 from tilecraft.intrin.mapping import (
     IntrinsicMapping,
     MappingError,
@@ -47,6 +53,7 @@ from tilecraft.intrin.mapping import (
     ReasonKind,
 )
 from tilecraft.intrin.matching import CorrespondenceMatch, MatchResult, match, match_graph
+from tilecraft.intrin.tensorize import TensorizedCompute, plan_tensorization
 from tilecraft.intrin.verify import (
     BooleanMatrix,
     VerificationResult,
@@ -57,9 +64,10 @@ from tilecraft.intrin.verify import (
 )
 
 __all__ = [
-    "BooleanMatrix", "CorrespondenceMatch", "FusedLoop", "IntrinsicMapping", "MappingError",
-    "MatchResult", "MoveAddress", "OperandBinding", "OperandLayout", "PhysicalMapping",
-    "Reason", "ReasonKind", "VerificationResult", "VirtualMapping", "algorithm4",
-    "build_kernel", "execute", "force_mapping", "generate", "mapping_from_names", "match",
-    "match_graph", "physical_mapping", "verify", "virtual_mapping",
+    "BooleanMatrix", "CorrespondenceMatch", "DimIndex", "FusedLoop", "IntrinsicMapping",
+    "MappingError", "MatchResult", "MoveAddress", "OperandBinding", "OperandLayout",
+    "PhysicalMapping", "Reason", "ReasonKind", "TensorizedCompute", "VerificationResult",
+    "VirtualMapping", "algorithm4", "build_kernel", "execute", "force_mapping", "generate",
+    "lower_mapped", "mapping_from_names", "match", "match_graph", "physical_mapping",
+    "plan_tensorization", "verify", "virtual_mapping",
 ]

@@ -13,8 +13,12 @@ are laid out tile by tile (§5.4's example: tile ``(T_i1, T_r1)`` of a 4x9 matri
 tiles starts at ``(T_i1 * 5 + T_r1) * 4``), which fills in the memory abstraction's address
 form ``base + sum(index_d * stride_d)`` for every move of every operand: the base is the tile's
 start, the strides those of a compact tile in the order the move's fixed strides ask for
-(row-major where the compiler sets them). Kernel IR regions of the executor are logical views
-of the tiles, whatever their order in memory.
+(row-major where the compiler sets them). Kernel IR regions of the lowered kernel
+(:mod:`.lowering`) are logical views of the tiles, whatever their order in memory.
+
+An operand dimension indexed by a constant (``Src1[0]`` of a broadcast FMA, the same scalar
+for all 16 lanes) is one tile of the operand's extent there, with only the constant position
+packed; the rest of the tile stays zero.
 
 >>> from tilecraft import te, ops
 >>> from tilecraft.intrin.examples import wmma
@@ -106,20 +110,42 @@ class FusedLoop:
         return f"{self.name} = {self.fused_index()} ({self.extent})"
 
 
-def operand_dim_loops(intrinsic: IntrinsicDecl) -> dict[str, tuple[str, ...]]:
-    """The intrinsic loop indexing each dimension of each operand; generation needs every
-    dimension indexed by one loop name, each at most once per operand."""
+#: a dimension of an intrinsic operand: the intrinsic loop indexing it, or the fixed position
+#: (an integer literal, e.g. ``Src1[0]`` of a broadcast operand) every iteration reads
+DimIndex = str | int
+
+
+def operand_dim_loops(intrinsic: IntrinsicDecl) -> dict[str, tuple[DimIndex, ...]]:
+    """The intrinsic loop indexing each dimension of each operand, or the fixed position of a
+    dimension indexed by an integer literal (a broadcast operand such as ``Src1[0]``, the same
+    value for every iteration of the loops that do not index it); generation needs each loop
+    at most once per operand and no other index expressions.
+
+    >>> from tilecraft.intrin.examples import wmma
+    >>> operand_dim_loops(wmma(16, 16, 16))["Src2"]
+    ('r1', 'i2')
+    """
     loops = {loop.name for loop in intrinsic.compute.loops}
-    result = {}
+    result: dict[str, tuple[DimIndex, ...]] = {}
     for operand in intrinsic.compute.operands:
-        names = tuple(index.strip() for index in operand.index)
-        if any(name not in loops for name in names) or len(set(names)) != len(names):
+        dims: list[DimIndex] = []
+        for index, extent in zip(operand.index, operand.shape):
+            text = index.strip()
+            if text.isdigit() and int(text) < extent:
+                dims.append(int(text))
+            elif text in loops:
+                dims.append(text)
+            else:
+                dims.append("")  # refused below
+        names = [d for d in dims if isinstance(d, str)]
+        if "" in names or len(set(names)) != len(names):
             message = (f"operand {operand.name} of {intrinsic.name} is indexed "
                        f"[{', '.join(operand.index)}]; mapping generation needs each "
-                       "dimension indexed by one intrinsic loop, each loop once")
+                       "dimension indexed by one intrinsic loop (each loop once) or by a "
+                       "constant position inside the operand's shape")
             raise MappingError(message, [Reason(ReasonKind.UNSUPPORTED, message,
                                                 operand=operand.name)])
-        result[operand.name] = names
+        result[operand.name] = tuple(dims)
     return result
 
 
@@ -132,21 +158,24 @@ class VirtualMapping:
     product: ProductSum
     loops: tuple[FusedLoop, ...]
     outer: tuple[IterVar, ...]
-    dims: Mapping[str, tuple[str, ...]]
+    dims: Mapping[str, tuple[DimIndex, ...]]
 
     def loop(self, name: str) -> FusedLoop:
         return next(loop for loop in self.loops if loop.name == name)
 
     def shape(self, operand: str) -> tuple[int, ...]:
-        """The virtual operand's shape (fused extents of its dimensions' loops)."""
-        return tuple(self.loop(name).extent for name in self.dims[operand])
+        """The virtual operand's shape (fused extents of its dimensions' loops; a dimension at
+        a fixed position keeps the operand's own extent, one tile)."""
+        declared = self.intrinsic.compute.operand(operand).shape
+        return tuple(self.loop(name).extent if isinstance(name, str) else extent
+                     for name, extent in zip(self.dims[operand], declared))
 
     def __str__(self) -> str:
         compute = self.intrinsic.compute
         dst = compute.destination
-        sources = " * ".join(f"{op.name}[{', '.join(self.dims[op.name])}]"
+        sources = " * ".join(f"{op.name}[{', '.join(map(str, self.dims[op.name]))}]"
                              for op in compute.sources)
-        text = (f"{dst.name}[{', '.join(self.dims[dst.name])}] += {sources} with "
+        text = (f"{dst.name}[{', '.join(map(str, self.dims[dst.name]))}] += {sources} with "
                 f"{', '.join(str(loop) for loop in self.loops)}")
         if self.outer:
             text += f"; outer loops {', '.join(loop.name for loop in self.outer)}"
@@ -186,7 +215,7 @@ class OperandLayout:
     role: OperandRole
     dtype: DType
     tensor: str
-    dim_loops: tuple[str, ...]
+    dim_loops: tuple[DimIndex, ...]
     virtual_shape: tuple[int, ...]
     tile_shape: tuple[int, ...]
     level: str
@@ -214,14 +243,21 @@ class OperandLayout:
         each tile is a :class:`~tilecraft.kernel_ir.nodes.Region` of the operand's rank."""
         return (math.prod(self.grid_shape) * self.tile_shape[0], *self.tile_shape[1:])
 
+    @property
+    def loop_dims(self) -> tuple[str, ...]:
+        """The intrinsic loops indexing the operand (dimensions at a fixed position left out)."""
+        return tuple(name for name in self.dim_loops if isinstance(name, str))
+
     def tile_number(self, tile_index: Mapping[str, Expr]) -> Expr:
-        """The linear number of the tile at ``tile_index`` (per intrinsic loop)."""
+        """The linear number of the tile at ``tile_index`` (per intrinsic loop); a dimension at
+        a fixed position is a single tile."""
         number: Expr | None = None
         for name, grid in zip(self.dim_loops, self.grid_shape):
+            if not isinstance(name, str):
+                continue
             index = tile_index[name]
             number = index if number is None else number * grid + index
-        assert number is not None
-        return number
+        return number if number is not None else Const(0, DType.INT32)
 
     def region_base(self, tile_index: Mapping[str, Expr]) -> tuple[Expr, ...]:
         first = self.tile_number(tile_index) * self.tile_shape[0]
@@ -230,9 +266,9 @@ class OperandLayout:
     def position(self, virtual_index: Mapping[str, Expr]) -> tuple[Expr, ...]:
         """Where virtual element ``virtual_index`` (per intrinsic loop) lies in the buffer."""
         tiles = {name: virtual_index[name] // tile
-                 for name, tile in zip(self.dim_loops, self.tile_shape)}
-        local = [virtual_index[name] % tile for name, tile in zip(self.dim_loops,
-                                                                   self.tile_shape)]
+                 for name, tile in zip(self.dim_loops, self.tile_shape) if isinstance(name, str)}
+        local = [virtual_index[name] % tile if isinstance(name, str) else Const(name, DType.INT32)
+                 for name, tile in zip(self.dim_loops, self.tile_shape)]
         return (self.tile_number(tiles) * self.tile_shape[0] + local[0], *local[1:])
 
 

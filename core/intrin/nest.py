@@ -72,8 +72,8 @@ class NestDim:
 
 @dataclass(frozen=True)
 class MappedNest:
-    """A compute mapped onto an intrinsic, as the model sees it (no layouts needed, so a
-    broadcast operand indexed ``[0]`` is modelled although generation refuses it)."""
+    """A compute mapped onto an intrinsic, as the model sees it (no layouts needed: a
+    broadcast operand indexed ``[0]`` is modelled like any other)."""
 
     compute: str
     intrinsic: IntrinsicDecl

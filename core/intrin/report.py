@@ -3,9 +3,11 @@ loop pairs, basic matches and mappings matching finds, how many pass verificatio
 target's memories, the mapping the model chooses, its predicted cost, and a measured cost
 where a callback can measure the mapped kernel.
 
-No target executes mapped (tensorized) kernels yet, so the measured column stays empty unless a
-``measured`` callback is given; ``check=True`` runs the chosen mapping on the Kernel IR
-interpreter against the reference instead — a functional check, not a timing.
+The measured column is filled where a ``measured`` callback times the chosen mapping's kernel
+(``tilecraft report --measure`` compiles and runs it natively) and, in ``Executable.report``,
+for every compute compiled through a mapping (``compile(..., tensorize=...)``, see
+:func:`tensorized_entry`); ``check=True`` runs the chosen mapping on the Kernel IR interpreter
+against the reference instead — a functional check, not a timing.
 
 >>> from tilecraft import te, ops
 >>> from tilecraft.intrin.examples import wmma
@@ -48,10 +50,12 @@ MeasuredFunction = Callable[[PhysicalMapping], float]
 #: the functional check runs the chosen mapping on the interpreter only up to this many calls
 CHECK_MAX_CALLS = 4096
 
-MEASURED_NOTE = ("measured cost needs a target that executes the mapped (tensorized) kernel, "
-                 "and none does yet: costs are the model's predictions (Eq. 5.6-5.8); "
-                 "`tilecraft report --check` runs each chosen mapping on the Kernel IR "
-                 "interpreter, a functional check only")
+MEASURED_NOTE = ("measured cost needs a target that executes the mapped (tensorized) kernel: "
+                 "`tilecraft report --measure` times each chosen mapping natively, and "
+                 "compile(..., tensorize=...) the computes it compiles through a mapping; "
+                 "other costs are the model's predictions (Eq. 5.6-5.8); `tilecraft report "
+                 "--check` runs each chosen mapping on the Kernel IR interpreter, a functional "
+                 "check only")
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,39 @@ def report_entry(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec, *,
         utilisation=best.nest.utilisation, intrinsic_calls=best.nest.intrinsic_calls,
         bound=cost.bound, predicted_cycles=cost.cycles, predicted_seconds=cost.seconds,
         measured_seconds=measured_seconds, check=verdict, notes=tuple(notes)), ranked
+
+
+def tensorized_entry(item: Any, measured_seconds: float | None = None) -> MappingEntry:
+    """The entry of a compute compiled through a mapping (a
+    :class:`~tilecraft.intrin.tensorize.TensorizedCompute`): the counts of its intrinsic's
+    mappings, the mapping used, its predicted cost and ``measured_seconds``."""
+    from tilecraft.intrin.matching import match
+
+    compute, intrinsic, chosen = item.compute, item.intrinsic, item.ranked
+    result = match(compute, intrinsic)
+    candidates = sum(len(loops) for loops in result.candidates.values())
+    ranked = item.candidates
+    cost = chosen.cost
+    notes = ["compiled through this mapping (forced)" if item.forced
+             else "compiled through this mapping (the model's best verified one)"]
+    return MappingEntry(
+        operator=compute.name, intrinsic=intrinsic.name, candidates=candidates,
+        basic_matches=len(result.basic_matches), mappings=len(result.mappings),
+        verified=sum(entry.verified for entry in ranked),
+        feasible=sum(entry.usable for entry in ranked), chosen=str(chosen.mapping),
+        chosen_loops=chosen.mapping.names(), schedule=str(cost.schedule),
+        utilisation=chosen.nest.utilisation, intrinsic_calls=chosen.nest.intrinsic_calls,
+        bound=cost.bound, predicted_cycles=cost.cycles, predicted_seconds=cost.seconds,
+        measured_seconds=measured_seconds, notes=tuple(notes))
+
+
+def record_entries(report: Any, entries: Sequence[MappingEntry]) -> None:
+    """Put ``entries`` into ``report.mappings`` (an
+    :class:`~tilecraft.runtime.report.Report`), replacing those of the same operator and
+    intrinsic."""
+    keys = {(entry.operator, entry.intrinsic) for entry in entries}
+    kept = [entry for entry in report.mappings if (entry.operator, entry.intrinsic) not in keys]
+    report.mappings = kept + list(entries)
 
 
 @dataclass

@@ -63,8 +63,8 @@ class Report:
         if self.mappings:
             from tilecraft.intrin.report import format_mapping_table
 
-            lines.append("  intrinsic mappings (the model's prediction; `tilecraft report` for "
-                         "more):")
+            lines.append("  intrinsic mappings (predicted by the model, measured where a kernel "
+                         "was compiled through the mapping; `tilecraft report` for more):")
             lines.append(format_mapping_table(self.mappings, indent="    "))
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)

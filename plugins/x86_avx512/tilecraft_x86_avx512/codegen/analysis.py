@@ -50,6 +50,7 @@ from tilecraft.te.expr import (
     Var,
 )
 from tilecraft.te.visit import children as expr_children
+from tilecraft_x86_avx512.codegen.intrinsic import check_intrinsic_call
 
 SUPPORTED_LOOP_KINDS = (LoopKind.SERIAL, LoopKind.PARALLEL, LoopKind.VECTOR, LoopKind.UNROLLED)
 
@@ -164,8 +165,6 @@ _UNSUPPORTED_FIX = {
     Barrier: "x86 threads never synchronise inside a kernel; lower without barriers",
     StreamPush: "dataflow streams are an HLS construct; lower for x86 without stages",
     StreamPop: "dataflow streams are an HLS construct; lower for x86 without stages",
-    IntrinsicCall: "x86 intrinsic calls are not supported by this version of the plugin; "
-                   "lower without intrinsic mapping",
 }
 
 
@@ -182,7 +181,10 @@ def check_supported(kernel: Kernel) -> None:
                 f"x86_avx512 cannot generate the {stmt.kind.value} loop over "
                 f"{stmt.var.name!r} in {where}: x86 loops are {kinds}; lower with the x86 "
                 "target's loop kinds")
-        if not isinstance(stmt, (Seq, For, Allocate, IfThenElse, Store, Copy, MicroKernelCall)):
+        if isinstance(stmt, IntrinsicCall):
+            check_intrinsic_call(stmt, where)
+        if not isinstance(stmt, (Seq, For, Allocate, IfThenElse, Store, Copy, MicroKernelCall,
+                                 IntrinsicCall)):
             raise CodegenError(f"x86_avx512 does not know the statement {stmt!r} in {where}")
         for expr in stmt_exprs(stmt):
             for node in walk_expr(expr):

@@ -20,6 +20,7 @@ from tilecraft.kernel_ir.nodes import (
     Copy,
     For,
     IfThenElse,
+    IntrinsicCall,
     LoopKind,
     MicroKernelCall,
     Seq,
@@ -31,6 +32,7 @@ from tilecraft_x86_avx512.codegen.analysis import const_int, flat_coefficient
 from tilecraft_x86_avx512.codegen.builder import Value, index_const
 from tilecraft_x86_avx512.codegen.context import EmitContext
 from tilecraft_x86_avx512.codegen.expr import ExprEmitter
+from tilecraft_x86_avx512.codegen.intrinsic import emit_intrinsic_call
 from tilecraft_x86_avx512.codegen.microkernel import emit_micro_kernel_call
 from tilecraft_x86_avx512.codegen.types import storage_type
 
@@ -61,6 +63,8 @@ class StmtEmitter:
             self.copy(stmt)
         elif isinstance(stmt, MicroKernelCall):
             emit_micro_kernel_call(self, stmt)
+        elif isinstance(stmt, IntrinsicCall):
+            emit_intrinsic_call(self, stmt)
         else:
             raise self.ctx.error(f"cannot generate the statement {type(stmt).__name__}")
 

@@ -1,0 +1,256 @@
+"""Tensorizing computes inside ``tilecraft.compile`` (thesis §5.4-5.6 joined to the pipeline).
+
+``tilecraft.compile(graph, "x86_avx512", tensorize=...)`` takes:
+
+- ``True`` or ``"auto"``: every compute that has a verified mapping onto one of the target's
+  intrinsics is lowered through the mapping the performance model ranks best (over all
+  intrinsics); the others are lowered as usual;
+- a mapping from compute name to what to use for it: an intrinsic name (the model's best
+  verified mapping onto it), ``"auto"`` (the best over the target's intrinsics), or a forced
+  mapping ``{"intrinsic": NAME, "loops": {"i1": ["n"], ...}, "operands": {"Src1": "A"}}``
+  (``operands`` optional) — a forced mapping that fails verification raises
+  :class:`~tilecraft.intrin.mapping.MappingError` with the structured reasons, as does a
+  compute named that cannot be mapped onto the intrinsic named.
+
+Tensorized computes are lowered by :func:`~tilecraft.intrin.lowering.lower_mapped` (and left
+out of fusion and tuning); where the kernel runs natively its time is measured (median of a
+few runs on random inputs) and reported next to the model's prediction in
+``Executable.report``.
+
+>>> from tilecraft import Graph, te, ops
+>>> from tilecraft.intrin.perfmodel import gpu_spec_example
+>>> from tilecraft.intrin.examples import wmma
+>>> spec = gpu_spec_example().model_copy(update={"intrinsics": (wmma(16, 16, 16),)})
+>>> A = te.placeholder((20, 30), "float16", name="A")
+>>> B = te.placeholder((30, 40), "float16", name="B")
+>>> C = ops.matmul(A, B, out_dtype="float32", name="C")
+>>> plan = plan_tensorization(Graph.from_outputs([C]), spec, {"C": "wmma_16x16x16"})
+>>> print(plan["C"].ranked.mapping)
+wmma_16x16x16: i1 <- (i), i2 <- (j), r1 <- (k) [Src1=A, Src2=B, Dst=C]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilecraft.errors import InputError
+from tilecraft.graph import Graph
+from tilecraft.intrin.generation import PhysicalMapping
+from tilecraft.intrin.mapping import MappingError, Reason, ReasonKind
+from tilecraft.intrin.perfmodel import RankedMapping, rank_mappings
+from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.intrinsic import IntrinsicDecl
+from tilecraft.target.spec import TargetSpec
+from tilecraft.te.tensor import Tensor
+
+#: what ``compile(..., tensorize=...)`` accepts (see the module docstring)
+TensorizeRequest = bool | str | Mapping[str, Any] | None
+
+#: a measurement stops after this many timed runs, or once this many seconds have passed
+MEASURE_RUNS = 5
+MEASURE_BUDGET_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class TensorizedCompute:
+    """A compute and the mapping it is lowered through: ``ranked`` carries the mapping, its
+    verification, its physical mapping and the model's cost; ``candidates`` every mapping of
+    the compute onto the same intrinsic the model ranked (for the report's counts)."""
+
+    compute: Tensor
+    intrinsic: IntrinsicDecl
+    ranked: RankedMapping
+    candidates: tuple[RankedMapping, ...]
+    forced: bool
+
+    @property
+    def physical(self) -> PhysicalMapping:
+        assert self.ranked.physical is not None
+        return self.ranked.physical
+
+
+def _usable(ranked: Iterable[RankedMapping]) -> list[RankedMapping]:
+    """Verified mappings that generation accepts, the model's feasible ones first."""
+    good = [entry for entry in ranked if entry.verified and entry.physical is not None]
+    return sorted(good, key=lambda entry: (not entry.feasible, entry.seconds))
+
+
+def best_mapping(compute: Tensor, intrinsic: IntrinsicDecl,
+                 spec: TargetSpec) -> TensorizedCompute:
+    """The model's best verified mapping of ``compute`` onto ``intrinsic``; a
+    :class:`MappingError` saying why when there is none."""
+    from tilecraft.intrin.matching import match
+
+    result = match(compute, intrinsic)
+    if not result.mappings:
+        raise MappingError(f"compute {compute.name} has no mapping onto {intrinsic.name}; "
+                           "tensorize it with another intrinsic or leave it out",
+                           result.reasons)
+    ranked = rank_mappings(compute, intrinsic, spec, mappings=result.mappings, thorough=False)
+    usable = _usable(ranked)
+    if not usable:
+        reasons = [Reason(ReasonKind.UNSUPPORTED, f"{entry.mapping}: " + (
+            entry.generation_error or "; ".join(r.message for r in entry.verification.reasons)))
+            for entry in ranked]
+        raise MappingError(f"no mapping of compute {compute.name} onto {intrinsic.name} passes "
+                           "verification and generation", reasons)
+    return TensorizedCompute(compute, intrinsic, usable[0], tuple(ranked), forced=False)
+
+
+def forced_mapping(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec,
+                   loops: Mapping[str, Sequence[str]],
+                   operands: Mapping[str, str] | None = None) -> TensorizedCompute:
+    """The mapping a user names, verified (:func:`~tilecraft.intrin.verify.force_mapping`
+    raises the structured reasons) and generated."""
+    from tilecraft.intrin.verify import force_mapping
+
+    mapping = force_mapping(compute, intrinsic, loops, operands)
+    (ranked,) = rank_mappings(compute, intrinsic, spec, mappings=[mapping])
+    if ranked.physical is None:
+        raise MappingError(f"the forced mapping {mapping} passes verification but generation "
+                           f"refuses it: {ranked.generation_error}")
+    return TensorizedCompute(compute, intrinsic, ranked, (ranked,), forced=True)
+
+
+def best_over_intrinsics(compute: Tensor, spec: TargetSpec) -> TensorizedCompute | None:
+    """The best mapping of ``compute`` over every intrinsic of ``spec`` by predicted time
+    (``None`` when no intrinsic has a usable mapping)."""
+    found = []
+    for intrinsic in spec.intrinsics:
+        try:
+            found.append(best_mapping(compute, intrinsic, spec))
+        except MappingError:
+            continue
+    if not found:
+        return None
+    return min(found, key=lambda item: (not item.ranked.feasible, item.ranked.seconds))
+
+
+def _one(compute: Tensor, spec: TargetSpec, choice: Any) -> TensorizedCompute:
+    if choice == "auto" or choice is True:
+        chosen = best_over_intrinsics(compute, spec)
+        if chosen is None:
+            raise MappingError(f"compute {compute.name} maps onto none of the intrinsics of "
+                               f"{spec.name} ({', '.join(i.name for i in spec.intrinsics)}); "
+                               "leave it out of tensorize")
+        return chosen
+    if isinstance(choice, str):
+        return best_mapping(compute, spec.intrinsic(choice), spec)
+    if isinstance(choice, Mapping) and "intrinsic" in choice \
+            and set(choice) <= {"intrinsic", "loops", "operands"}:
+        intrinsic = spec.intrinsic(str(choice["intrinsic"]))
+        if "loops" not in choice:
+            return best_mapping(compute, intrinsic, spec)
+        return forced_mapping(compute, intrinsic, spec, choice["loops"], choice.get("operands"))
+    raise InputError(f"tensorize[{compute.name!r}] = {choice!r}: give an intrinsic name, "
+                     "'auto', or {'intrinsic': NAME, 'loops': {intrinsic loop: [software "
+                     "loops]}, 'operands': {operand: tensor}}")
+
+
+def plan_tensorization(graph: Graph, spec: TargetSpec,
+                       request: TensorizeRequest) -> dict[str, TensorizedCompute]:
+    """The computes of ``graph`` to tensorize, by name, for ``request`` (see the module
+    docstring)."""
+    if request is None or request is False:
+        return {}
+    computes = {tensor.name: tensor for tensor in graph.computes}
+    if request is True or request == "auto":
+        plan = {}
+        for name, tensor in computes.items():
+            chosen = best_over_intrinsics(tensor, spec)
+            if chosen is not None:
+                plan[name] = chosen
+        return plan
+    if not isinstance(request, Mapping):
+        raise InputError(f"tensorize={request!r}: give True/'auto' or a mapping from compute "
+                         "name to an intrinsic name (or a forced mapping)")
+    unknown = sorted(set(request) - set(computes))
+    if unknown:
+        raise InputError(f"tensorize names {unknown[0]!r}, which is no compute of the graph; "
+                         f"its computes are {', '.join(computes)}")
+    return {name: _one(computes[name], spec, choice) for name, choice in request.items()}
+
+
+def lower_tensorized(item: TensorizedCompute, options: LoweringOptions) -> list[Kernel]:
+    """The kernels of a planned compute (:func:`~tilecraft.intrin.lowering.lower_mapped`)."""
+    from tilecraft.intrin.lowering import lower_mapped
+
+    return lower_mapped(item.compute, item.physical, options)
+
+
+def random_arrays(kernel: Kernel, seed: int = 0) -> dict[str, np.ndarray]:
+    """Arrays for every parameter of ``kernel``: small random values, zero outputs."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for buffer in kernel.params:
+        dtype = buffer.dtype
+        if buffer.name in kernel.outputs:
+            arrays[buffer.name] = np.zeros(buffer.shape, dtype.numpy)
+        elif dtype.is_int:
+            low = 0 if dtype.value.startswith("u") or dtype.value == "bool" else -4
+            arrays[buffer.name] = rng.integers(low, 5, buffer.shape).astype(dtype.numpy)
+        else:
+            arrays[buffer.name] = rng.standard_normal(buffer.shape).astype(dtype.numpy)
+    return arrays
+
+
+def measure(run: Callable[[dict[str, np.ndarray]], None], kernel: Kernel,
+            runs: int = MEASURE_RUNS,
+            budget_seconds: float = MEASURE_BUDGET_SECONDS) -> float:
+    """Median seconds of ``run`` on random arrays for ``kernel`` (one warm-up call, then up to
+    ``runs`` timed ones within ``budget_seconds``)."""
+    arrays = random_arrays(kernel)
+    run(arrays)
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_seconds
+    while len(times) < runs and (not times or time.perf_counter() < deadline):
+        start = time.perf_counter()
+        run(arrays)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def native_measure(target: Any) -> Callable[[PhysicalMapping], float] | None:
+    """A :data:`~tilecraft.intrin.report.MeasuredFunction` compiling a physical mapping for
+    ``target`` and timing it natively, or ``None`` where ``target`` cannot execute here."""
+    if not target.available().execute:
+        return None
+    options = LoweringOptions.from_spec(target.spec)
+
+    def measured(physical: PhysicalMapping) -> float:
+        from tilecraft.intrin.lowering import lower_mapped
+
+        compute = physical.virtual.product.compute
+        (kernel,) = lower_mapped(compute, physical, options)
+        runner = target.load(target.build(target.codegen(kernel)))
+        return measure(runner, kernel)
+
+    return measured
+
+
+def report_tensorized(plan: Mapping[str, TensorizedCompute], compiled: Sequence[Any],
+                      report: Any) -> None:
+    """Record every planned compute in ``report.mappings`` (an
+    :class:`~tilecraft.runtime.report.Report` whose ``kernels`` parallel ``compiled``, the
+    :class:`~tilecraft.runtime.executable.CompiledKernel` list), with the measured time of its
+    kernel where that runs natively."""
+    if not plan:
+        return
+    from tilecraft.intrin.report import record_entries, tensorized_entry
+
+    entries = []
+    for name, item in plan.items():
+        measured = None
+        for entry, kernel_report in zip(compiled, report.kernels):
+            if name in entry.kernel.outputs and entry.runner is not None \
+                    and kernel_report.mode == "native":
+                measured = measure(entry.runner, entry.kernel)
+        entries.append(tensorized_entry(item, measured))
+    record_entries(report, entries)
