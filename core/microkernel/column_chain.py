@@ -75,7 +75,7 @@ from tilecraft.microkernel.lowering import (
     pack_operand,
 )
 from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Select, Var, const, select
-from tilecraft.te.functions import all_of, eq, minimum
+from tilecraft.te.functions import all_of, eq, maximum, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_in
 
@@ -388,9 +388,9 @@ def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contrac
     """``xpack[jp, kk, jn] = B1(n = n0 + jp * width + jn, k = kk)``, zero past ``n_total``.
 
     With several pixel axes (a convolution's rows and columns) each panel walks the image rows
-    it touches with a vector loop along the row, so loads stay contiguous (stride 1) instead of
-    recovering row and column from the flat index lane by lane; lanes outside the panel are
-    masked off. A folded pad becomes a branch around the store, so the loads of its inside
+    it touches with a vector loop over the row's segment inside the panel (a dynamic extent),
+    so loads stay contiguous (stride 1) instead of recovering row and column from the flat
+    index lane by lane. A folded pad becomes a branch around the store, so the loads of its inside
     lanes stay unclamped (masked, contiguous); elsewhere its guarded loads are clamped."""
     jp, kk, jn = Var("jp"), Var("kk"), Var("jn")
     n_axes = first.n_axes
@@ -404,10 +404,13 @@ def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contrac
         touched = min(rows_total, _ceil_div(width - 1, extent) + 1)
         hr, wv = Var("hr"), Var("wv")
         row = start // extent + hr
-        flat = row * extent + wv
+        # the row's segment inside the panel: columns [lo, hi) (empty past the last row)
+        lo = maximum(start - row * extent, 0)
+        hi = minimum(minimum(start + width - row * extent, extent), n_total - row * extent)
+        column = lo + wv
+        flat = row * extent + column
         values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), n_axes[:-1]),
-                  inner: wv, **_unflatten(kk, first.k_axes)}
-        inside = all_of(flat >= start, flat < start + width, flat < n_total)
+                  inner: column, **_unflatten(kk, first.k_axes)}
         where = (jp, kk, flat - start)
         if padded is None:
             store: Stmt = Store(xpack, where, to_buffers(load, values))
@@ -420,12 +423,14 @@ def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contrac
                 for e in (body.cond, body.true_value, body.false_value))
             store = IfThenElse(cond, Store(xpack, where, true_value),
                                Store(xpack, where, false_value))
-        copy = _nest([(kk, k_total, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
-                      (wv, extent, _vector(options), lanes)], IfThenElse(inside, store))
+        copy = For(kk, const(k_total), LoopKind.SERIAL, For(
+            hr, const(touched), LoopKind.SERIAL,
+            For(wv, maximum(hi - lo, 0), _vector(options), store, lanes=lanes)))
         if n_total % (panels * width) == 0:   # no panel runs past the last pixel
             return For(jp, const(panels), LoopKind.SERIAL, copy)
-        tail = _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
-                     IfThenElse(start + jn >= n_total, Store(xpack, (jp, kk, jn), zero)))
+        tail = IfThenElse(start + width > n_total, _nest(  # the last block's ragged panels
+            [(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
+            IfThenElse(start + jn >= n_total, Store(xpack, (jp, kk, jn), zero))))
         return For(jp, const(panels), LoopKind.SERIAL, Seq((copy, tail)))
     flat = start + jn
     values = {**batch_values, **_unflatten(minimum(flat, n_total - 1), n_axes),
