@@ -55,7 +55,15 @@ def host_cpu() -> tuple[str, str]:
 @functools.cache
 def target_machine(jit: bool = True) -> Any:
     """The host's target machine: JIT code model, or position-independent for shared
-    libraries."""
+    libraries. Shared: never hand it to an execution engine (see :func:`new_target_machine`)."""
+    return new_target_machine(jit)
+
+
+def new_target_machine(jit: bool = True) -> Any:
+    """A target machine of its own. An MCJIT engine takes ownership of the machine it is
+    given and frees it with itself, so each engine needs a fresh one: handing every engine
+    the shared one left a dangling machine once the first engine was freed (crashes in LLVM
+    after a few hundred compiles)."""
     binding = llvm()
     cpu, features = host_cpu()
     target = binding.Target.from_triple(binding.get_process_triple())
@@ -132,7 +140,7 @@ def jit_compile(text: str, what: str = "a kernel") -> JitModule:
             _JIT_CACHE.move_to_end(key)
             return cached
         module = optimized_module(text, what)
-        engine = llvm().create_mcjit_compiler(module, target_machine(True))
+        engine = llvm().create_mcjit_compiler(module, new_target_machine(True))
         engine.finalize_object()
         compiled = JitModule(engine, key)
         _JIT_CACHE[key] = compiled
