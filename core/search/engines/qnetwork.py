@@ -51,12 +51,15 @@ class AdaDelta:
 
 class QNetwork:
     """``inputs -> hidden -> hidden -> hidden -> outputs``, ReLU between layers, He-initialised
-    from ``rng``."""
+    from ``rng``; the output layer's initial weights are scaled by ``output_scale`` (a small
+    value starts every Q value near 0 instead of at a random network's arbitrary
+    preferences); ``rho`` and ``eps`` are AdaDelta's."""
 
     LAYERS = 4
 
     def __init__(self, inputs: int, outputs: int, hidden: int = 64,
-                 rng: np.random.Generator | None = None, rho: float = 0.95, eps: float = 1e-6):
+                 rng: np.random.Generator | None = None, rho: float = 0.95, eps: float = 1e-6,
+                 output_scale: float = 1.0):
         if inputs < 0 or outputs < 1 or hidden < 1:
             raise SearchError(f"QNetwork: inputs={inputs}, outputs={outputs}, hidden={hidden};"
                               " need inputs >= 0, outputs >= 1, hidden >= 1")
@@ -65,6 +68,7 @@ class QNetwork:
         self.inputs = inputs
         self.weights = [rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)
                         for fan_in, fan_out in zip(sizes[:-1], sizes[1:])]
+        self.weights[-1] *= output_scale
         self.biases = [np.zeros(fan_out) for fan_out in sizes[1:]]
         self.optimizer = AdaDelta([p.shape for p in self.parameters], rho, eps)
 
