@@ -7,7 +7,10 @@
   template where it applies, FlexTensor's generic schedule space otherwise) against PyTorch.
 
 Prints GFLOP/s and speed-ups with geomeans. ``--quick``: four YOLO layers, one thread, fewer
-trials. Run: ``python bench/bench_conv.py``.
+trials. ``--layers 2,4`` (1-based YOLO layer numbers), ``--threads 1``, ``--trials N`` (0: no
+tuning, the default parameters only) and ``--no-others`` measure a subset; ``--others-only``
+skips the YOLO layers and ``--only grouped,depthwise`` keeps the other kinds whose name contains
+one of the words. Run: ``python bench/bench_conv.py``.
 """
 
 from __future__ import annotations
@@ -101,17 +104,38 @@ def _measure(program, threads, trials, torch, torch_builder, rng):
     if torch is not None:
         args = [torch.from_numpy(inputs[t.name]) for t in graph.inputs]
         torch_s = median_seconds(torch_builder(torch, *args), repeat=5)
+    from tilecraft.microkernel.col2im import as_transposed_conv
     from tilecraft.tuning.workload import flop_count
 
-    return flop_count(graph), default_s, tuned_s, torch_s
+    transposed = as_transposed_conv(program)  # count the real products, not the gather form's
+    flops = transposed.flops if transposed is not None else flop_count(graph)
+    return flops, default_s, tuned_s, torch_s
+
+
+def _option(name: str) -> str | None:
+    """The value after ``--name`` on the command line, or None."""
+    if name in sys.argv[:-1]:
+        return sys.argv[sys.argv.index(name) + 1]
+    return None
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     layers = [1, 2, 4, 6] if quick else range(len(YOLO))
+    if _option("--layers"):
+        layers = [int(v) - 1 for v in _option("--layers").split(",")]
+    if "--others-only" in sys.argv:
+        layers = []
+    wanted = (_option("--only") or "").split(",")
     trials = 6 if quick else 16
+    if _option("--trials") is not None:
+        trials = int(_option("--trials"))
+    thread_counts = (1,) if quick else (1, 2)
+    if _option("--threads"):
+        thread_counts = tuple(int(v) for v in _option("--threads").split(","))
+    others = not (quick or "--no-others" in sys.argv)
     rng = np.random.default_rng(0)
-    for threads in ((1,) if quick else (1, 2)):
+    for threads in thread_counts:
         torch = load_torch(threads)
         rows, ratios, one_by_one = [], [], []
         for index in layers:
@@ -125,14 +149,17 @@ def main() -> None:
             rows.append([f"C{index + 1}", "x".join(map(str, YOLO[index])),
                          *(f"{flop / s / 1e9:.0f}" for s in (default_s, tuned_s, torch_s)),
                          f"{ratio:.2f}"])
-        rows.append(["geomean", "", "", "", "", f"{geomean(ratios):.2f}"])
-        rows.append(["1x1 only", "", "", "", "", f"{geomean(one_by_one):.2f}"])
-        print_table(f"YOLO-v1 conv2d (C,K,H,k,s), batch 1, GFLOP/s, {threads} thread(s)",
-                    ["layer", "shape", "default", "tuned", "torch", "tuned/torch"], rows)
-        if quick:
+        if layers:
+            rows.append(["geomean", "", "", "", "", f"{geomean(ratios):.2f}"])
+            rows.append(["1x1 only", "", "", "", "", f"{geomean(one_by_one):.2f}"])
+            print_table(f"YOLO-v1 conv2d (C,K,H,k,s), batch 1, GFLOP/s, {threads} thread(s)",
+                        ["layer", "shape", "default", "tuned", "torch", "tuned/torch"], rows)
+        if not others:
             continue
         rows = []
         for name, (program, torch_fn) in _others().items():
+            if not any(word in name for word in wanted):
+                continue
             flop, default_s, tuned_s, torch_s = _measure(program, threads, trials, torch,
                                                           torch_fn, rng)
             rows.append([name, *(f"{flop / s / 1e9:.1f}" for s in (default_s, tuned_s, torch_s)),

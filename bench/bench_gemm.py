@@ -10,7 +10,8 @@ For each shape (square 256…2048 and the skinny GEMMs of BERT-base layers) this
   thread count set (OpenBLAS reads both variables when it loads), and PyTorch eager (MKL);
 
 and the ratios tuned/OpenBLAS-AVX512 and tuned/PyTorch. Run: ``python bench/bench_gemm.py``
-(``--quick`` for three shapes).
+(``--quick`` for three shapes; ``--shapes 256x256x256,512x768x768`` (MxNxK) for a subset;
+``--threads 1`` for one thread count).
 """
 
 from __future__ import annotations
@@ -90,11 +91,22 @@ def _openblas(shapes, threads, coretype: str | None) -> dict[tuple[int, int, int
     return {tuple(map(int, key.split(","))): value for key, value in raw.items()}
 
 
+def _option(name: str) -> str | None:
+    """The value after ``--name`` on the command line, or None."""
+    if name in sys.argv[:-1]:
+        return sys.argv[sys.argv.index(name) + 1]
+    return None
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     shapes = [(256, 256, 256), (1024, 1024, 1024), (512, 3072, 768)] if quick else SQUARE + SKINNY
+    if _option("--shapes"):
+        shapes = [tuple(int(v) for v in item.split("x"))
+                  for item in _option("--shapes").split(",")]
+    thread_counts = tuple(int(v) for v in (_option("--threads") or "1,2").split(","))
     rng = np.random.default_rng(0)
-    for threads in (1, 2):
+    for threads in thread_counts:
         torch = load_torch(threads)
         avx512 = _openblas(shapes, threads, "SkylakeX")
         plain = _openblas(shapes, threads, None)

@@ -25,7 +25,8 @@ whenever they followed a PyTorch call. Both processes fix glibc's mmap and trim 
 im2col matrix) with ``np.empty`` on every call, and with glibc's dynamic thresholds a
 convolution's 1-2 MB workspaces came back as fresh pages — page faults on every call, 5x the
 kernels' time on ResNet-18's C1. Every tilecraft result is checked first (exactly for
-integers). Run: ``python bench/bench_int8_bf16.py`` (``--quick``: 1024^3, six conv layers).
+integers). Run: ``python bench/bench_int8_bf16.py`` (``--quick``: 1024^3, six conv layers;
+``--only gemm,conv,bf16``: a subset of the tables; ``--threads 1,2``: the thread counts).
 """
 
 from __future__ import annotations
@@ -236,15 +237,28 @@ def main() -> None:
         print(json.dumps(torch_worker(int(sys.argv[at + 1]), json.loads(sys.argv[at + 2]))))
         return
     quick = "--quick" in sys.argv
+    only = _option("--only", "gemm,conv,bf16").split(",")
+    thread_counts = [int(t) for t in _option("--threads", "1,2").split(",")]
     rng = np.random.default_rng(0)
     plan = {"gemm": [1024] if quick else [512, 1024, 2048],
             "conv": RESNET18[1:12:2] if quick else RESNET18,
             "bf16": [(1024, 1024, 1024)] if quick else [(1024, 1024, 1024), (512, 3072, 768)]}
-    for threads in (1, 2):
+    plan = {key: value if key in only else [] for key, value in plan.items()}
+    for threads in thread_counts:
         theirs = torch_times(threads, plan)
-        int8_gemm(plan["gemm"], threads, theirs, rng)
-        resnet_convs([tuple(layer) for layer in plan["conv"]], threads, theirs, rng)
-        bf16_gemm([tuple(shape) for shape in plan["bf16"]], threads, theirs, rng)
+        if plan["gemm"]:
+            int8_gemm(plan["gemm"], threads, theirs, rng)
+        if plan["conv"]:
+            resnet_convs([tuple(layer) for layer in plan["conv"]], threads, theirs, rng)
+        if plan["bf16"]:
+            bf16_gemm([tuple(shape) for shape in plan["bf16"]], threads, theirs, rng)
+
+
+def _option(name: str, default: str) -> str:
+    """The value after ``name`` on the command line, or ``default``."""
+    if name in sys.argv[:-1]:
+        return sys.argv[sys.argv.index(name) + 1]
+    return default
 
 
 if __name__ == "__main__":

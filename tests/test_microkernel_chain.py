@@ -9,11 +9,17 @@ from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.chain import ChainBlocking, as_chain, lower_chain
+from tilecraft.microkernel.chain_rows import lower_chain_rows
 from tilecraft.reference import run
 
 
 def _outer(A, B, C, MV, NC, **params):
     C.reshape(C.shape[-2:])[...] += (A.reshape(A.shape[-2:]).T @ B.reshape(B.shape[-2:]))[
+        :MV, :NC]
+
+
+def _rows(A, B, C, MV, NC, **params):
+    C.reshape(C.shape[-2:])[...] += (A.reshape(A.shape[-2:]) @ B.reshape(B.shape[-2:]))[
         :MV, :NC]
 
 
@@ -50,6 +56,13 @@ def test_fused_chain_matches_reference(shape, middle):
     inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
     arrays = dict(inputs, E=np.zeros(kernels[-1].params[-1].shape, np.float32))
     out = run_kernels(kernels, arrays, semantics={"mk": _outer})
+    np.testing.assert_allclose(out["E"].reshape(E.shape), run(E, inputs), rtol=1e-5, atol=1e-5)
+    # the row layout, A read in place by a rows micro-kernel
+    kernels = lower_chain_rows(chain, "rows", ChainBlocking(mi1=3, nr1=4, mi2=2, nr2=4, mc=12,
+                                                            rows=True),
+                               LoweringOptions(vector_lanes=4))
+    arrays = dict(inputs, E=np.zeros(kernels[-1].params[-1].shape, np.float32))
+    out = run_kernels(kernels, arrays, semantics={"rows": _rows})
     np.testing.assert_allclose(out["E"].reshape(E.shape), run(E, inputs), rtol=1e-5, atol=1e-5)
 
 

@@ -180,7 +180,9 @@ def test_int8_conv2d_through_im2col_exact(stride, padding, x_dtype):
     conv = ops.conv2d(image, weight, padding=padding, stride=stride, out_dtype="int32",
                       name="conv")
     kernels = _run(conv, Blocking(mi=2, nr=8, kc=12, mc=4), rng)
-    assert [k.name for k in kernels] == ["conv_bcols_im2col", "conv_bpacked_pack", "conv"]
+    # the im2col rows are written by the packing itself, unless it sums columns (A shifted)
+    assert [k.name for k in kernels] == (["conv_bpacked_pack", "conv"] if x_dtype == "uint8"
+                                         else ["conv_bcols_im2col", "conv_bpacked_pack", "conv"])
     # the weight is read through its flat [O, C*R*S] view: k is contiguous
     assert kernels[-1].param("weight").shape == (6, 45)
 
@@ -206,15 +208,15 @@ def _allocated(stmt, found=None):
 
 
 def test_a_is_read_in_place_when_already_rows_of_groups():
-    """No shift, 4 | K, one slice: the micro-kernel reads A as [rows, K/4, 4] where it lies;
-    only a ragged last strip (7 = 2*3 + 1 rows) is packed, by the block holding it."""
+    """No shift, 4 | K, one slice: the micro-kernel reads A as [rows, K/4, 4] where it lies,
+    a ragged last strip (7 = 2*3 + 1 rows) too: a call with MI = 1, nothing packed."""
     rng = np.random.default_rng(8)
     A = te.placeholder((7, 12), "uint8", name="A")
     B = te.placeholder((12, 20), "int8", name="B")
     kernels = _run(ops.matmul(A, B, out_dtype="int32", name="C"),
                    Blocking(mi=3, nr=8, kc=12, mc=3), rng)
     assert kernels[-1].param("A").shape == (7, 3, 4)
-    assert "C_apacked" in _allocated(kernels[-1].body)
+    assert "C_apacked" not in _allocated(kernels[-1].body)
     A6 = te.placeholder((6, 12), "uint8", name="A6")
     kernels = _run(ops.matmul(A6, B, out_dtype="int32", name="D"),
                    Blocking(mi=3, nr=8, kc=12, mc=3), rng)

@@ -41,6 +41,7 @@ from tilecraft.kernel_ir.nodes import (
     Buffer,
     BufferLoad,
     For,
+    IfThenElse,
     Kernel,
     LoopKind,
     MicroKernelCall,
@@ -63,10 +64,20 @@ from tilecraft.microkernel.lowering import (
     edge_tiles,
     pack_operand,
 )
-from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Var, const, select
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Expr,
+    IterVar,
+    Load,
+    Reduce,
+    Var,
+    const,
+    select,
+)
 from tilecraft.te.functions import all_of, minimum
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import is_const, loads_in, transform
+from tilecraft.te.visit import is_const, loads_in, substitute, transform
 
 
 @dataclass(frozen=True)
@@ -90,18 +101,22 @@ class Chain:
 @dataclass(frozen=True)
 class ChainBlocking:
     """Tiles: ``mi1 x nr1`` register tile of ``T^T`` (rows ``l``, columns ``m``), ``mi2 x nr2``
-    of ``E``; ``mc`` rows of ``m`` per block (a multiple of ``nr1`` and of ``mi2``)."""
+    of ``E``; ``mc`` rows of ``m`` per block (a multiple of ``nr1`` and of ``mi2``). With
+    ``rows`` (:mod:`.chain_rows`) the tile of ``T`` is ``mi1 x nr1`` with rows ``m``, columns
+    ``l``, and ``mc`` is a multiple of ``mi1`` and of ``mi2``."""
 
     mi1: int
     nr1: int
     mi2: int
     nr2: int
     mc: int
+    rows: bool = False
 
     def __post_init__(self) -> None:
-        if self.mc % self.nr1 or self.mc % self.mi2:
-            raise LoweringError(f"chain blocking: mc = {self.mc} must be a multiple of nr1 = "
-                                f"{self.nr1} and of mi2 = {self.mi2}")
+        step, name = (self.mi1, "mi1") if self.rows else (self.nr1, "nr1")
+        if self.mc % step or self.mc % self.mi2:
+            raise LoweringError(f"chain blocking: mc = {self.mc} must be a multiple of {name} = "
+                                f"{step} and of mi2 = {self.mi2}")
 
 
 def _row_layout(tensor: Tensor, ref: Tensor) -> str | None:
@@ -285,8 +300,8 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
                        Seq((zero, call1)))
 
     # memory-bound computes on the tile, in place where a buffer dies
-    local, stmts, allocs = _between(chain, tile, b_index, m0, mc, l_total, options, lanes)
-    z_buffer = local[chain.between[-1]] if chain.between else tile
+    stmts, allocs, z_buffer, deferred = _between(chain, tile, b_index, m0, mc, l_total,
+                                                 options, lanes)
     if l_padded > l_total:  # padded k rows of the second contraction must be zero
         lz, cz = Var("lz"), Var("cz")
         stmts.append(_nest([(lz, l_padded - l_total, LoopKind.SERIAL, 0),
@@ -304,8 +319,17 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
     a_region = Region(z_buffer, (const(0), ms * bl.mi2), (l_total, bl.mi2))
     tiles = edge_tiles(micro_kernel, a_region, b_region, e_view, b_index, e_m0, e_n0, m_total,
                        n_total, bl.mi2, bl.nr2, params2, const(True), options)
-    second_gemm = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
-                         (ms, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
+    second_gemm: Stmt = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
+                               (ms, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
+    if deferred is not None:  # the rows of E scaled instead of the tile's columns
+        op, factor = deferred
+        mm, nv = Var("mm"), Var("nv")
+        where = (b_index, m0 + mm, nv)
+        scaled = Store(e_view, where, Binary(op, BufferLoad(e_view, where),
+                                             BufferLoad(factor, (mm,))))
+        second_gemm = Seq((second_gemm, For(mm, const(mc), LoopKind.SERIAL, IfThenElse(
+            m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled,
+                                   lanes=lanes)))))
 
     body: Stmt = Seq((pack_a, first_gemm, *stmts, second_gemm))
     for buffer in (*allocs, tile, a1_pack):
@@ -334,28 +358,82 @@ def _unit_axes(tensor: Tensor) -> list[IterVar]:
 
 
 def _between(chain: Chain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_total: int,
-             options: LoweringOptions, lanes: int
-             ) -> tuple[dict[Tensor, Buffer], list[Stmt], list[Buffer]]:
-    """Loop nests applying the memory-bound computes to the local tile (``[l, m]``) and to
-    per-row buffers (``[m]``); a full-size compute reuses the buffer of a full-size operand
-    that no later compute reads."""
+             options: LoweringOptions, lanes: int, rows: bool = False
+             ) -> tuple[list[Stmt], list[Buffer], Buffer, tuple[BinaryOp, Buffer] | None]:
+    """Loop nests applying the memory-bound computes to the local tile (``[l, m]``, vectorised
+    along ``m``; ``rows``: ``[m, l]``, vectorised along ``l``, row reductions across lanes) and
+    to per-row buffers (``[m]``), in as few passes over the tile as the computes allow:
+
+    - an elementwise compute read once, by one later compute, is inlined into it (softmax's
+      ``x - max`` into its ``exp``);
+    - a row reduction whose only full-size input is the compute of the pass just before it is
+      accumulated in that pass (softmax's sum, in the pass computing ``exp``);
+    - a last compute that scales rows (``Y / r[m]`` or ``Y * r[m]``) is not applied to the
+      ``L x MC`` tile at all: the second product is linear in its rows, so the ``MC x N`` rows of
+      ``E`` are scaled instead (softmax's division; ``N`` is 4-8x smaller than ``L`` in the
+      Table 3.5 chains).
+
+    A full-size compute reuses the buffer of a full-size operand no later compute reads.
+    Returns the statements, the extra buffers, the buffer the second product reads and the
+    deferred row scaling (operator, per-row buffer) or ``None``."""
     ref = chain.first.tensor
+    order = list(chain.between)
+    z = order[-1] if order else ref
+
+    def full(t: Tensor) -> bool:
+        return tuple(t.shape) == tuple(ref.shape)
+
+    reads: dict[Tensor, list[Tensor]] = {}
+    for t in order:
+        for ld in loads_in(t.op.body):
+            reads.setdefault(ld.tensor, []).append(t)
+    inlined = {t for t in order if t is not z and full(t) and not isinstance(t.op.body, Reduce)
+               and len(reads.get(t, ())) == 1}
+
+    def expand(expr: Expr) -> Expr:
+        def inline(node: Expr) -> Expr | None:
+            if isinstance(node, Load) and node.tensor in inlined:
+                producer = node.tensor
+                return substitute(expand(producer.op.body),
+                                  dict(zip(producer.axes, node.indices)))
+            return None
+        return transform(expr, inline)
+
+    scale: tuple[BinaryOp, Tensor] | None = None
+    z_source = z
+    body = z.op.body
+    if z is not ref and full(z) and isinstance(body, Binary) and \
+            body.op in (BinaryOp.DIV, BinaryOp.MUL):
+        sides = [(body.a, body.b)] + ([(body.b, body.a)] if body.op is BinaryOp.MUL else [])
+        for value, factor in sides:
+            if isinstance(value, Load) and isinstance(factor, Load) and full(value.tensor) \
+                    and value.tensor not in inlined and factor.tensor in order \
+                    and not full(factor.tensor) and not factor.tensor.is_placeholder:
+                scale, z_source = (body.op, factor.tensor), value.tensor
+                break
+    emitted = [t for t in order if t not in inlined and not (scale and t is z)]
+    expanded = {t: expand(t.op.body) for t in emitted}
+    last_reader: dict[Tensor, int] = {}
+    for position, t in enumerate(emitted):
+        for ld in loads_in(expanded[t]):
+            last_reader[ld.tensor] = position
+    if scale is not None:
+        last_reader[scale[1]] = len(emitted)
+        last_reader[z_source] = len(emitted)
+
     local: dict[Tensor, Buffer] = {ref: tile}
     allocs: list[Buffer] = []
     stmts: list[Stmt] = []
-    order = list(chain.between)
-    readers: dict[Tensor, int] = {}
-    for position, t in enumerate(order):
-        for ld in loads_in(t.op.body):
-            readers[ld.tensor] = position
     lv, m, r = Var("l"), Var("m"), Var("r")
-    for position, t in enumerate(order):
+    open_pass: tuple[Tensor, list[Stmt], int] | None = None   # (its compute, body, index)
+    for position, t in enumerate(emitted):
         body = t.op.body
-        full = tuple(t.shape) == tuple(ref.shape)
-        if full:
-            reusable = [ld.tensor for ld in loads_in(body)
-                        if ld.tensor in local and tuple(ld.tensor.shape) == tuple(ref.shape)
-                        and readers.get(ld.tensor, -1) <= position]
+        expr_t = expanded[t]
+        reduce_axis = body.axes[0] if isinstance(body, Reduce) else None
+        if full(t):
+            reusable = [ld.tensor for ld in loads_in(expr_t)
+                        if ld.tensor in local and full(ld.tensor)
+                        and last_reader.get(ld.tensor, -1) <= position]
             buffer = local[reusable[0]] if reusable else None
             if buffer is None:
                 buffer = Buffer(f"{t.name}_local", tile.shape, DType.FLOAT32, level=tile.level)
@@ -364,42 +442,62 @@ def _between(chain: Chain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_tot
             buffer = Buffer(f"{t.name}_local", (mc,), DType.FLOAT32,
                             level=options.register_level or tile.level)
             allocs.append(buffer)
-        local[t] = buffer
         batch_values = _unflatten(b_index, [a for a in t.axes[:len(ref.shape) - 2]
                                             if a.extent > 1])
-        own_m = t.axes[len(ref.shape) - 2]
-        values: dict[IterVar, Expr] = {**batch_values, own_m: m0 + m}
-        if full:
+        values: dict[IterVar, Expr] = {**batch_values, t.axes[len(ref.shape) - 2]: m0 + m}
+        full_reads = {ld.tensor for ld in loads_in(expr_t) if full(ld.tensor)}
+        # a row reduction over the tensor the open pass has just computed joins that pass
+        joins = reduce_axis is not None and open_pass is not None and \
+            full_reads == {open_pass[0]} and open_pass[2] == position - 1
+        inner = lv if (reduce_axis is None or joins) else r
+        if full(t):
             values[t.axes[-1]] = lv
-        reduce_axis = body.axes[0] if isinstance(body, Reduce) else None
         if reduce_axis is not None:
-            values[reduce_axis] = r
-
-        inner = r if reduce_axis is not None else lv
+            values[reduce_axis] = inner
 
         def to_local(node: Expr, inner: Var = inner) -> Expr | None:
             if isinstance(node, Load) and node.tensor in local:
                 source = local[node.tensor]
-                if tuple(node.tensor.shape) == tuple(ref.shape):
-                    return BufferLoad(source, (inner, m))
+                if full(node.tensor):
+                    return BufferLoad(source, (m, inner) if rows else (inner, m))
                 return BufferLoad(source, (m,))
             return None
 
-        expr = body.body if isinstance(body, Reduce) else body
-        expr = transform(expr, to_local)
-        expr = _kernel_expr(expr, values, {}, extra_zero=_unit_axes(t))
+        expr = expr_t.body if isinstance(expr_t, Reduce) else expr_t
+        expr = _kernel_expr(transform(expr, to_local), values, {}, extra_zero=_unit_axes(t))
+        local[t] = buffer
         if isinstance(body, Reduce):
             identity = Reduce(body.op, body.body, body.axes).identity()
-            stmts.append(For(m, const(mc), _vector(options),
-                             Store(buffer, (m,), const(identity, DType.FLOAT32)), lanes=lanes))
-            stmts.append(_nest([(r, l_total, LoopKind.SERIAL, 0),
-                                (m, mc, _vector(options), lanes)],
-                               Store(buffer, (m,), expr, accumulate=body.op)))
+            init = For(m, const(mc), _vector(options),
+                       Store(buffer, (m,), const(identity, DType.FLOAT32)), lanes=lanes)
+            update = Store(buffer, (m,), expr, accumulate=body.op)
+            if joins:
+                assert open_pass is not None
+                open_pass[1].append(update)
+                stmts.insert(len(stmts) - 1, init)   # before the open pass
+                stmts[-1] = _pass(open_pass[1], lv, m, l_total, mc, options, lanes, rows)
+                open_pass = (open_pass[0], open_pass[1], position)
+                continue
+            loops = [(m, mc, LoopKind.SERIAL, 0), (r, l_total, _vector(options), lanes)] if rows \
+                else [(r, l_total, LoopKind.SERIAL, 0), (m, mc, _vector(options), lanes)]
+            stmts.extend((init, _nest(loops, update)))
+            open_pass = None
         else:
-            stmts.append(_nest([(lv, l_total, LoopKind.SERIAL, 0),
-                                (m, mc, _vector(options), lanes)],
-                               Store(buffer, (lv, m), simplify(expr))))
-    return local, stmts, allocs
+            pass_body: list[Stmt] = [Store(buffer, (m, lv) if rows else (lv, m), simplify(expr))]
+            stmts.append(_pass(pass_body, lv, m, l_total, mc, options, lanes, rows))
+            open_pass = (t, pass_body, position)
+    deferred = None if scale is None else (scale[0], local[scale[1]])
+    return stmts, allocs, local[z_source], deferred
+
+
+def _pass(body: list[Stmt], lv: Var, m: Var, l_total: int, mc: int, options: LoweringOptions,
+          lanes: int, rows: bool) -> Stmt:
+    """One pass over the tile, vectorised along its contiguous axis."""
+    inner: Stmt = body[0] if len(body) == 1 else Seq(tuple(body))
+    if rows:
+        return _nest([(m, mc, LoopKind.SERIAL, 0), (lv, l_total, _vector(options), lanes)],
+                     inner)
+    return _nest([(lv, l_total, LoopKind.SERIAL, 0), (m, mc, _vector(options), lanes)], inner)
 
 
 __all__ = ["Chain", "ChainBlocking", "as_chain", "lower_chain"]

@@ -7,17 +7,20 @@ contraction) reading ``T`` — after elementwise computes such as a bias and a R
 operand, ``E[m, n] = sum_l W2[m, l] Z[l, n]``, shares the pixel loops with the first. The chain
 becomes one kernel, in parallel over (batch, blocks of ``NC`` pixels):
 
-1. pack the block's im2col columns ``Xp[NC / NR1, K, NR1]`` (zero past the last pixel); a
+1. for each ``KC`` slice of the reduction, pack the block's slice of the im2col columns
+   ``Xp[NC / NR1, KC, NR1]`` (zero past the last pixel; it stays in L2 while every strip of
+   ``W1`` passes over it, and the next slice is packed just before it is used); a
    ``pad`` compute feeding the convolution (``select(inside, x[...], 0)``) is folded into this
    packing as a branch — the loads stay unclamped, so a stride-1 row is one contiguous masked
    load — and the padded input is never written;
-2. compute the ``L x NC`` tile of ``T`` with the micro-kernel, ``W1`` packed into ``MI1``-row
-   strips once by its own kernel;
+2. accumulate the slice's product into the ``L x NC`` tile of ``T`` with the micro-kernel
+   (``W1`` packed into ``MI1``-row strips by its own kernel, or read in place);
 3. apply the elementwise computes to the tile in place, vectorised along the pixels;
 4. multiply ``W2`` (packed into ``MI2``-row strips) by the tile, read directly as the
    micro-kernel's B operand, into ``E``'s columns.
 
-The tile tree is ``[batch x N/NC] (parallel) > { Xp[K, NC], T[L, NC] in L2; E[M, NC] }``: the
+The tile tree is ``[batch x N/NC] (parallel) > { [K/KC] > Xp[KC, NC]; T[L, NC] in L2;
+E[M, NC] }``: the
 intermediate never leaves the core's caches. A second convolution with a window (3x3) reads a
 halo of ``T`` that neighbouring blocks compute as well; such chains are not recognised here
 (the thesis, §3.6, finds fusing a compute-bound second convolution does not pay).
@@ -70,6 +73,7 @@ from tilecraft.microkernel.lowering import (
     _parallel,
     _unflatten,
     _vector,
+    a_row_view,
     edge_tiles,
     grouped_view,
     pack_operand,
@@ -221,10 +225,13 @@ def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
 
 
 def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBlocking,
-                       options: LoweringOptions) -> list[Kernel]:
+                       options: LoweringOptions,
+                       rows_micro_kernel: str | None = None) -> list[Kernel]:
     """Pack kernels for ``W1`` and ``W2``, and the fused kernel (see the module docstring).
     ``micro_kernel`` has the semantics ``C[m, n] += A[k, m] * B[k, n]`` with parameters
-    ``MI``, ``NR``, ``KI``, ``MV``, ``NC``."""
+    ``MI``, ``NR``, ``KI``, ``MV``, ``NC``. With ``rows_micro_kernel`` (``C[m, n] += A[m, k] *
+    B[k, n]``, A read as rows in place), a weight that is a row-major ``[M, K]`` view of its
+    tensor (a convolution's ``W[k, c, r, s]``) is not packed at all."""
     bl = blocking
     first, second = chain.first, chain.second
     ref, out = first.tensor, second.tensor
@@ -236,26 +243,30 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
     kc = min(bl.kc or k_total, k_total)
     k_blocks = _ceil_div(k_total, kc)
     kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
-    k_padded = kc * k_blocks
-    w1_pack = _pack_slices(f"{ref.name}_apacked", first, bl.mi1, kc, k_blocks, options)
-    w2_pack = pack_operand(f"{out.name}_apacked", second.a, out, second.batch_axes,
-                           second.m_axes, second.k_axes, bl.mi2, l_total, options,
-                           role=f"pack A of {out.name} into m-strips")
-    w1p = Buffer(w1_pack.params[-1].name, w1_pack.params[-1].shape, dtype, level=level)
-    w2p = Buffer(w2_pack.params[-1].name, w2_pack.params[-1].shape, dtype, level=level)
-    if w2p.shape[2] != l_total:
-        raise LoweringError("internal: weights packed with padded k")  # pragma: no cover
     step = bl.nr1 * bl.nr2 // _gcd(bl.nr1, bl.nr2)
     nc = min(bl.nc, _ceil_div(n_total, step) * step)
     n_blocks = _ceil_div(n_total, nc)
+    t, pc, ls, ms = Var("t"), Var("pc"), Var("ls"), Var("ms")
+    b_index = t // n_blocks if batch > 1 else const(0)
+    w1_rows = a_row_view(first, b_index, ls * bl.mi1, pc * kc, level) \
+        if rows_micro_kernel else None
+    w2_rows = a_row_view(second, b_index, ms * bl.mi2, const(0), level) \
+        if rows_micro_kernel else None
+    packs: list[Kernel] = []
+    if w1_rows is None:
+        packs.append(_pack_slices(f"{ref.name}_apacked", first, bl.mi1, kc, k_blocks, options))
+        w1p = Buffer(packs[-1].params[-1].name, packs[-1].params[-1].shape, dtype, level=level)
+    if w2_rows is None:
+        packs.append(pack_operand(f"{out.name}_apacked", second.a, out, second.batch_axes,
+                                  second.m_axes, second.k_axes, bl.mi2, l_total, options,
+                                  role=f"pack A of {out.name} into m-strips"))
+        w2p = Buffer(packs[-1].params[-1].name, packs[-1].params[-1].shape, dtype, level=level)
     l_strips = _ceil_div(l_total, bl.mi1)
     l_padded = l_strips * bl.mi1
     panels = nc // bl.nr1
-    xpack = Buffer(f"{ref.name}_bpacked", (panels, k_padded, bl.nr1), dtype, level=level)
+    xpack = Buffer(f"{ref.name}_bpacked", (panels, kc, bl.nr1), dtype, level=level)
     tile = Buffer(f"{ref.name}_tile", (l_padded, nc), dtype, level=level)
     e_view = Buffer(out.name, (batch, m_total, n_total), dtype, level=level)
-    t = Var("t")
-    b_index = t // n_blocks if batch > 1 else const(0)
     n0 = (t % n_blocks) * nc if n_blocks > 1 else const(0)
 
     params: dict[str, Buffer] = {}
@@ -270,63 +281,109 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
 
     batch_values = _unflatten(b_index, first.batch_axes)
     unit = [a for a in (*ref.axes, *ref.reduce_axes) if a.extent == 1]
-    pack = _pack_block(xpack, first.b, chain.padded, first, batch_values, n0, n_total, k_total,
-                       bl.nr1, options, lanes, lambda e, v: to_buffers(e, v, unit))
-
-    if k_padded > k_total:  # rows past K of the packed input are zero, as W1's are
+    k_last = k_total - (k_blocks - 1) * kc
+    slice_rows = const(kc) if k_last == kc else minimum(k_total - pc * kc, kc)
+    pack = _pack_block(xpack, first.b, chain.padded, first, batch_values, n0, n_total,
+                       pc * kc, slice_rows, bl.nr1, options, lanes,
+                       lambda e, v: to_buffers(e, v, unit))
+    if w1_rows is None and k_last < kc:  # the last slice's rows past K are zero, as W1's are
         jz, kz, cz = Var("jz"), Var("kz"), Var("cz")
-        pack = Seq((pack, _nest([(jz, panels, LoopKind.SERIAL, 0),
-                                 (kz, k_padded - k_total, LoopKind.SERIAL, 0),
-                                 (cz, bl.nr1, _vector(options), lanes)],
-                                Store(xpack, (jz, kz + k_total, cz), const(0.0)))))
+        pack = Seq((pack, IfThenElse(eq(pc, k_blocks - 1), _nest(
+            [(jz, panels, LoopKind.SERIAL, 0), (kz, kc - k_last, LoopKind.SERIAL, 0),
+             (cz, bl.nr1, _vector(options), lanes)],
+            Store(xpack, (jz, kz + k_last, cz), const(0.0))))))
 
     # T tile: A = W1 strip (l rows), B = packed im2col panel (n columns), by k slices
-    pc, ls, jp, row, col = Var("pc"), Var("ls"), Var("jp"), Var("row"), Var("col")
-    w1_batch = b_index if w1p.shape[0] > 1 else const(0)
+    jp, row, col = Var("jp"), Var("row"), Var("col")
     zero = _nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
                  Store(tile, (ls * bl.mi1 + row, jp * bl.nr1 + col), const(0.0)))
-    call = MicroKernelCall(micro_kernel, (
-        Region(w1p, (w1_batch, pc, ls, const(0), const(0)), (1, 1, 1, kc, bl.mi1)),
-        Region(xpack, (jp, pc * kc, const(0)), (1, kc, bl.nr1)),
-        Region(tile, (ls * bl.mi1, jp * bl.nr1), (bl.mi1, bl.nr1))),
-        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", kc), ("MV", bl.mi1), ("NC", bl.nr1)))
+    b_part = Region(xpack, (jp, const(0), const(0)), (1, kc, bl.nr1))
+    if w1_rows is None:
+        w1_batch = b_index if w1p.shape[0] > 1 else const(0)
+        call: Stmt = MicroKernelCall(micro_kernel, (
+            Region(w1p, (w1_batch, pc, ls, const(0), const(0)), (1, 1, 1, kc, bl.mi1)),
+            b_part, Region(tile, (ls * bl.mi1, jp * bl.nr1), (bl.mi1, bl.nr1))),
+            (("MI", bl.mi1), ("NR", bl.nr1), ("KI", kc), ("MV", bl.mi1), ("NC", bl.nr1)))
+    else:
+        call = _rows_calls(rows_micro_kernel, w1_rows, xpack, tile, ls, jp, pc, bl, kc,
+                           k_blocks, k_total, l_total)
     step_body: Stmt = Seq((IfThenElse(eq(pc, 0), zero), call)) if k_blocks > 1 else \
         Seq((zero, call))
-    first_gemm = _nest([(pc, k_blocks, LoopKind.SERIAL, 0), (jp, panels, LoopKind.SERIAL, 0),
-                        (ls, l_strips, LoopKind.SERIAL, 0)], step_body)
+    first_gemm = For(pc, const(k_blocks), LoopKind.SERIAL, Seq((pack, _nest(
+        [(jp, panels, LoopKind.SERIAL, 0), (ls, l_strips, LoopKind.SERIAL, 0)], step_body))))
 
     stmts, allocs, z_buffer = _between(chain, tile, batch_values, n0, nc, l_total, options,
                                        lanes, to_buffers)
 
     # E columns of the block: A = W2 strip (m rows), B = the tile (l rows, n columns)
-    ms, jq = Var("ms"), Var("jq")
-    w2_batch = b_index if w2p.shape[0] > 1 else const(0)
-    a_region = Region(w2p, (w2_batch, ms, const(0), const(0)), (1, 1, l_total, bl.mi2))
+    jq = Var("jq")
     b_region = Region(z_buffer, (const(0), jq * bl.nr2), (l_total, bl.nr2))
-    tiles = edge_tiles(micro_kernel, a_region, b_region, e_view, b_index, ms * bl.mi2,
-                       n0 + jq * bl.nr2, m_total, n_total, bl.mi2, bl.nr2,
-                       (("MI", bl.mi2), ("NR", bl.nr2), ("KI", l_total)), const(True), options)
+    second_params = (("MI", bl.mi2), ("NR", bl.nr2), ("KI", l_total))
+    if w2_rows is None:
+        w2_batch = b_index if w2p.shape[0] > 1 else const(0)
+        a_region = Region(w2p, (w2_batch, ms, const(0), const(0)), (1, 1, l_total, bl.mi2))
+        tiles = edge_tiles(micro_kernel, a_region, b_region, e_view, b_index, ms * bl.mi2,
+                           n0 + jq * bl.nr2, m_total, n_total, bl.mi2, bl.nr2, second_params,
+                           const(True), options)
+    else:
+        view, base = w2_rows
+        a_region = Region(view, base, (*(1,) * (len(base) - 2), bl.mi2, l_total))
+        tiles = edge_tiles(rows_micro_kernel, a_region, b_region, e_view, b_index,
+                           ms * bl.mi2, n0 + jq * bl.nr2, m_total, n_total, bl.mi2, bl.nr2,
+                           second_params, const(True), options, a_rows_dim=-2)
     if n_total % nc:  # panels of the last block past the last column write nothing
         tiles = IfThenElse(n0 + jq * bl.nr2 < n_total, tiles)
     second_gemm = _nest([(ms, _ceil_div(m_total, bl.mi2), LoopKind.SERIAL, 0),
                          (jq, nc // bl.nr2, LoopKind.SERIAL, 0)], tiles)
 
-    body: Stmt = Seq((pack, first_gemm, *stmts, second_gemm))
+    body: Stmt = Seq((first_gemm, *stmts, second_gemm))
     for buffer in (*allocs, tile, xpack):
         body = Allocate(buffer, body)
     outer = batch * n_blocks
     main = For(t, const(outer), _parallel(options, outer), body)
-    inputs = [w1p, w2p, *params.values()]
+    inputs = [w1p if w1_rows is None else w1_rows[0], w2p if w2_rows is None else w2_rows[0],
+              *params.values()]
     kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
-        "compute": out.name, "statement": out.statement(), "micro_kernel": micro_kernel,
+        "compute": out.name, "statement": out.statement(),
+        "micro_kernel": micro_kernel if w1_rows is None else rows_micro_kernel,
         "fused": [t_.name for t_ in chain.computes],
         "schedule": (f"fused column chain {' -> '.join(t_.name for t_ in chain.computes)}: "
-                     f"parallel({outer} = batch x N/{nc}) > B1 panels[{k_padded}x{nc}] local > "
-                     f"k-slices({k_blocks} x {kc}) > "
+                     f"parallel({outer} = batch x N/{nc}) > k-slices({k_blocks} x {kc}) > "
+                     f"B1 panels[{kc}x{nc}] local > "
                      f"T[{l_padded}x{nc}] local (tile {bl.mi1}x{bl.nr1}) > elementwise in "
-                     f"place > E columns (tile {bl.mi2}x{bl.nr2})")})
+                     f"place > E columns (tile {bl.mi2}x{bl.nr2})"
+                     f"{'; weights read in place' if w1_rows and w2_rows else ''}")})
     verify_kernel(kernel, options.spec, check_bounds=False)
-    return [w1_pack, w2_pack, kernel]
+    return [*packs, kernel]
+
+
+def _rows_calls(micro_kernel: str, w1: tuple[Buffer, tuple[Expr, ...]], xpack: Buffer,
+                tile: Buffer, ls: Var, jp: Var, pc: Var, bl: ColumnBlocking, kc: int,
+                k_blocks: int, k_total: int, l_total: int) -> Stmt:
+    """The micro-kernel calls of one (slice, panel, strip) with ``W1``'s rows read in place:
+    the last strip takes only the ``MV`` rows ``W1`` has, the last slice only the ``k`` left,
+    so nothing past either end of ``W1`` is read."""
+    view, base = w1
+    lead = (1,) * (len(base) - 2)
+    l_strips = _ceil_div(l_total, bl.mi1)
+    k_last = k_total - (k_blocks - 1) * kc
+
+    def call(rows: int, ki: int) -> Stmt:
+        return MicroKernelCall(micro_kernel, (
+            Region(view, base, (*lead, rows, ki)),
+            Region(xpack, (jp, const(0), const(0)), (1, ki, bl.nr1)),
+            Region(tile, (ls * bl.mi1, jp * bl.nr1), (rows, bl.nr1))),
+            (("MI", bl.mi1), ("NR", bl.nr1), ("KI", ki), ("MV", rows), ("NC", bl.nr1)))
+
+    def by_rows(ki: int) -> Stmt:
+        rest = l_total - (l_strips - 1) * bl.mi1
+        if rest == bl.mi1:
+            return call(bl.mi1, ki)
+        return IfThenElse(ls < l_strips - 1, call(bl.mi1, ki), call(rest, ki))
+
+    if k_last == kc:
+        return by_rows(kc)
+    return IfThenElse(pc < k_blocks - 1, by_rows(kc), by_rows(k_last))
 
 
 def _pack_slices(name: str, contraction: Contraction, width: int, kc: int, k_blocks: int,
@@ -383,9 +440,11 @@ def _gcd(a: int, b: int) -> int:
 
 
 def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contraction,
-                batch_values: Mapping[IterVar, Expr], n0: Expr, n_total: int, k_total: int,
-                width: int, options: LoweringOptions, lanes: int, to_buffers) -> Stmt:
-    """``xpack[jp, kk, jn] = B1(n = n0 + jp * width + jn, k = kk)``, zero past ``n_total``.
+                batch_values: Mapping[IterVar, Expr], n0: Expr, n_total: int, k0: Expr,
+                k_rows: Expr, width: int, options: LoweringOptions, lanes: int,
+                to_buffers) -> Stmt:
+    """``xpack[jp, kk, jn] = B1(n = n0 + jp * width + jn, k = k0 + kk)`` for ``kk < k_rows``,
+    zero past ``n_total``.
 
     With several pixel axes (a convolution's rows and columns) each panel walks the image rows
     it touches with a vector loop over the row's segment inside the panel (a dynamic extent),
@@ -410,7 +469,7 @@ def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contrac
         column = lo + wv
         flat = row * extent + column
         values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), n_axes[:-1]),
-                  inner: column, **_unflatten(kk, first.k_axes)}
+                  inner: column, **_unflatten(k0 + kk, first.k_axes)}
         where = (jp, kk, flat - start)
         if padded is None:
             store: Stmt = Store(xpack, where, to_buffers(load, values))
@@ -423,25 +482,27 @@ def _pack_block(xpack: Buffer, load: Load, padded: Tensor | None, first: Contrac
                 for e in (body.cond, body.true_value, body.false_value))
             store = IfThenElse(cond, Store(xpack, where, true_value),
                                Store(xpack, where, false_value))
-        copy = For(kk, const(k_total), LoopKind.SERIAL, For(
+        copy = For(kk, k_rows, LoopKind.SERIAL, For(
             hr, const(touched), LoopKind.SERIAL,
             For(wv, maximum(hi - lo, 0), _vector(options), store, lanes=lanes)))
         if n_total % (panels * width) == 0:   # no panel runs past the last pixel
             return For(jp, const(panels), LoopKind.SERIAL, copy)
-        tail = IfThenElse(start + width > n_total, _nest(  # the last block's ragged panels
-            [(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
-            IfThenElse(start + jn >= n_total, Store(xpack, (jp, kk, jn), zero))))
+        tail = IfThenElse(start + width > n_total, For(  # the last block's ragged panels
+            kk, k_rows, LoopKind.SERIAL, For(
+                jn, const(width), _vector(options),
+                IfThenElse(start + jn >= n_total, Store(xpack, (jp, kk, jn), zero)),
+                lanes=lanes)))
         return For(jp, const(panels), LoopKind.SERIAL, Seq((copy, tail)))
     flat = start + jn
     values = {**batch_values, **_unflatten(minimum(flat, n_total - 1), n_axes),
-              **_unflatten(kk, first.k_axes)}
+              **_unflatten(k0 + kk, first.k_axes)}
     source: Expr = load
     if padded is not None:
         source = clamp_guarded_loads(substitute(padded.op.body,
                                                 dict(zip(padded.axes, load.indices))))
     value = select(flat < n_total, to_buffers(source, values), zero)
-    return _nest([(jp, panels, LoopKind.SERIAL, 0), (kk, k_total, LoopKind.SERIAL, 0),
-                  (jn, width, _vector(options), lanes)], Store(xpack, (jp, kk, jn), value))
+    return For(jp, const(panels), LoopKind.SERIAL, For(kk, k_rows, LoopKind.SERIAL, For(
+        jn, const(width), _vector(options), Store(xpack, (jp, kk, jn), value), lanes=lanes)))
 
 
 def _between(chain: ColumnChain, tile: Buffer, batch_values: Mapping[IterVar, Expr], n0: Expr,

@@ -19,8 +19,10 @@ bfloat16 operands with a float32 or bfloat16 result; the axes are grouped as in
    zero-padded to whole panels and to ``KG * G`` rows of ``k``. The loops are written so that
    LLVM's vectoriser turns them into wide loads and byte interleaves (``n`` innermost, the
    group unrolled), or plain copies when ``k`` is B's contiguous axis (``dense`` weights).
-   When ``n`` fuses several axes (a convolution's output pixels), ``<C>_bcols_im2col`` first
-   writes the im2col matrix ``<C>_bcols[batch, K, N]`` row by row, and the packing reads it;
+   When ``n`` fuses several axes (a convolution's output pixels), the packing reads B's
+   im2col matrix, row by row: it writes each block's rows itself into a small buffer (or,
+   when it also sums columns, ``<C>_bcols_im2col`` first writes the whole matrix
+   ``<C>_bcols[batch, K, N]``);
 2. ``<C>`` runs, in parallel over (batch, blocks of ``MC`` rows), for each ``KC`` slice: pack
    the A block into ``[MC/MI, MI, KC/G, G]`` and call the micro-kernel per tile, as the
    float32 lowering (:mod:`~tilecraft.microkernel.lowering`) does, edge tiles through a local
@@ -41,6 +43,18 @@ dtype A is packed in (``packed_a``); when it differs from A's, A is shifted whil
 ``<C>_bcomp[batch, NB, NR] = -s * sum_k B[k, n]``, and every output tile starts from it instead
 of zero. All of it is exact in wrapping int32 arithmetic, so int8 x int8 (what
 ``torch._int_mm`` computes) runs as uint8 x int8 with the same result bit for bit.
+
+The shift can be B's instead (``packed_b``): ``sum a (b + s) = sum ab + s * rowsum(a)``. B is
+packed anyway, so shifting it costs nothing, and an A that is read in place (row-major, ``G``
+divides ``K``: :func:`reads_a_in_place`) then needs no packing pass at all — the target picks
+this for int8 x int8 where it can. The row sums come from the target's row-sum micro-kernel
+(``S[m] += cast(int32, A[m, kg, g])``), called for a strip of rows right after the strip's
+first tile has brought those rows into cache, and are added as each tile is stored; without one,
+the kernel ``<C>_arowcomp_sum`` writes ``<C>_arowcomp[batch * M]`` before the main kernel.
+
+Whole tiles of a single ``k`` slice are computed in a local tile of their own, which a code
+generator keeps in registers: it starts at the column compensation (or 0), the micro-kernel
+accumulates onto it, and it is stored into C once.
 
 bfloat16 products are exact in float32; the micro-kernel accumulates in float32. A bfloat16
 result (``ops.matmul`` of two bfloat16 tensors) is accumulated in the float32 workspace
@@ -64,6 +78,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilecraft.dtypes import DType, as_dtype
+from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Buffer,
@@ -85,6 +100,7 @@ from tilecraft.microkernel.grouped_packing import (
     COLUMN_LANES,
     INT8_TYPES,
     OperandReader,
+    a_row_sums_kernel,
     im2col_kernel,
     k_slices,
     pack_b_kernel,
@@ -175,21 +191,55 @@ def as_grouped_contraction(tensor: Tensor) -> GroupedContraction | None:
     return GroupedContraction(contraction, accumulator)
 
 
+def reads_a_in_place(gc: GroupedContraction, kc: int, options: LoweringOptions) -> bool:
+    """Whether A, unshifted, is read by the micro-kernel where it lies (as ``[rows, KG, G]``):
+    ``k`` is its contiguous trailing axis, ``G`` divides ``K`` and the ``KC`` slices cover
+    ``K`` without padding. Then shifting B instead of A (int8 x int8, uint8 x uint8) saves
+    packing A at all: B is packed anyway.
+
+    >>> from tilecraft import ops, te
+    >>> A = te.placeholder((5, 12), "int8", name="A")
+    >>> B = te.placeholder((12, 20), "int8", name="B")
+    >>> gc = as_grouped_contraction(ops.matmul(A, B))
+    >>> reads_a_in_place(gc, 12, LoweringOptions()), reads_a_in_place(gc, 8, LoweringOptions())
+    (True, False)
+    """
+    c = gc.contraction
+    k_total = c.extents()[3]
+    k_blocks, kc = k_slices(k_total, kc, gc.group)
+    if k_blocks * kc != k_total:
+        return False
+    reader = OperandReader(c.a, c.tensor, c.k_axes, options)
+    return reader.rows_view((*c.batch_axes, *c.m_axes), gc.group) is not None
+
+
 # lowering ------------------------------------------------------------------------------------
 def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blocking: Blocking,
                               options: LoweringOptions,
-                              packed_a: DType | str | None = None) -> list[Kernel]:
+                              packed_a: DType | str | None = None,
+                              packed_b: DType | str | None = None,
+                              row_sums_micro_kernel: str | None = None) -> list[Kernel]:
     """The kernels of ``gc``: [im2col,] pack B, and the main kernel (see the module docstring).
 
     ``micro_kernel`` names the target's micro-kernel with semantics
     ``C[m, n] += cast(acc, A[m, kg, g]) * cast(acc, B[kg, n, g])`` and parameters ``MI``, ``NR``
-    and ``KG`` (groups per call); ``packed_a`` is the dtype it takes A in (default: A's own),
-    int8 and uint8 converting into each other with the compensation described above.
+    and ``KG`` (groups per call); ``packed_a`` / ``packed_b`` are the dtypes it takes A / B in
+    (default: their own), int8 and uint8 converting into each other with the compensation
+    described above — of one operand at most. A shifted B is compensated with A's row sums:
+    by ``row_sums_micro_kernel`` (semantics ``S[m] += cast(int32, A[m, kg, g])``, parameters
+    ``MI`` and ``KG``) for each strip of rows at its first tile when A is read in place, else
+    by the kernel ``<C>_arowcomp_sum`` before the main kernel.
     """
     c, bl = gc.contraction, blocking
     tensor, group, acc_dtype = c.tensor, gc.group, gc.accumulator
     a_packed = as_dtype(packed_a) if packed_a is not None else gc.a_dtype
+    b_packed = as_dtype(packed_b) if packed_b is not None else gc.b_dtype
     shift = packing_shift(gc.a_dtype, a_packed)
+    shift_b = packing_shift(gc.b_dtype, b_packed)
+    if shift and shift_b:
+        raise LoweringError(f"compute {tensor.name}: both operands would be shifted (A "
+                            f"{gc.a_dtype.value} packed as {a_packed.value}, B "
+                            f"{gc.b_dtype.value} as {b_packed.value}); shift one of them only")
     batch, m_total, n_total, k_total = c.extents()
     k_blocks, kc = k_slices(k_total, bl.kc, group)
     kg_slice = kc // group
@@ -200,10 +250,13 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     level = options.param_level
     col_lanes = min(COLUMN_LANES, max(1, options.lanes(acc_dtype)))
 
-    # several n axes (a convolution's output pixels): through the im2col matrix
-    im2col = [im2col_kernel(gc, options)] if len(c.n_axes) > 1 else []
+    # several n axes (a convolution's output pixels): through im2col rows, written by the
+    # packing itself block by block, or (when it sums columns) as a matrix by a kernel first
+    fused_im2col = len(c.n_axes) > 1 and not shift
+    im2col = [im2col_kernel(gc, options)] if len(c.n_axes) > 1 and shift else []
     pack_kernel = pack_b_kernel(gc, bl.nr, bl.kc, shift, options,
-                                im2col[0].params[-1] if im2col else None)
+                                im2col[0].params[-1] if im2col else None, b_packed,
+                                im2col=fused_im2col)
     packed_out = pack_kernel.param(f"{tensor.name}_bpacked")
     packed = Buffer(packed_out.name, packed_out.shape, packed_out.dtype, level=level)
     b_batched = packed.shape[0] > 1
@@ -212,17 +265,28 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
         comp_out = pack_kernel.param(f"{tensor.name}_bcomp")
         comp = Buffer(comp_out.name, comp_out.shape, DType.INT32, level=level)
     a_reader = OperandReader(c.a, tensor, c.k_axes, options)
-    # A read in place when it already is [rows, KG, G] (no shift, no k padding): only a ragged
-    # last strip is packed (zero rows below M)
+    # A read in place when it already is [rows, KG, G] (no shift, no k padding), a ragged
+    # last strip too (the micro-kernel on its rows inside M)
     a_rows = a_reader.rows_view((*c.batch_axes, *c.m_axes), group) \
         if not shift and k_blocks * kc == k_total else None
     partial = m_total % bl.mi
+    # B shifted: each row of C gets -shift_b * sum_k A[m, k]. Where A is read in place the
+    # row-sum micro-kernel sums a strip's rows right after the strip's first tile has brought
+    # them into cache (summed ahead of the tiles, the block's rows came from memory with no
+    # work to hide it: 2% of a 1024^3 GEMM); else a kernel sums them first
+    row_kernel: list[Kernel] = []
+    row_comp: Buffer | None = None
+    block_sums = bool(shift_b and a_rows is not None and row_sums_micro_kernel)
+    if block_sums:
+        row_comp = Buffer(f"{tensor.name}_arowcomp", (mc,), DType.INT32, level=level)
+    elif shift_b:
+        row_kernel = [a_row_sums_kernel(gc, -shift_b, options)]
+        row_comp = row_kernel[0].params[-1]
     # C viewed as [batch, M, N] (its axes are [batch..., m..., n...] plus extent-1 axes)
     out = Buffer(tensor.name, (batch, m_total, n_total), tensor.dtype, level=level)
     acc = out if tensor.dtype is acc_dtype else \
         Buffer(f"{tensor.name}_acc", (batch, m_total, n_total), acc_dtype, level=level)
-    pack_strips = strips if a_rows is None else 1
-    a_pack = Buffer(f"{tensor.name}_apacked", (pack_strips, bl.mi, kg_slice, group), a_packed,
+    a_pack = Buffer(f"{tensor.name}_apacked", (strips, bl.mi, kg_slice, group), a_packed,
                     level=level)
     tile = Buffer(f"{tensor.name}_tile", (bl.mi, bl.nr), acc_dtype,
                   level=options.register_level or level)
@@ -240,13 +304,7 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
         m_values = {**_unflatten(b_index, c.batch_axes),
                     **_unflatten(minimum(m_flat, m_total - 1), c.m_axes)}
         k_index = minimum(k_flat, k_total - 1) if clamp_k else k_flat
-        if a_rows is None:
-            value = shifted(a_reader.value(m_values, k_index), gc.a_dtype, a_packed)
-        else:   # through the same [rows, KG, G] view the in-place strips read
-            row_index = minimum(m_flat, m_total - 1)
-            if batch > 1:
-                row_index = b_index * m_total + row_index
-            value = BufferLoad(a_rows, (row_index, pc * kg_slice + kg, g))
+        value = shifted(a_reader.value(m_values, k_index), gc.a_dtype, a_packed)
         valid = all_of(m_flat < m_total, k_flat < k_total) if clamp_k else m_flat < m_total
         return _nest([(ir, count, LoopKind.SERIAL, 0), (r, bl.mi, LoopKind.SERIAL, 0),
                       (kg, kg_slice, LoopKind.SERIAL, 0), (g, group, LoopKind.UNROLLED, 0)],
@@ -258,10 +316,7 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
         packing = pack_a(mb * mc, strips, False) if k_blocks * kc == k_total else \
             IfThenElse(pc * kc + kc <= k_total, pack_a(mb * mc, strips, False),
                        pack_a(mb * mc, strips, True))
-    elif partial:   # the block holding the ragged strip packs it
-        last_strip = m_total - partial
-        packing = IfThenElse(eq(mb, last_strip // mc), pack_a(const(last_strip), 1, False))
-    else:
+    else:   # read in place, a ragged last strip too (by a micro-kernel of fewer rows)
         packing = None
 
     # output element (row, col) of the tile at strip `is`, panel `jr`
@@ -269,27 +324,84 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     n0 = jr * bl.nr
     out_index = (b_index, m0 + row, n0 + col)
     bp_batch = b_index if b_batched else const(0)
-    initial = BufferLoad(comp, (bp_batch, jr, col)) if comp is not None else const(0, acc_dtype)
-    packed_a_region = Region(a_pack, (ir2 if a_rows is None else const(0), const(0), const(0),
-                                      const(0)), (1, bl.mi, kg_slice, group))
+    if comp is not None:
+        initial: Expr = BufferLoad(comp, (bp_batch, jr, col))
+    elif row_comp is not None and block_sums:
+        initial = BufferLoad(row_comp, (ir2 * bl.mi + row,)) * (-shift_b)
+    elif row_comp is not None:   # clamped: the rows of a ragged strip below M are not stored
+        row_index = minimum(m0 + row, m_total - 1)
+        initial = BufferLoad(row_comp, (b_index * m_total + row_index if batch > 1
+                                        else row_index,))
+    else:
+        initial = const(0, acc_dtype)
+    packed_a_region = Region(a_pack, (ir2, const(0), const(0), const(0)),
+                             (1, bl.mi, kg_slice, group))
     in_place = None if a_rows is None else Region(
         a_rows, (b_index * m_total + m0 if batch > 1 else m0, pc * kg_slice, const(0)),
         (bl.mi, kg_slice, group))
-    b_region = Region(packed, (bp_batch, jr, pc * kg_slice, const(0), const(0)),
-                      (1, 1, kg_slice, bl.nr, group))
-    params = (("MI", bl.mi), ("NR", bl.nr), ("KG", kg_slice))
 
-    def call(c_region: Region, full_strip: bool = True) -> Stmt:
-        a_region = in_place if in_place is not None and full_strip else packed_a_region
+    def call(c_region: Region, rows_used: int = bl.mi, columns_used: int = bl.nr) -> Stmt:
+        """The micro-kernel on the strip's first ``rows_used`` rows (a ragged last strip: no
+        products for rows below M) and ``columns_used`` (a multiple of 16) of the panel's
+        columns (a ragged last panel)."""
+        a_region = in_place if in_place is not None else packed_a_region
+        if rows_used != bl.mi:
+            a_region = Region(a_region.buffer, a_region.base,
+                              (*a_region.extents[:-3], rows_used, *a_region.extents[-2:]))
+        b_region = Region(packed, (bp_batch, jr, pc * kg_slice, const(0), const(0)),
+                          (1, 1, kg_slice, columns_used, group))
+        if (rows_used, columns_used) != (bl.mi, bl.nr):
+            c_region = Region(c_region.buffer, c_region.base,
+                              (*c_region.extents[:-2], rows_used, columns_used))
+        params = (("MI", rows_used), ("NR", columns_used), ("KG", kg_slice))
         return MicroKernelCall(micro_kernel, (a_region, b_region, c_region), params)
 
     def tile_rows(store: Stmt) -> Stmt:
         return _nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, columns, col_lanes)], store)
 
-    # whole tiles: straight into the accumulator, which starts at the compensation (or 0)
-    start = tile_rows(Store(acc, out_index, initial))
-    direct = Seq((IfThenElse(eq(pc, 0), start),
-                  call(Region(acc, (b_index, m0, n0), (1, bl.mi, bl.nr)))))
+    def strip_sums(rows: int) -> Stmt:
+        """row_comp[strip rows] = sum_k A (the strip's rows inside M; 0 below)."""
+        assert row_comp is not None and a_rows is not None and row_sums_micro_kernel
+        r = Var("r")
+        base = b_index * m_total + m0 if batch > 1 else m0
+        return Seq((For(r, const(bl.mi), LoopKind.SERIAL,
+                        Store(row_comp, (ir2 * bl.mi + r,), const(0, DType.INT32))),
+                    MicroKernelCall(row_sums_micro_kernel, (
+                        Region(a_rows, (base, const(0), const(0)),
+                               (rows, a_rows.shape[1], group)),
+                        Region(row_comp, (ir2 * bl.mi,), (rows,))),
+                        (("MI", rows), ("KG", a_rows.shape[1])))))
+
+    first_use: Stmt | None = None   # the row sums, where the strip's tile of panel 0 needs them
+    if block_sums:
+        first_use = IfThenElse(all_of(eq(jr, 0), eq(pc, 0)), strip_sums(bl.mi) if not partial
+                               else IfThenElse(m0 + bl.mi <= m_total, strip_sums(bl.mi),
+                                               strip_sums(partial)))
+
+    def then(*stmts: Stmt | None) -> Stmt:
+        return Seq(tuple(stmt for stmt in stmts if stmt is not None))
+
+    tile_region = Region(tile, (const(0), const(0)), (bl.mi, bl.nr))
+    direct: Stmt
+    if k_blocks == 1:
+        # whole tiles of one k slice: a tile of their own (only ever accessed whole, so that a
+        # code generator can keep it in registers: LLVM promotes it) starts at the
+        # compensation (or 0), the micro-kernel accumulates onto it, it is stored once. (A
+        # start stored into C and reloaded by the micro-kernel cost 1-3% of a 1024^3 GEMM:
+        # LLVM did not forward a zero start into the accumulators.)
+        whole_tile = Buffer(f"{tensor.name}_wtile", (bl.mi, bl.nr), acc_dtype,
+                            level=options.register_level or level)
+        result = BufferLoad(whole_tile, (row, col))   # row sums added last: see first_use
+        direct = Allocate(whole_tile, then(
+            tile_rows(Store(whole_tile, (row, col), const(0, acc_dtype) if block_sums
+                            else initial)),
+            call(Region(whole_tile, (const(0), const(0)), (bl.mi, bl.nr))),
+            first_use,
+            tile_rows(Store(acc, out_index, result + initial if block_sums else result))))
+    else:   # straight into the accumulator, which starts at the compensation (or 0)
+        start = tile_rows(Store(acc, out_index, initial))
+        direct = Seq((IfThenElse(eq(pc, 0), then(first_use, start)),
+                      call(Region(acc, (b_index, m0, n0), (1, bl.mi, bl.nr)))))
     # edge tiles: through the local tile
     in_range = all_of(m0 + row < m_total, n0 + col < n_total)
     safe_index = (b_index, minimum(m0 + row, m_total - 1), minimum(n0 + col, n_total - 1))
@@ -298,19 +410,32 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     # masked vector stores: the condition varies across the lanes of a row
     store_tile = tile_rows(IfThenElse(in_range, Store(acc, out_index,
                                                       BufferLoad(tile, (row, col)))))
-    tile_region = Region(tile, (const(0), const(0)), (bl.mi, bl.nr))
 
-    def edge(full_strip: bool) -> Stmt:
-        return Seq((load_tile, call(tile_region, full_strip), store_tile))
+    # a ragged last panel: the micro-kernel on the 16-column vectors holding its columns only
+    # (N = 196 in panels of 80: 48 columns computed of the last panel's 80)
+    last_columns = bl.nr if bl.nr % COLUMN_LANES else \
+        _ceil_div(n_total - (nb - 1) * bl.nr, COLUMN_LANES) * COLUMN_LANES
 
-    edges = Allocate(tile, edge(True) if in_place is None or not partial else
-                     IfThenElse(m0 + bl.mi <= m_total, edge(True), edge(False)))
+    def edge(rows_used: int, columns_used: int = bl.nr) -> Stmt:
+        return then(first_use, load_tile, call(tile_region, rows_used, columns_used),
+                    store_tile)
+
+    def edge_of_strip(columns_used: int = bl.nr) -> Stmt:
+        return edge(bl.mi, columns_used) if not partial else \
+            IfThenElse(m0 + bl.mi <= m_total, edge(bl.mi, columns_used),
+                       edge(partial, columns_used))
+
+    edges = Allocate(tile, edge_of_strip() if last_columns == bl.nr else IfThenElse(
+        eq(jr, nb - 1), edge_of_strip(last_columns), edge_of_strip()))
     whole = all_of(m0 + bl.mi <= m_total, n0 + bl.nr <= n_total)
     tiles = IfThenElse(whole, direct, IfThenElse(m0 < m_total, edges))
     tile_loops = _nest([(jr, nb, LoopKind.SERIAL, 0), (ir2, strips, LoopKind.SERIAL, 0)], tiles)
     loops = tile_loops if packing is None else Seq((packing, tile_loops))
     body: Stmt = For(pc, const(k_blocks), LoopKind.SERIAL, loops)
-    if a_rows is None or partial:
+    if block_sums:
+        assert row_comp is not None
+        body = Allocate(row_comp, body)
+    if a_rows is None:
         body = Allocate(a_pack, body)
     if acc is not out:   # round the block's float32 sums once into the bfloat16 result
         m_row = mb * mc + row
@@ -322,7 +447,8 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     outer = batch * m_blocks
     body = For(t, const(outer), _parallel(options, outer), body)
     inputs = [a_reader.buffer if a_rows is None else a_rows, packed] + \
-        ([comp] if comp is not None else [])
+        ([comp] if comp is not None else []) + \
+        ([row_comp] if row_comp is not None and not block_sums else [])
     outputs = [out] if acc is out else [out, acc]
     kernel = Kernel(tensor.name, tuple(_unique_params([*inputs, *outputs])),
                     tuple(b.name for b in outputs), body,
@@ -332,13 +458,16 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
                                         f"parallel({outer}) > k-slices({k_blocks}) > "
                                         f"panels({nb}) > strips({strips})"
                                         + (f"; A packed as {a_packed.value} (shift {shift:+d},"
-                                           " compensated)" if shift else "")),
+                                           " compensated)" if shift else "")
+                                        + (f"; B packed as {b_packed.value} (shift "
+                                           f"{shift_b:+d}, compensated by A's row sums)"
+                                           if shift_b else "")),
                            "micro_kernel": micro_kernel})
     # tiles are kept in bounds by the whole-tile / edge conditions around them, which the
     # verifier's interval analysis does not use; the interpreter checks every access instead
     verify_kernel(kernel, options.spec, check_bounds=False)
-    return [*im2col, pack_kernel, kernel]
+    return [*im2col, pack_kernel, *row_kernel, kernel]
 
 
 __all__ = ["Blocking", "GroupedContraction", "as_grouped_contraction",
-           "lower_grouped_contraction"]
+           "lower_grouped_contraction", "reads_a_in_place"]

@@ -13,6 +13,14 @@ The result is two Kernel IR kernels, in the style of BLIS/Goto GEMM:
    edge of C go through a local ``MI x NR`` tile and guarded copies, so the micro-kernel always
    sees whole tiles. A tile is zeroed before its first ``KC`` slice.
 
+   With ``Blocking(pack_a=False)`` and a ``rows_micro_kernel`` (semantics
+   ``C[m, n] += A[m, k] * B[k, n]``), A is not packed: when it is a row-major ``[batch?, M, K]``
+   view of its tensor (a matmul's A, a convolution's weights ``W[k, c, r, s]``), the
+   micro-kernel reads its rows in place. Packing A pays only when each packed value is used by
+   many panels of B; a contraction with few columns (a late convolution layer: 49 pixels, 4608
+   reductions per output channel) spends more time packing A than computing. The last ``KC``
+   slice is then exactly as long as what is left of ``K`` (no padded rows to read).
+
 The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` with parameters
 ``MI``, ``NR``, ``KI``) is all the core knows; the target renders its implementation.
 
@@ -52,7 +60,7 @@ from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.contraction import Contraction
-from tilecraft.te.expr import Expr, IterVar, Load, Var, const, select
+from tilecraft.te.expr import Const, Expr, IterVar, Load, Var, const, select
 from tilecraft.te.functions import all_of, eq, minimum
 from tilecraft.te.tensor import Tensor
 
@@ -61,15 +69,16 @@ from tilecraft.te.tensor import Tensor
 class Blocking:
     """Tile sizes: the micro-kernel's ``mi`` x ``nr`` register tile, the ``kc`` reduction
     slice (the micro-kernel's ``KI``) and the ``mc`` rows of A packed at once (a multiple of
-    ``mi``)."""
+    ``mi``). ``pack_a=False`` reads A in place where it can (see the module docstring)."""
 
     mi: int
     nr: int
     kc: int
     mc: int
+    pack_a: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("mi", "nr", "kc", "mc"):
+        for name in ("mi", "nr", "kc", "mc"):  # pack_a is a flag
             if getattr(self, name) < 1:
                 raise LoweringError(f"micro-kernel blocking: {name} = {getattr(self, name)} "
                                     "must be >= 1")
@@ -143,11 +152,14 @@ def _nest(loops: Sequence[tuple[Var, int, LoopKind, int]], body: Stmt) -> Stmt:
 
 def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blocking,
                       options: LoweringOptions, workspace_level: str | None = None,
-                      pack_level: str | None = None) -> list[Kernel]:
+                      pack_level: str | None = None,
+                      rows_micro_kernel: str | None = None) -> list[Kernel]:
     """The pack-B kernel and the main kernel of ``contraction`` (see the module docstring).
 
     ``micro_kernel`` names the target's micro-kernel with semantics
-    ``C[m, n] += A[k, m] * B[k, n]`` and parameters ``MI``, ``NR``, ``KI``.
+    ``C[m, n] += A[k, m] * B[k, n]`` and parameters ``MI``, ``NR``, ``KI``;
+    ``rows_micro_kernel`` the one with ``C[m, n] += A[m, k] * B[k, n]`` that reads A in place
+    (used when ``blocking.pack_a`` is false and A is a row-major view).
     """
     c, bl = contraction, blocking
     tensor = c.tensor
@@ -181,6 +193,35 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     jr, ir2 = Var("jr"), Var("is")
     b_index = t // m_blocks if batch > 1 else const(0)
     mb = t % m_blocks
+    m0 = mb * mc + ir2 * bl.mi
+    n0 = jr * bl.nr
+    bp_batch = b_index if b_batched else const(0)
+    outer = batch * m_blocks
+    a_rows = None
+    if not bl.pack_a and rows_micro_kernel is not None:
+        a_rows = a_row_view(c, b_index, m0, pc * kc, param_level)
+    if a_rows is not None:  # A read in place: no local buffer, no packing loop
+        a_view, a_base = a_rows
+        k_last = k_total - (k_blocks - 1) * kc
+
+        def slice_tiles(ki: int) -> Stmt:
+            a_region = Region(a_view, a_base, (*(1,) * (len(a_base) - 2), bl.mi, ki))
+            b_region = Region(packed_in, (bp_batch, jr, pc * kc, const(0)), (1, 1, ki, bl.nr))
+            return edge_tiles(rows_micro_kernel, a_region, b_region, out, b_index, m0, n0,
+                              m_total, n_total, bl.mi, bl.nr,
+                              (("MI", bl.mi), ("NR", bl.nr), ("KI", ki)), eq(pc, 0), options,
+                              a_rows_dim=-2)
+
+        tiles = slice_tiles(kc) if k_last == kc else \
+            IfThenElse(pc < k_blocks - 1, slice_tiles(kc), slice_tiles(k_last))
+        body = _nest([(t, outer, _parallel(options, outer), 0),
+                      (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0),
+                      (ir2, strips, LoopKind.SERIAL, 0)], tiles)
+        return [pack_kernel, _main_kernel(
+            tensor, [a_view, packed_in, out], body, rows_micro_kernel,
+            f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A read "
+            f"in place: parallel({outer}) > k-slices({k_blocks}) > panels({nb}) > "
+            f"strips({strips})", options)]
     # pack A: Ap[ir, kq, r] = A(m = mb*mc + ir*mi + r, k = pc*kc + kq), zero outside
     m_flat = mb * mc + ir * bl.mi + r
     k_flat = pc * kc + kq
@@ -202,10 +243,7 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
                    Store(a_pack, (ir, kq, r), select(a_valid, load_a, const(0.0, dtype))))
 
     # output element (row, col) of the tile at strip `is`, panel `jr`
-    m0 = mb * mc + ir2 * bl.mi
-    n0 = jr * bl.nr
     a_region = Region(a_pack, (ir2, const(0), const(0)), (1, kc, bl.mi))
-    bp_batch = b_index if b_batched else const(0)
     b_region = Region(packed_in, (bp_batch, jr, pc * kc, const(0)), (1, 1, kc, bl.nr))
     params = (("MI", bl.mi), ("NR", bl.nr), ("KI", kc))
     tiles = edge_tiles(micro_kernel, a_region, b_region, out, b_index, m0, n0, m_total,
@@ -213,30 +251,53 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     loops = Seq((pack_a, _nest([(jr, nb, LoopKind.SERIAL, 0),
                                 (ir2, strips, LoopKind.SERIAL, 0)], tiles)))
     body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops))
-    outer = batch * m_blocks
     body = For(t, const(outer), _parallel(options, outer), body)
-    main_params = _unique_params([a_buffer, packed_in, out])
-    kernel = Kernel(tensor.name, tuple(main_params), (tensor.name,), body,
+    return [pack_kernel, _main_kernel(
+        tensor, [a_buffer, packed_in, out], body, micro_kernel,
+        f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}: parallel({outer})"
+        f" > k-slices({k_blocks}) > panels({nb}) > strips({strips})", options)]
+
+
+def _main_kernel(tensor: Tensor, params: Sequence[Buffer], body: Stmt, micro_kernel: str,
+                 schedule: str, options: LoweringOptions) -> Kernel:
+    kernel = Kernel(tensor.name, tuple(_unique_params(params)), (tensor.name,), body,
                     attrs={"compute": tensor.name, "statement": tensor.statement(),
-                           "schedule": (f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} "
-                                        f"KC={kc} MC={mc}: parallel({outer}) > k-slices"
-                                        f"({k_blocks}) > panels({nb}) > strips({strips})"),
-                           "micro_kernel": micro_kernel})
+                           "schedule": schedule, "micro_kernel": micro_kernel})
     # tiles are kept in bounds by the whole-tile / edge conditions around them, which the
     # verifier's interval analysis does not use; the interpreter checks every access instead
     verify_kernel(kernel, options.spec, check_bounds=False)
-    return [pack_kernel, kernel]
+    return kernel
+
+
+def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
+               level: str) -> tuple[Buffer, tuple[Expr, ...]] | None:
+    """A as a row-major ``[batch?, M, K]`` view of its tensor and the view's index of element
+    ``(m0, k0)`` in batch ``b_index``: ``None`` unless the tensor's dimensions are the batch,
+    m and k axes in that order (k innermost, so each row of A is contiguous)."""
+    c = contraction
+    if not c.m_axes or not c.k_axes:
+        return None
+    found = grouped_view(c.a, [(c.batch_axes, b_index), (c.m_axes, m0), (c.k_axes, k0)], level)
+    if found is None:
+        return None
+    view, load = found
+    assert isinstance(load, BufferLoad)
+    if len(load.indices) < 2 or load.indices[-2] is not m0 or load.indices[-1] is not k0:
+        return None
+    return view, tuple(load.indices)
 
 
 def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffer,
                b_index: Expr, m0: Expr, n0: Expr, m_total: int, n_total: int, mi: int, nr: int,
                params: tuple[tuple[str, int], ...], first: Expr | None,
-               options: LoweringOptions) -> Stmt:
+               options: LoweringOptions, a_rows_dim: int = -1) -> Stmt:
     """The micro-kernel call for the ``mi x nr`` tile of ``out[b_index]`` at ``(m0, n0)``
     (``m0`` a multiple of ``mi``, ``n0`` of ``nr``): a whole tile, or — on the ragged bottom or
     right edge of C — the same kernel told to write only its ``MV`` valid rows and ``NC``
     valid columns (static: ``m_total % mi`` and ``n_total % nr``), so no tile is copied.
-    ``first``: when true, the tile is zeroed before the call (the first reduction slice)."""
+    ``first``: when true, the tile is zeroed before the call (the first reduction slice).
+    ``a_rows_dim``: which dimension of ``a_region`` holds the tile's rows (the last for A packed
+    ``[KI, MI]``, the one before for A read as rows ``[MI, KI]``)."""
     row, col = Var("row"), Var("col")
     lanes = max(1, options.lanes(out.dtype))
 
@@ -245,7 +306,9 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
                      Store(out, (b_index, m0 + row, n0 + col), const(0, out.dtype)))
         # the operands' strides come from their buffers: narrowing the regions to the written
         # rows and columns changes no address, only what the declared semantics covers
-        a_part = Region(a_region.buffer, a_region.base, (*a_region.extents[:-1], rows))
+        a_extents = list(a_region.extents)
+        a_extents[a_rows_dim] = rows
+        a_part = Region(a_region.buffer, a_region.base, tuple(a_extents))
         b_part = Region(b_region.buffer, b_region.base, (*b_region.extents[:-1], cols))
         call = MicroKernelCall(micro_kernel, (
             a_part, b_part, Region(out, (b_index, m0, n0), (1, rows, cols))),
@@ -282,34 +345,76 @@ def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[Ite
     panels = _ceil_div(w_total, width)
     batched = any(a in _axes_in(load) for a in batch_axes)
     batch = _product_of(batch_axes) if batched else 1
-    source = Buffer(load.tensor.name, load.tensor.shape, dtype, level=options.param_level)
-    view = grouped_view(load, [(batch_axes, const(0)), (width_axes, const(0)),
-                               (k_axes, const(0))], options.param_level)
-    if view is not None:  # read through the flat view: no div/mod per element
-        source = view[0]
+    source = operand_source(load, batch_axes, width_axes, k_axes, options)
     packed = Buffer(name, (batch, panels, k_padded, width), dtype,
                     level=level or options.param_level)
-    t, kk, jn, kz = Var("t"), Var("kk"), Var("jn"), Var("kz")
+    t, jn, kz = Var("t"), Var("jn"), Var("kz")
     pb = t // panels if batch > 1 else const(0)
     jb = t % panels
+    panel = panel_copy(load, tensor, source, batch_axes, width_axes, k_axes, width, options,
+                       pb if batched else None, jb, const(0), k_total, packed, (pb, jb))
+    if k_padded > k_total:
+        zero_rows = _nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
+                           (jn, width, _vector(options), lanes)],
+                          Store(packed, (pb, jb, kz + k_total, jn), const(0.0, dtype)))
+        panel = Seq((panel, zero_rows))
+    outer = batch * panels
+    kernel = Kernel(f"{name}_pack", (source, packed), (packed.name,),
+                    For(t, const(outer), _parallel(options, outer), panel),
+                    attrs={"compute": tensor.name, "role": role,
+                           "schedule": f"{role}: {panels} panels of {k_padded}x{width}"})
+    verify_kernel(kernel, options.spec, check_bounds=False)  # guarded: see panel_copy
+    return kernel
+
+
+def operand_source(load: Load, batch_axes: Sequence[IterVar], width_axes: Sequence[IterVar],
+                   k_axes: Sequence[IterVar], options: LoweringOptions) -> Buffer:
+    """The parameter buffer :func:`panel_copy` reads ``load``'s tensor through: a flat
+    ``[batch?, W, K]`` view when its dimensions are the groups in that order (no div/mod per
+    element), the tensor itself otherwise."""
+    source = Buffer(load.tensor.name, load.tensor.shape, load.tensor.dtype,
+                    level=options.param_level)
+    view = grouped_view(load, [(batch_axes, const(0)), (width_axes, const(0)),
+                               (k_axes, const(0))], options.param_level)
+    return view[0] if view is not None else source
+
+
+def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[IterVar],
+               width_axes: Sequence[IterVar], k_axes: Sequence[IterVar], width: int,
+               options: LoweringOptions, pb: Expr | None, jb: Expr, k0: Expr, k_rows: int,
+               dest: Buffer, dest_prefix: Sequence[Expr]) -> Stmt:
+    """Copy panel ``jb`` of the operand read by ``load`` — ``width`` consecutive values of the
+    fused ``width_axes`` (zeros past their extent W), rows ``k0 .. k0 + k_rows - 1`` of the
+    fused ``k_axes`` (all inside K) — into ``dest[*dest_prefix, kk, col]``. ``pb``: the flat
+    batch index (``None`` when the operand has no batch axes); ``source`` from
+    :func:`operand_source`."""
+    dtype = load.tensor.dtype
+    lanes = max(1, options.lanes(dtype))
+    w_total = _product_of(width_axes)
+    viewed = source.shape != load.tensor.shape or source.name != load.tensor.name
+    kk, jn = Var("kk"), Var("jn")
     w_flat = jb * width + jn
-    batch_values = _unflatten(pb, batch_axes) if batched else {}
+    batch_values = _unflatten(pb, batch_axes) if pb is not None else {}
+    k_flat = k0 + kk if not (isinstance(k0, Const) and k0.value == 0) else kk
+    prefix = tuple(dest_prefix)
 
     def store(clamp: bool) -> Stmt:
         # clamped indices (and a select) only where the panel runs past W: elsewhere the load
         # stays affine in jn (a contiguous vector load when the operand is contiguous there)
         w_index = minimum(w_flat, w_total - 1) if clamp else w_flat
-        values = {**batch_values, **_unflatten(w_index, width_axes), **_unflatten(kk, k_axes)}
+        values = {**batch_values, **_unflatten(w_index, width_axes),
+                  **_unflatten(k_flat, k_axes)}
         value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
-        if view is not None:
-            found = grouped_view(load, [(batch_axes, pb), (width_axes, w_index), (k_axes, kk)],
+        if viewed:
+            found = grouped_view(load, [(batch_axes, pb if pb is not None else const(0)),
+                                        (width_axes, w_index), (k_axes, k_flat)],
                                  options.param_level)
             assert found is not None and isinstance(found[1], BufferLoad)
             value = BufferLoad(source, found[1].indices)
         if clamp:
             value = select(w_flat < w_total, value, const(0.0, dtype))
-        return _nest([(kk, k_total, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
-                     Store(packed, (pb, jb, kk, jn), value))
+        return _nest([(kk, k_rows, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
+                     Store(dest, (*prefix, kk, jn), value))
 
     def by_rows() -> Stmt:
         # several width axes (a convolution's h, w): walk the rows the panel touches with a
@@ -323,37 +428,24 @@ def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[Ite
         row = (jb * width) // extent + hr
         flat = row * extent + wv
         values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), width_axes[:-1]),
-                  inner: wv, **_unflatten(kk, k_axes)}
+                  inner: wv, **_unflatten(k_flat, k_axes)}
         value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
         inside = all_of(flat >= jb * width, flat < jb * width + width, flat < w_total)
-        copy = _nest([(kk, k_total, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
+        copy = _nest([(kk, k_rows, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
                       (wv, extent, _vector(options), lanes)],
-                     IfThenElse(inside, Store(packed, (pb, jb, kk, flat - jb * width), value)))
+                     IfThenElse(inside, Store(dest, (*prefix, kk, flat - jb * width), value)))
         if w_total % width == 0:
             return copy
-        zero_tail = _nest([(kk, k_total, LoopKind.SERIAL, 0),
+        zero_tail = _nest([(kk, k_rows, LoopKind.SERIAL, 0),
                            (jn, width, _vector(options), lanes)],
                           IfThenElse(w_flat >= w_total,
-                                     Store(packed, (pb, jb, kk, jn), const(0.0, dtype))))
+                                     Store(dest, (*prefix, kk, jn), const(0.0, dtype))))
         return Seq((copy, zero_tail))
 
-    if len(width_axes) >= 2 and width_axes[-1].extent < w_total:
-        panel: Stmt = by_rows()
-    else:
-        panel = store(False) if w_total % width == 0 else \
-            IfThenElse(jb * width + width <= w_total, store(False), store(True))
-    if k_padded > k_total:
-        zero_rows = _nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
-                           (jn, width, _vector(options), lanes)],
-                          Store(packed, (pb, jb, kz + k_total, jn), const(0.0, dtype)))
-        panel = Seq((panel, zero_rows))
-    outer = batch * panels
-    kernel = Kernel(f"{name}_pack", (source, packed), (packed.name,),
-                    For(t, const(outer), _parallel(options, outer), panel),
-                    attrs={"compute": tensor.name, "role": role,
-                           "schedule": f"{role}: {panels} panels of {k_padded}x{width}"})
-    verify_kernel(kernel, options.spec, check_bounds=False)  # guarded: see store
-    return kernel
+    if len(width_axes) >= 2 and width_axes[-1].extent < w_total and not viewed:
+        return by_rows()  # a flat view is contiguous along its width already: no rows walk
+    return store(False) if w_total % width == 0 else \
+        IfThenElse(jb * width + width <= w_total, store(False), store(True))
 
 
 def _product_of(axes: Sequence[IterVar]) -> int:

@@ -16,11 +16,13 @@ of another's output (a 3x3 second convolution, chain C6) stays unfused, with a n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.chain import Chain, ChainBlocking, as_chain, lower_chain
+from tilecraft.microkernel.chain_rows import lower_chain_rows, rows_applicable
 from tilecraft.microkernel.column_chain import (
     ColumnBlocking,
     ColumnChain,
@@ -32,7 +34,11 @@ from tilecraft.target.base import FusedGroup
 from tilecraft.te.expr import Reduce
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import loads_in
-from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32, register_blocking_candidates
+from tilecraft_x86_avx512.microkernels import (
+    OUTER_PRODUCT_F32,
+    OUTER_PRODUCT_F32_ROWS,
+    register_blocking_candidates,
+)
 
 #: one core's fp32 FMA peak and its L3 read bandwidth (TOOLCHAINS.md), for the block-size model
 PEAK_FLOPS_PER_CORE = 262e9
@@ -44,14 +50,16 @@ MIN_CHAIN_FLOPS = 2 * 64 * 64 * 64
 def _tiles() -> list[tuple[int, int, float]]:
     """Feasible Eq. 3.4 register tiles ``(MI, NR, intensity)`` the template can render."""
     tiles = []
+    mi_max = OUTER_PRODUCT_F32.parameters["MI"].maximum or 32
     for cand in register_blocking_candidates(32, 256):
         nr = cand.ni * 16
-        if nr in OUTER_PRODUCT_F32.parameters["NR"].choices:
+        if nr in OUTER_PRODUCT_F32.parameters["NR"].choices and cand.mi <= mi_max:
             tiles.append((cand.mi, nr, cand.intensity))
     return tiles
 
 
-def chain_blocking(chain: Chain, l2_bytes: int, threads: int) -> tuple[ChainBlocking | None, str]:
+def chain_blocking(chain: Chain, l2_bytes: int, threads: int,
+                   rows: bool = False) -> tuple[ChainBlocking | None, str]:
     """Tiles for ``chain``, or ``None`` and the reason it does not fit.
 
     Every pair of register tiles (``T^T``'s and ``E``'s) and every block size ``MC`` (a
@@ -59,7 +67,9 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int) -> tuple[ChainBloc
     Eq. 3.4 intensities times the fraction of useful work left after padding ``M`` to blocks,
     ``L`` to strips and ``N`` to panels, by how evenly the blocks spread over the cores, and by
     the share of a block's time spent computing rather than re-reading the packed ``B1`` and
-    ``D`` (larger blocks reuse them more); the best wins.
+    ``D`` (larger blocks reuse them more); the best wins. ``rows``: the tile of ``T`` is
+    ``MC x L`` (:mod:`~tilecraft.microkernel.chain_rows`), ``L`` padded to ``NR1`` columns and
+    ``MC`` a multiple of both tiles' rows.
     """
     batch, m_total, l_total, k_total = chain.first.extents()
     _, _, n_total, _ = chain.second.extents()
@@ -67,9 +77,9 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int) -> tuple[ChainBloc
     best: tuple[float, ChainBlocking] | None = None
     smallest = None
     for mi1, nr1, ai1 in _tiles():
-        l_padded = math.ceil(l_total / mi1) * mi1
+        l_padded = math.ceil(l_total / (nr1 if rows else mi1)) * (nr1 if rows else mi1)
         for mi2, nr2, ai2 in _tiles():
-            step = math.lcm(nr1, mi2)
+            step = math.lcm(mi1 if rows else nr1, mi2)
             need = 4 * l_padded * step
             smallest = need if smallest is None else min(smallest, need)
             mc = step
@@ -83,7 +93,8 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int) -> tuple[ChainBloc
                 reload = 4 * l_total * (k_total + n_total) / L3_BYTES_PER_SECOND
                 score = min(ai1, ai2) * use * balance * compute / (compute + reload)
                 if best is None or score > best[0] + 1e-9:
-                    best = (score, ChainBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc))
+                    best = (score, ChainBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc,
+                                                 rows=rows))
                 mc += step
     if best is None:
         return None, (f"the smallest intermediate tile ({l_total} x a block of rows) needs "
@@ -94,8 +105,9 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int) -> tuple[ChainBloc
 def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
                           l1_bytes: int = 49152) -> tuple[ColumnBlocking | None, str]:
     """Tiles for a column chain (a convolution chain), or ``None`` and the reason it does not
-    fit. As :func:`chain_blocking`, with blocks of ``NC`` pixels: the block's packed im2col
-    columns (``K x NC``) and the ``L x NC`` intermediate tile must fit half of L2; the register
+    fit. As :func:`chain_blocking`, with blocks of ``NC`` pixels: a ``KC`` slice of the block's
+    packed im2col columns (``KC x NC``) and the ``L x NC`` intermediate tile must fit half of
+    L2; the register
     tiles' Eq. 3.4 intensities are weighed by the flops each product does, and each block
     re-reads both packed weights. The first product's reduction is sliced so that a
     ``KC x NR1`` panel of the packed input fills half of L1 (as in the GEMM template)."""
@@ -107,9 +119,10 @@ def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
     smallest = None
     for mi1, nr1, ai1 in _tiles():
         l_padded = math.ceil(l_total / mi1) * mi1
+        kc = max(16, min(k_total, (l1_bytes // 2) // (4 * nr1) // 16 * 16 or 16))
         for mi2, nr2, ai2 in _tiles():
             step = math.lcm(nr1, nr2)
-            per_column = 4 * (l_padded + k_total)
+            per_column = 4 * (l_padded + kc)
             smallest = per_column * step if smallest is None else \
                 min(smallest, per_column * step)
             intensity = (flops1 + flops2) / (flops1 / ai1 + flops2 / ai2)
@@ -123,15 +136,30 @@ def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
                 reload = 4 * l_total * (k_total + m_total) / L3_BYTES_PER_SECOND
                 score = intensity * use * balance * compute / (compute + reload)
                 if best is None or score > best[0] + 1e-9:
-                    kc = max(16, min(k_total, (l1_bytes // 2) // (4 * nr1) // 16 * 16 or 16))
                     best = (score, ColumnBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, nc=nc,
                                                   kc=kc))
                 nc += step
     if best is None:
-        return None, (f"the smallest block ({k_total} packed input rows and {l_total} "
+        return None, (f"the smallest block (a slice of packed input rows and {l_total} "
                       f"intermediate rows of a panel of columns) needs {(smallest or 0) // 1024}"
                       f" KB, more than half of L2 ({budget // 1024} KB)")
     return best[1], ""
+
+
+def _decide_pad_folding(chain: ColumnChain) -> ColumnChain:
+    """Keep a folded pad only where it pays. The folded packing branches per lane, so every
+    load of an im2col row is masked; a pad kernel costs one pass over the input, after which
+    stride-1 rows load contiguously without masks. The packing reads ``R*S/stride^2`` times the
+    input (9 for a 3x3 stride-1 convolution, 2.25 at stride 2). Measured side by side on one
+    thread (strided loads as shuffles): folding loses 13% on C3 (stride 1) and wins 5-10% on
+    C1/C2 (stride 2) and 25% on C5 (stride 4). So fold when the packing reads less than 4
+    times what the pad writes."""
+    if chain.padded is None:
+        return chain
+    _, _, n_total, k_total = chain.first.extents()
+    if 4 * math.prod(chain.padded.shape) > n_total * k_total:
+        return chain
+    return dataclasses.replace(chain, padded=None)
 
 
 def _windowed_producer(tensor: Tensor) -> Tensor | None:
@@ -185,13 +213,22 @@ def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
         if chain.flops < MIN_CHAIN_FLOPS:
             continue
         if isinstance(chain, ColumnChain):
+            chain = _decide_pad_folding(chain)
+            names = tuple(t.name for t in chain.computes)
+            label = " -> ".join(names)
             column_blocking, reason = column_chain_blocking(chain, l2_bytes, threads, l1_bytes)
             kernels = [] if column_blocking is None else lower_column_chain(
-                chain, OUTER_PRODUCT_F32.name, column_blocking, options)
+                chain, OUTER_PRODUCT_F32.name, column_blocking, options,
+                rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
         else:
-            blocking, reason = chain_blocking(chain, l2_bytes, threads)
-            kernels = [] if blocking is None else lower_chain(
-                chain, OUTER_PRODUCT_F32.name, blocking, options)
+            rows = rows_applicable(chain, options.param_level)
+            blocking, reason = chain_blocking(chain, l2_bytes, threads, rows=rows)
+            if blocking is None:
+                kernels = []
+            elif rows:
+                kernels = lower_chain_rows(chain, OUTER_PRODUCT_F32_ROWS.name, blocking, options)
+            else:
+                kernels = lower_chain(chain, OUTER_PRODUCT_F32.name, blocking, options)
         if not kernels:
             groups.append(FusedGroup((), (), (f"chain {label} not fused: {reason}",)))
             continue

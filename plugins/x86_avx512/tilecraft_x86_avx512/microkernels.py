@@ -3,6 +3,8 @@
 ``outer_product_f32`` is Algorithm 2: ``C[MI, NR] += A[KI, MI]^T x B[KI, NR]`` on float32 with
 the ``MI x NR/16`` accumulators in zmm registers for the whole ``k`` loop. Its implementation
 is the Jinja template ``templates/outer_product.ll.jinja`` (LLVM IR), rendered per parameter set.
+``outer_product_f32_rows`` is the same kernel reading A in place as rows ``[MI, KI]`` (a
+row-major matrix or a convolution's weights, not packed).
 
 The same register tile on dot-product instructions, where each 32-bit lane takes a group of
 ``k`` values per step (operands packed with the group innermost, A ``[MI, KG, group]``,
@@ -11,6 +13,9 @@ B ``[KG, NR, group]``):
 A operand is the unsigned / the signed one) in ``templates/vnni_u8s8.ll.jinja``, and
 ``dot_bf16`` (``vdpbf16ps``, 2 bfloat16 per lane, float32 accumulators) in
 ``templates/dot_bf16.ll.jinja``. Their register budget is that of Eq. 3.4 as well.
+``vnni_row_sums_s8`` / ``vnni_row_sums_u8`` (``templates/vnni_row_sums.ll.jinja``) sum rows of
+int8 / uint8 groups, ``vpdpbusd`` against ones, 64 bytes a step: the compensation of an
+operand shifted by 128 (int8 x int8 runs as int8 x uint8 with B shifted).
 
 :func:`register_blocking` solves Eq. 3.4 for the register tile: maximise the arithmetic
 intensity ``MI*NI*KI / (KI*(MI+NI) + 2*MI*NI)`` subject to ``MI*NI + NI + MII <= registers``.
@@ -22,6 +27,8 @@ RegisterBlocking(mi=5, ni=5, mii=1, intensity=2.452)
 >>> "fma.v16f32" in render("outer_product_f32", {"MI": 2, "NR": 16, "KI": 4}, "mk")
 True
 >>> "vpdpbusd" in render("vnni_s8u8", {"MI": 2, "NR": 16, "KG": 3}, "mk")
+True
+>>> "masked.load" in render("vnni_row_sums_s8", {"MI": 3, "KG": 17}, "mk")   # 16 + 1 groups
 True
 """
 
@@ -36,33 +43,48 @@ import jinja2
 from tilecraft.errors import CodegenError
 from tilecraft.target.microkernel import MicroKernelDecl
 
+
+def _outer_product_decl(name: str, description: str, a_rows: bool) -> MicroKernelDecl:
+    """Algorithm 2's float32 outer product; A packed k-major ``[KI, MI]`` (``a_rows=False``) or
+    read in place as ``[MI, KI]`` rows (``a_rows=True``)."""
+    a_shape, a_index = (["MV", "KI"], ["m", "k"]) if a_rows else (["KI", "MV"], ["k", "m"])
+    a_term = "A[m, k]" if a_rows else "A[k, m]"
+    return MicroKernelDecl(
+        name=name, description=description,
+        loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
+               {"name": "n", "extent": "NC", "kind": "spatial"},
+               {"name": "k", "extent": "KI", "kind": "reduce"}],
+        operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": a_shape,
+                   "index": a_index},
+                  {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NC"],
+                   "index": ["k", "n"]},
+                  {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
+                   "index": ["m", "n"]}],
+        semantics=f"C[m, n] += {a_term} * B[k, n]",
+        template="templates/outer_product.ll.jinja",
+        parameters={"MI": {"default": 5, "minimum": 1, "maximum": 28,
+                           "description": "rows of the register tile"},
+                    "NR": {"default": 80, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
+                           "description": "columns of the register tile (NI zmm vectors of 16)"},
+                    "KI": {"default": 256, "minimum": 1, "maximum": 4096,
+                           "description": "k steps per call (the KC slice)"},
+                    "MV": {"default": 5, "minimum": 1, "maximum": 28,
+                           "description": "rows of C written (MV <= MI; fewer on the ragged "
+                                          "edge)"},
+                    "NC": {"default": 80, "minimum": 1, "maximum": 128,
+                           "description": "columns of C written (NC <= NR; fewer on the ragged "
+                                          "edge)"}})
+
+
 #: Algorithm 2's outer-product kernel on float32 (A packed k-major, MI per k; B NR per k)
-OUTER_PRODUCT_F32 = MicroKernelDecl(
-    name="outer_product_f32",
-    description="register-tile outer product (thesis Algorithm 2): C[MI,NR] += A[KI,MI]^T B[KI,NR]",
-    loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
-           {"name": "n", "extent": "NC", "kind": "spatial"},
-           {"name": "k", "extent": "KI", "kind": "reduce"}],
-    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "MV"],
-               "index": ["k", "m"]},
-              {"name": "B", "role": "src", "dtype": "float32", "shape": ["KI", "NC"],
-               "index": ["k", "n"]},
-              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
-               "index": ["m", "n"]}],
-    semantics="C[m, n] += A[k, m] * B[k, n]",
-    template="templates/outer_product.ll.jinja",
-    parameters={"MI": {"default": 5, "minimum": 1, "maximum": 28,
-                       "description": "rows of the register tile"},
-                "NR": {"default": 80, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
-                       "description": "columns of the register tile (NI zmm vectors of 16)"},
-                "KI": {"default": 256, "minimum": 1, "maximum": 4096,
-                       "description": "k steps per call (the KC slice)"},
-                "MV": {"default": 5, "minimum": 1, "maximum": 28,
-                       "description": "rows of C written (MV <= MI; fewer on the ragged edge)"},
-                "NC": {"default": 80, "minimum": 1, "maximum": 128,
-                       "description": "columns of C written (NC <= NR; fewer on the ragged "
-                                      "edge)"}},
-)
+OUTER_PRODUCT_F32 = _outer_product_decl(
+    "outer_product_f32",
+    "register-tile outer product (thesis Algorithm 2): C[MI,NR] += A[KI,MI]^T B[KI,NR]", False)
+#: the same register tile reading A in place, row-major ``[MI, KI]`` (no packing of A: for
+#: contractions with few panels of B, where each packed A value would be used only a few times)
+OUTER_PRODUCT_F32_ROWS = _outer_product_decl(
+    "outer_product_f32_rows",
+    "register-tile outer product, A read in place: C[MI,NR] += A[MI,KI] B[KI,NR]", True)
 
 
 def _grouped_decl(name: str, description: str, a: str, b: str, c: str, group: int,
@@ -104,9 +126,34 @@ VNNI_S8U8 = _grouped_decl(
 DOT_BF16 = _grouped_decl(
     "dot_bf16", "AVX512-BF16 register tile: C[MI,NR] f32 += A[MI,KG,2] bf16 . B[KG,NR,2] bf16",
     "bfloat16", "bfloat16", "float32", 2, "templates/dot_bf16.ll.jinja")
+def _row_sums_decl(name: str, a: str) -> MicroKernelDecl:
+    """Row sums of ``MI`` rows of ``KG`` groups of 4 bytes (the compensation of the other
+    operand's shift by 128): ``S[m] += sum A[m, kg, g]``; the groups of a row contiguous."""
+    return MicroKernelDecl(
+        name=name, description=f"AVX512-VNNI row sums: S[MI] s32 += sum A[MI,KG,4] {a}",
+        loops=[{"name": "m", "extent": "MI", "kind": "spatial"},
+               {"name": "kg", "extent": "KG", "kind": "reduce"},
+               {"name": "g", "extent": 4, "kind": "reduce"}],
+        operands=[{"name": "A", "role": "src", "dtype": a, "shape": ["MI", "KG", 4],
+                   "index": ["m", "kg", "g"]},
+                  {"name": "S", "role": "dst", "dtype": "int32", "shape": ["MI"],
+                   "index": ["m"]}],
+        semantics="S[m] += cast(int32, A[m, kg, g])",
+        template="templates/vnni_row_sums.ll.jinja",
+        parameters={"MI": {"default": 6, "minimum": 1, "maximum": 28,
+                           "description": "rows summed at once (interleaved)"},
+                    "KG": {"default": 64, "minimum": 1, "maximum": 1 << 20,
+                           "description": "groups of 4 bytes per row"}})
+
+
+#: sums of int8 rows (vpdpbusd with ones as the unsigned operand)
+VNNI_ROW_SUMS_S8 = _row_sums_decl("vnni_row_sums_s8", "int8")
+#: sums of uint8 rows (vpdpbusd with ones as the signed operand)
+VNNI_ROW_SUMS_U8 = _row_sums_decl("vnni_row_sums_u8", "uint8")
 
 MICRO_KERNELS: dict[str, MicroKernelDecl] = {
-    decl.name: decl for decl in (OUTER_PRODUCT_F32, VNNI_U8S8, VNNI_S8U8, DOT_BF16)}
+    decl.name: decl for decl in (OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS, VNNI_U8S8,
+                                 VNNI_S8U8, DOT_BF16, VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8)}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -121,10 +168,20 @@ LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
                      ("<16 x float>", "<32 x bfloat>", "<32 x bfloat>")),),
 }
 LLVM_DECLARATIONS[VNNI_S8U8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name]
+LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name] + (
+    ("llvm.masked.load.v64i8.p0", "<64 x i8>", ("ptr", "<64 x i1>", "<64 x i8>")),
+    ("llvm.vector.reduce.add.v16i32", "i32", ("<16 x i32>",)))
+LLVM_DECLARATIONS[VNNI_ROW_SUMS_U8.name] = LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name]
+LLVM_DECLARATIONS[OUTER_PRODUCT_F32_ROWS.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name]
 
 #: template variables beyond the parameters: which vpdpbusd operand the broadcast A is
-_TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {VNNI_U8S8.name: {"A_UNSIGNED": True},
-                                                   VNNI_S8U8.name: {"A_UNSIGNED": False}}
+_TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
+    VNNI_U8S8.name: {"A_UNSIGNED": True},
+    VNNI_S8U8.name: {"A_UNSIGNED": False},
+    VNNI_ROW_SUMS_S8.name: {"A_UNSIGNED": False},
+    VNNI_ROW_SUMS_U8.name: {"A_UNSIGNED": True},
+    OUTER_PRODUCT_F32.name: {"A_ROWS": False},
+    OUTER_PRODUCT_F32_ROWS.name: {"A_ROWS": True}}
 
 #: k steps per iteration of the template's k loop
 UNROLL = 4
@@ -183,10 +240,10 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
         values = decl.resolve(dict(params))
     except Exception as err:  # TargetError from resolve
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: {err}") from err
-    if values["NR"] % 16:
+    if values.get("NR", 16) % 16:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")
-    if name == OUTER_PRODUCT_F32.name:
+    if name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name):
         values["MV"] = params.get("MV", values["MI"])
         values["NC"] = params.get("NC", values["NR"])
         if values["MV"] > values["MI"] or values["NC"] > values["NR"]:
@@ -203,6 +260,7 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
                            f"failed to render: {err}") from err
 
 
-__all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32", "VNNI_S8U8",
+__all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
+           "OUTER_PRODUCT_F32_ROWS", "VNNI_ROW_SUMS_S8", "VNNI_ROW_SUMS_U8", "VNNI_S8U8",
            "VNNI_U8S8", "RegisterBlocking", "register_blocking",
            "register_blocking_candidates", "render"]

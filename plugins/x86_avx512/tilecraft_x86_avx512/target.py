@@ -40,8 +40,9 @@ from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
+from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
 from tilecraft_x86_avx512.fusion import fuse_chains
-from tilecraft_x86_avx512.gemm_template import lower_with_template, template_space
+from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.host import HostInfo, read_cpuinfo
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
@@ -85,15 +86,16 @@ class X86Avx512Target(Target):
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
         """The micro-kernel template's tunable parameters (see :mod:`.gemm_template`)."""
         levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
-        return template_space(tensor, levels.get("L1") or 49152, levels.get("L2") or 1 << 20,
-                              self.threads)
+        return template_space(template_view(tensor), levels.get("L1") or 49152,
+                              levels.get("L2") or 1 << 20, self.threads)
 
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
-        """Contractions go through the micro-kernel template (:mod:`.gemm_template`)."""
+        """Contractions go through the micro-kernel template (:mod:`.gemm_template`); grouped,
+        depthwise and transposed convolutions are first rewritten (:mod:`.conv_variants`)."""
         levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
-        return lower_with_template(tensor, options, levels.get("L1") or 49152,
-                                   levels.get("L2") or 1 << 20, self.threads, config)
+        return lower_conv_variant(tensor, options, levels.get("L1") or 49152,
+                                  levels.get("L2") or 1 << 20, self.threads, config)
 
     # availability ----------------------------------------------------------------------------
     def available(self) -> Availability:

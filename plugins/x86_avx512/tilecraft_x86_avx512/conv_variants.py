@@ -1,0 +1,54 @@
+"""Grouped, depthwise and transposed convolutions on the x86 templates (thesis Table 4.2).
+
+Each is rewritten into computes the fast paths already handle:
+
+- a grouped convolution (output channel ``k = g * Kg + kk``) has that axis split in two
+  (:func:`~tilecraft.microkernel.conv_groups.split_grouped_axis`): a batched contraction with
+  the group as batch, run by the micro-kernel template;
+- a transposed convolution becomes the contraction ``cols = W^T x X`` on the template and a
+  col2im gather (:mod:`tilecraft.microkernel.col2im`), instead of the gather form that
+  multiplies ``stride^nd`` times too often; the gather runs phase by phase
+  (:mod:`tilecraft.microkernel.col2im_kernel`) with contiguous loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.microkernel.col2im import as_transposed_conv, transposed_as_gemm
+from tilecraft.microkernel.col2im_kernel import lower_col2im
+from tilecraft.microkernel.conv_groups import split_grouped_axis
+from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.gemm_template import lower_with_template
+
+
+def template_view(tensor: Tensor) -> Tensor:
+    """The compute whose micro-kernel template parameters stand for ``tensor``'s: the
+    contraction of a transposed convolution, the group-split form of a grouped one, else
+    ``tensor`` itself."""
+    conv = as_transposed_conv(tensor)
+    if conv is not None:
+        return transposed_as_gemm(conv)[0]
+    return split_grouped_axis(tensor) or tensor
+
+
+def lower_conv_variant(tensor: Tensor, options: LoweringOptions, l1_bytes: int, l2_bytes: int,
+                       threads: int, config: Mapping[str, Any] | None = None
+                       ) -> list[Kernel] | None:
+    """The kernels of ``tensor`` on the x86 templates (see the module docstring), or ``None``
+    when none applies and no ``config`` forces the micro-kernel template."""
+    conv = as_transposed_conv(tensor)
+    if conv is not None:
+        cols, _ = transposed_as_gemm(conv)
+        kernels = lower_with_template(cols, options, l1_bytes, l2_bytes, threads, config)
+        if kernels is None:
+            return None
+        return [*kernels, lower_col2im(conv, cols.name, options)]
+    return lower_with_template(split_grouped_axis(tensor) or tensor, options, l1_bytes,
+                               l2_bytes, threads, config)
+
+
+__all__ = ["lower_conv_variant", "template_view"]
