@@ -5,7 +5,8 @@ softmax over ``L`` between. tilecraft fuses each into one kernel (``Target.fuse`
 eager runs ``bmm``/``softmax``/``bmm``; numpy runs ``matmul`` twice (unfused) with its default
 OpenBLAS kernel and, in a subprocess, with ``OPENBLAS_CORETYPE=SkylakeX`` (the AVX-512 kernel).
 Prints GFLOP/s, the ratios and their geomeans, and the compile time of each chain.
-Run: ``python bench/bench_chains.py`` (``--quick``: G1, G4, G10).
+Run: ``python bench/bench_chains.py`` (``--quick``: G1, G4, G10; ``--threads 1``: one thread
+count only).
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ def _program(b, m, n, k, l, softmax):
 
 def main() -> None:
     names = ["G1", "G4", "G10"] if "--quick" in sys.argv else list(CHAINS)
+    thread_counts = (1, 2)
+    if "--threads" in sys.argv:
+        thread_counts = tuple(int(t) for t in
+                              sys.argv[sys.argv.index("--threads") + 1].split(","))
     rng = np.random.default_rng(0)
-    for threads in (1, 2):
+    for threads in thread_counts:
         torch = load_torch(threads)
         for softmax in (False, True):
             jobs = [[name, CHAINS[name], softmax] for name in names]
