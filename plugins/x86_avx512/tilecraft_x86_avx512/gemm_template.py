@@ -16,9 +16,11 @@ YOLO-v1's first layer, whose im2col matrix is 29 MB; 5-20% on the 3x3 layers).
 
 Contractions of narrow types take the dot-product micro-kernels instead
 (:mod:`tilecraft.microkernel.grouped`): uint8/int8 operands with an int32 result go to
-``vnni_u8s8`` (B int8; an int8 A is shifted to uint8 and compensated) or ``vnni_s8u8`` (B
-uint8, e.g. a convolution's activations; a uint8 A is shifted to int8), bfloat16 operands to
-``dot_bf16``. The blocking is the same model with the operand's element size.
+``vnni_u8s8`` or ``vnni_s8u8`` (``vpdpbusd`` multiplies unsigned by signed bytes). When both
+operands have the same signedness one of them is shifted by 128 and the result compensated:
+B while it is packed anyway, when A is read in place (the compensation's row sums of A come
+from the ``vnni_row_sums`` micro-kernel), otherwise A. bfloat16 operands go to ``dot_bf16``.
+The blocking is the same model with the operand's element size.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.microkernel import as_contraction
