@@ -322,26 +322,15 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
     second_gemm: Stmt = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
                                (ms, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
     if deferred is not None:  # the rows of E scaled instead of the tile's columns
-        op, factor = deferred
-        mm, nv = Var("mm"), Var("nv")
-        where = (b_index, m0 + mm, nv)
-        scaled = Store(e_view, where, Binary(op, BufferLoad(e_view, where),
-                                             BufferLoad(factor, (mm,))))
-        second_gemm = Seq((second_gemm, For(mm, const(mc), LoopKind.SERIAL, IfThenElse(
-            m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled,
-                                   lanes=lanes)))))
+        second_gemm = Seq((second_gemm, scale_rows(deferred, e_view, b_index, m0, mc, m_total,
+                                                   n_total, options, lanes)))
 
     body: Stmt = Seq((pack_a, first_gemm, *stmts, second_gemm))
     for buffer in (*allocs, tile, a1_pack):
         body = Allocate(buffer, body)
     outer = batch * m_blocks
     main = For(t, const(outer), _parallel(options, outer), body)
-    inputs = [a1_buffer, b1p, dp]
-    for t_between in chain.between:
-        for ld in loads_in(t_between.op.body):
-            if ld.tensor.is_placeholder and ld.tensor.name not in {b.name for b in inputs}:
-                inputs.append(Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
-                                     level=level))
+    inputs = with_between_inputs(chain, [a1_buffer, b1p, dp], level)
     kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
         "compute": out.name, "statement": out.statement(), "micro_kernel": micro_kernel,
         "fused": [t.name for t in chain.computes],
@@ -351,6 +340,32 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
                      f"(tile {bl.mi2}x{bl.nr2})")})
     verify_kernel(kernel, options.spec, check_bounds=False)
     return [b1_pack, d_pack, kernel]
+
+
+def scale_rows(deferred: tuple[BinaryOp, Buffer], e_view: Buffer, b_index: Expr, m0: Expr,
+               mc: int, m_total: int, n_total: int, options: LoweringOptions,
+               lanes: int) -> Stmt:
+    """``E[b, m0 + mm, :] = E[b, m0 + mm, :] op factor[mm]`` for the block's rows: a row
+    scaling of the intermediate (see :func:`_between`) applied to the product instead."""
+    op, factor = deferred
+    mm, nv = Var("mm"), Var("nv")
+    where = (b_index, m0 + mm, nv)
+    scaled = Store(e_view, where, Binary(op, BufferLoad(e_view, where),
+                                         BufferLoad(factor, (mm,))))
+    return For(mm, const(mc), LoopKind.SERIAL, IfThenElse(
+        m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled, lanes=lanes)))
+
+
+def with_between_inputs(chain: Chain, inputs: list[Buffer], level: str) -> list[Buffer]:
+    """``inputs`` plus the placeholders the memory-bound computes read (a bias, a mask)."""
+    names = {b.name for b in inputs}
+    for t in chain.between:
+        for ld in loads_in(t.op.body):
+            if ld.tensor.is_placeholder and ld.tensor.name not in names:
+                names.add(ld.tensor.name)
+                inputs.append(Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
+                                     level=level))
+    return inputs
 
 
 def _unit_axes(tensor: Tensor) -> list[IterVar]:

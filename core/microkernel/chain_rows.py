@@ -40,7 +40,6 @@ from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Buffer,
-    BufferLoad,
     For,
     IfThenElse,
     Kernel,
@@ -53,7 +52,13 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.chain import Chain, ChainBlocking, _between
+from tilecraft.microkernel.chain import (
+    Chain,
+    ChainBlocking,
+    _between,
+    scale_rows,
+    with_between_inputs,
+)
 from tilecraft.microkernel.lowering import (
     _ceil_div,
     _nest,
@@ -63,8 +68,7 @@ from tilecraft.microkernel.lowering import (
     edge_tiles,
     pack_operand,
 )
-from tilecraft.te.expr import Binary, Var, const
-from tilecraft.te.visit import loads_in
+from tilecraft.te.expr import Var, const
 
 
 def rows_applicable(chain: Chain, level: str) -> bool:
@@ -153,26 +157,15 @@ def lower_chain_rows(chain: Chain, rows_micro_kernel: str, blocking: ChainBlocki
     second_gemm: Stmt = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
                                (ms2, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
     if deferred is not None:  # the rows of E scaled instead of the tile
-        op, factor = deferred
-        mm, nv = Var("mm"), Var("nv")
-        where = (b_index, m0 + mm, nv)
-        scaled = Store(e_view, where, Binary(op, BufferLoad(e_view, where),
-                                             BufferLoad(factor, (mm,))))
-        second_gemm = Seq((second_gemm, For(mm, const(mc), LoopKind.SERIAL, IfThenElse(
-            m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled,
-                                   lanes=lanes)))))
+        second_gemm = Seq((second_gemm, scale_rows(deferred, e_view, b_index, m0, mc, m_total,
+                                                   n_total, options, lanes)))
 
     body: Stmt = Seq((first_gemm, *stmts, second_gemm))
     for buffer in (*allocs, tile):
         body = Allocate(buffer, body)
     outer = batch * m_blocks
     main = For(t, const(outer), _parallel(options, outer), body)
-    inputs = [a1_view, b1p, dp]
-    for t_between in chain.between:
-        for ld in loads_in(t_between.op.body):
-            if ld.tensor.is_placeholder and ld.tensor.name not in {b.name for b in inputs}:
-                inputs.append(Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
-                                     level=level))
+    inputs = with_between_inputs(chain, [a1_view, b1p, dp], level)
     kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
         "compute": out.name, "statement": out.statement(), "micro_kernel": rows_micro_kernel,
         "fused": [t_.name for t_ in chain.computes],
