@@ -68,12 +68,9 @@ class DType(str, enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype arrays of this type have (bfloat16 through ml_dtypes)."""
-        if self is DType.BFLOAT16:
-            return np.dtype(ml_dtypes.bfloat16)
-        if self is DType.BOOL:
-            return np.dtype(np.bool_)
-        return np.dtype(self.value)
+        """The numpy dtype arrays of this type have (bfloat16 through ml_dtypes); computed once
+        per type (runtimes look it up on every call)."""
+        return _NUMPY_DTYPES[self]
 
     @property
     def compute_numpy(self) -> np.dtype:
@@ -81,6 +78,17 @@ class DType(str, enum.Enum):
         if self in (DType.FLOAT16, DType.BFLOAT16):
             return np.dtype(np.float32)
         return self.numpy
+
+
+def _numpy_dtype(dtype: DType) -> np.dtype:
+    if dtype is DType.BFLOAT16:
+        return np.dtype(ml_dtypes.bfloat16)
+    if dtype is DType.BOOL:
+        return np.dtype(np.bool_)
+    return np.dtype(dtype.value)
+
+
+_NUMPY_DTYPES: dict[DType, np.dtype] = {dtype: _numpy_dtype(dtype) for dtype in DType}
 
 
 def as_dtype(value: DType | str | np.dtype) -> DType:

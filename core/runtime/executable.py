@@ -17,8 +17,8 @@ import numpy as np
 from tilecraft.errors import TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.runtime.inputs import bind_inputs
-from tilecraft.runtime.report import Report
+from tilecraft.runtime.inputs import InputBinder
+from tilecraft.runtime.report import KernelReport, Report
 from tilecraft.target.base import Source
 
 KernelRunner = Callable[[Mapping[str, np.ndarray]], None]
@@ -34,6 +34,17 @@ class CompiledKernel:
     runner: KernelRunner | None
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One kernel of a call, with everything about it that does not change between calls."""
+
+    runner: KernelRunner | None
+    report: KernelReport  # its ``run_seconds`` get each call's time
+    allocations: tuple[tuple[str, tuple[int, ...], np.dtype], ...]  # fresh graph tensors
+    workspaces: tuple[tuple[str, tuple[int, ...], np.dtype], ...]  # kept between calls
+    params: tuple[tuple[str, tuple[int, ...] | None], ...]  # name, shape to view it in or None
+
+
 class Executable:
     """Call with arrays for the graph's inputs (by name, or positionally in ``graph.inputs``
     order); returns the output array, or a tuple for several outputs."""
@@ -47,6 +58,35 @@ class Executable:
         self._unavailable_reason = unavailable_reason
         self._outputs_by_name = {t.name: t for t in graph.computes}
         self._workspaces: dict[str, np.ndarray] = {}
+        self._bind = InputBinder(graph.inputs)
+        self._output_names = tuple(t.name for t in graph.outputs)
+        self._steps = self._plan()
+
+    def _plan(self) -> tuple[_Step, ...]:
+        """Per kernel, once: which arrays to allocate, which workspaces to use, and which
+        parameters need a view in another shape (e.g. a template's ``[batch, M, N]``)."""
+        shapes: dict[str, tuple[int, ...]] = {t.name: tuple(t.shape) for t in self.graph.inputs}
+        steps = []
+        for entry, report in zip(self.compiled, self.report.kernels):
+            allocations, workspaces = [], []
+            for out_name in entry.kernel.outputs:
+                if out_name in shapes:
+                    continue
+                tensor = self._outputs_by_name.get(out_name)
+                if tensor is not None:
+                    shape, dtype = tuple(tensor.shape), tensor.dtype.numpy
+                    allocations.append((out_name, shape, dtype))
+                else:  # a workspace of the target's template (e.g. a packed operand),
+                    # kept between calls: fresh pages would fault on every call
+                    buffer = next(p for p in entry.kernel.params if p.name == out_name)
+                    shape, dtype = tuple(buffer.shape), buffer.dtype.numpy
+                    workspaces.append((out_name, shape, dtype))
+                shapes[out_name] = shape
+            params = tuple((p.name, None if shapes.get(p.name, tuple(p.shape)) == tuple(p.shape)
+                            else tuple(p.shape)) for p in entry.kernel.params)
+            steps.append(_Step(entry.runner, report, tuple(allocations),
+                               tuple(workspaces), params))
+        return tuple(steps)
 
     @property
     def sources(self) -> dict[str, Source]:
@@ -66,31 +106,28 @@ class Executable:
             raise TargetError(f"this executable was compiled for {self.target_name}, which this "
                               f"machine cannot run: {self._unavailable_reason}; its sources are "
                               "in exe.sources")
-        values: dict[str, np.ndarray] = bind_inputs(self.graph.inputs, args, kwargs)
-        for entry, report in zip(self.compiled, self.report.kernels):
-            for out_name in entry.kernel.outputs:
-                if out_name in values:
-                    continue
-                tensor = self._outputs_by_name.get(out_name)
-                if tensor is not None:
-                    values[out_name] = np.empty(tensor.shape, dtype=tensor.dtype.numpy)
-                else:  # a workspace of the target's template (e.g. a packed operand),
-                    # kept between calls: fresh pages would fault on every call
-                    buffer = next(p for p in entry.kernel.params if p.name == out_name)
-                    workspace = self._workspaces.get(out_name)
-                    if workspace is None:
-                        workspace = np.empty(buffer.shape, dtype=buffer.dtype.numpy)
-                        self._workspaces[out_name] = workspace
-                    values[out_name] = workspace
-            arrays = {p.name: _as_param(values[p.name], p.shape) for p in entry.kernel.params}
-            assert entry.runner is not None
-            start = time.perf_counter()
-            entry.runner(arrays)
-            report.run_seconds.append(time.perf_counter() - start)
-            if len(report.run_seconds) > 1000:
-                del report.run_seconds[:-100]
-        outputs = tuple(values[t.name] for t in self.graph.outputs)
-        return outputs[0] if len(outputs) == 1 else outputs
+        values: dict[str, np.ndarray] = self._bind(args, kwargs)
+        clock = time.perf_counter
+        for step in self._steps:
+            for name, shape, dtype in step.allocations:
+                values[name] = np.empty(shape, dtype=dtype)
+            for name, shape, dtype in step.workspaces:
+                workspace = self._workspaces.get(name)
+                if workspace is None:
+                    workspace = self._workspaces[name] = np.empty(shape, dtype=dtype)
+                values[name] = workspace
+            arrays = {name: values[name] if shape is None else values[name].reshape(shape)
+                      for name, shape in step.params}
+            assert step.runner is not None
+            start = clock()
+            step.runner(arrays)
+            timings = step.report.run_seconds
+            timings.append(clock() - start)
+            if len(timings) > 1000:
+                del timings[:-100]
+        if len(self._output_names) == 1:
+            return values[self._output_names[0]]
+        return tuple(values[name] for name in self._output_names)
 
     def benchmark(self, *args: Any, repeat: int = 20, warmup: int = 2,
                   **kwargs: Any) -> float:
@@ -107,11 +144,3 @@ class Executable:
     def __repr__(self) -> str:
         return (f"Executable(target={self.target_name!r}, kernels="
                 f"{[c.kernel.name for c in self.compiled]})")
-
-
-def _as_param(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``array`` viewed in a kernel parameter's shape: a template may view a tensor as, e.g.,
-    ``[batch, M, N]``; the view shares memory (arrays here are C-contiguous)."""
-    if array.shape == tuple(shape):
-        return array
-    return array.reshape(shape)
