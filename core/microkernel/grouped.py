@@ -28,6 +28,11 @@ bfloat16 operands with a float32 or bfloat16 result; the axes are grouped as in
    float32 lowering (:mod:`~tilecraft.microkernel.lowering`) does, edge tiles through a local
    tile. (The packing kernels are built in :mod:`~tilecraft.microkernel.grouped_packing`.)
 
+With ``panels_per_block`` (a GEMM whose A is read in place) the two are one kernel, in
+parallel over (batch, blocks of panels of B): each iteration packs its block's panels into a
+local ``<C>_bblock`` and computes every row block against them — the packing split over the
+threads with no workspace, no second parallel region and no second call.
+
 Zero padding: ``k`` is padded to the group (and to whole ``KC`` slices) with zeros in both
 packed operands, so padded products add nothing — also for uint8 data, whose padding value 0
 is a real value but is multiplied by a zero. Quantisation zero points are not part of the
@@ -101,9 +106,11 @@ from tilecraft.microkernel.grouped_packing import (
     INT8_TYPES,
     OperandReader,
     a_row_sums_kernel,
+    b_batch,
     im2col_kernel,
     k_slices,
     pack_b_kernel,
+    pack_b_panel,
     packing_shift,
     shifted,
 )
@@ -218,7 +225,8 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
                               options: LoweringOptions,
                               packed_a: DType | str | None = None,
                               packed_b: DType | str | None = None,
-                              row_sums_micro_kernel: str | None = None) -> list[Kernel]:
+                              row_sums_micro_kernel: str | None = None,
+                              panels_per_block: int = 0) -> list[Kernel]:
     """The kernels of ``gc``: [im2col,] pack B, and the main kernel (see the module docstring).
 
     ``micro_kernel`` names the target's micro-kernel with semantics
@@ -229,6 +237,12 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     by ``row_sums_micro_kernel`` (semantics ``S[m] += cast(int32, A[m, kg, g])``, parameters
     ``MI`` and ``KG``) for each strip of rows at its first tile when A is read in place, else
     by the kernel ``<C>_arowcomp_sum`` before the main kernel.
+
+    ``panels_per_block`` > 0 packs B inside the main kernel: it runs in parallel over (batch,
+    blocks of that many panels), each iteration packing its block's panels into a local
+    ``<C>_bblock[panels, KG, NR, G]`` and computing every row of A against them — one kernel,
+    the packing split over the threads. It applies where A is read in place, unshifted, and
+    ``n`` is one axis with no bfloat16 rounding pass (else the separate pack kernel is used).
     """
     c, bl = gc.contraction, blocking
     tensor, group, acc_dtype = c.tensor, gc.group, gc.accumulator
@@ -252,23 +266,33 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
 
     # several n axes (a convolution's output pixels): through im2col rows, written by the
     # packing itself block by block, or (when it sums columns) as a matrix by a kernel first
-    fused_im2col = len(c.n_axes) > 1 and not shift
-    im2col = [im2col_kernel(gc, options)] if len(c.n_axes) > 1 and shift else []
-    pack_kernel = pack_b_kernel(gc, bl.nr, bl.kc, shift, options,
-                                im2col[0].params[-1] if im2col else None, b_packed,
-                                im2col=fused_im2col)
-    packed_out = pack_kernel.param(f"{tensor.name}_bpacked")
-    packed = Buffer(packed_out.name, packed_out.shape, packed_out.dtype, level=level)
-    b_batched = packed.shape[0] > 1
-    comp = None
-    if shift:
-        comp_out = pack_kernel.param(f"{tensor.name}_bcomp")
-        comp = Buffer(comp_out.name, comp_out.shape, DType.INT32, level=level)
     a_reader = OperandReader(c.a, tensor, c.k_axes, options)
     # A read in place when it already is [rows, KG, G] (no shift, no k padding), a ragged
     # last strip too (the micro-kernel on its rows inside M)
     a_rows = a_reader.rows_view((*c.batch_axes, *c.m_axes), group) \
         if not shift and k_blocks * kc == k_total else None
+    # B packed per block of panels inside the main kernel (see the docstring)
+    per_block = min(panels_per_block, nb) if panels_per_block > 0 and a_rows is not None \
+        and len(c.n_axes) == 1 and tensor.dtype is acc_dtype else 0
+    n_blocks = _ceil_div(nb, per_block) if per_block else 1
+    fused_im2col = len(c.n_axes) > 1 and not shift
+    im2col = [im2col_kernel(gc, options)] if len(c.n_axes) > 1 and shift else []
+    pack_kernels: list[Kernel] = []
+    comp = None
+    if per_block:
+        packed = Buffer(f"{tensor.name}_bblock", (per_block, k_blocks * kg_slice, bl.nr, group),
+                        b_packed, level=level)
+    else:
+        pack_kernel = pack_b_kernel(gc, bl.nr, bl.kc, shift, options,
+                                    im2col[0].params[-1] if im2col else None, b_packed,
+                                    im2col=fused_im2col)
+        pack_kernels = [pack_kernel]
+        packed_out = pack_kernel.param(f"{tensor.name}_bpacked")
+        packed = Buffer(packed_out.name, packed_out.shape, packed_out.dtype, level=level)
+        if shift:
+            comp_out = pack_kernel.param(f"{tensor.name}_bcomp")
+            comp = Buffer(comp_out.name, comp_out.shape, DType.INT32, level=level)
+    b_batched = not per_block and packed.shape[0] > 1
     partial = m_total % bl.mi
     # B shifted: each row of C gets -shift_b * sum_k A[m, k]. Where A is read in place the
     # row-sum micro-kernel sums a strip's rows right after the strip's first tile has brought
@@ -292,9 +316,13 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
                   level=options.register_level or level)
 
     t, pc, ir, kg, r, g = Var("t"), Var("pc"), Var("ir"), Var("kg"), Var("r"), Var("g")
-    jr, ir2, row, col = Var("jr"), Var("is"), Var("row"), Var("col")
-    b_index = t // m_blocks if batch > 1 else const(0)
-    mb = t % m_blocks
+    jl, ir2, row, col = Var("jr"), Var("is"), Var("row"), Var("col")
+    outer_per_batch = n_blocks if per_block else m_blocks
+    b_index = t // outer_per_batch if batch > 1 else const(0)
+    # the row block, and the panel: of the parallel loop and the panel loop `jl`, or (B packed
+    # per block) of a serial loop over row blocks and the block's panels
+    mb: Expr = Var("mb") if per_block else t % outer_per_batch
+    jr: Expr = (t % n_blocks) * per_block + jl if per_block and n_blocks > 1 else jl
     columns = _vector(options)
 
     def pack_a(first_row: Expr, count: int, clamp_k: bool) -> Stmt:
@@ -348,8 +376,10 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
         if rows_used != bl.mi:
             a_region = Region(a_region.buffer, a_region.base,
                               (*a_region.extents[:-3], rows_used, *a_region.extents[-2:]))
-        b_region = Region(packed, (bp_batch, jr, pc * kg_slice, const(0), const(0)),
-                          (1, 1, kg_slice, columns_used, group))
+        b_region = Region(packed, (jl, pc * kg_slice, const(0), const(0)),
+                          (1, kg_slice, columns_used, group)) if per_block else \
+            Region(packed, (bp_batch, jr, pc * kg_slice, const(0), const(0)),
+                   (1, 1, kg_slice, columns_used, group))
         if (rows_used, columns_used) != (bl.mi, bl.nr):
             c_region = Region(c_region.buffer, c_region.base,
                               (*c_region.extents[:-2], rows_used, columns_used))
@@ -374,7 +404,7 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
 
     first_use: Stmt | None = None   # the row sums, where the strip's tile of panel 0 needs them
     if block_sums:
-        first_use = IfThenElse(all_of(eq(jr, 0), eq(pc, 0)), strip_sums(bl.mi) if not partial
+        first_use = IfThenElse(all_of(eq(jl, 0), eq(pc, 0)), strip_sums(bl.mi) if not partial
                                else IfThenElse(m0 + bl.mi <= m_total, strip_sums(bl.mi),
                                                strip_sums(partial)))
 
@@ -429,9 +459,21 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
         eq(jr, nb - 1), edge_of_strip(last_columns), edge_of_strip()))
     whole = all_of(m0 + bl.mi <= m_total, n0 + bl.nr <= n_total)
     tiles = IfThenElse(whole, direct, IfThenElse(m0 < m_total, edges))
-    tile_loops = _nest([(jr, nb, LoopKind.SERIAL, 0), (ir2, strips, LoopKind.SERIAL, 0)], tiles)
+    b_source: Buffer | None = None
+    if per_block and nb % per_block:   # the last block has fewer panels
+        tiles = IfThenElse(jr < nb, tiles)
+    tile_loops = _nest([(jl, per_block or nb, LoopKind.SERIAL, 0),
+                        (ir2, strips, LoopKind.SERIAL, 0)], tiles)
     loops = tile_loops if packing is None else Seq((packing, tile_loops))
     body: Stmt = For(pc, const(k_blocks), LoopKind.SERIAL, loops)
+    if per_block:   # pack the block's panels, then every block of rows against them
+        assert isinstance(mb, Var)
+        pack, b_source = pack_b_panel(gc, bl.nr, bl.kc, options, b_packed, packed, jl, jr,
+                                      b_index if batch > 1 and b_batch(c) > 1 else None)
+        if nb % per_block:
+            pack = IfThenElse(jr < nb, pack)
+        body = Allocate(packed, Seq((For(jl, const(per_block), LoopKind.SERIAL, pack),
+                                     For(mb, const(m_blocks), LoopKind.SERIAL, body))))
     if block_sums:
         assert row_comp is not None
         body = Allocate(row_comp, body)
@@ -444,9 +486,10 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
             For(col, const(n_total), columns, Store(out, (b_index, m_row, col), BufferLoad(
                 acc, (b_index, m_row, col)).astype(out.dtype)), lanes=col_lanes)))
         body = Seq((body, convert))
-    outer = batch * m_blocks
+    outer = batch * outer_per_batch
     body = For(t, const(outer), _parallel(options, outer), body)
-    inputs = [a_reader.buffer if a_rows is None else a_rows, packed] + \
+    inputs = [a_reader.buffer if a_rows is None else a_rows] + \
+        ([b_source] if per_block else [packed]) + \
         ([comp] if comp is not None else []) + \
         ([row_comp] if row_comp is not None and not block_sums else [])
     outputs = [out] if acc is out else [out, acc]
@@ -455,8 +498,12 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
                     attrs={"compute": tensor.name, "statement": tensor.statement(),
                            "schedule": (f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} "
                                         f"KC={kc} (KG={kg_slice}x{group}) MC={mc}: "
-                                        f"parallel({outer}) > k-slices({k_blocks}) > "
-                                        f"panels({nb}) > strips({strips})"
+                                        + (f"parallel({outer}) > [pack B block of "
+                                           f"{per_block} panels] > row blocks({m_blocks}) > "
+                                           f"k-slices({k_blocks}) > panels({per_block}) > "
+                                           f"strips({strips})" if per_block else
+                                           f"parallel({outer}) > k-slices({k_blocks}) > "
+                                           f"panels({nb}) > strips({strips})")
                                         + (f"; A packed as {a_packed.value} (shift {shift:+d},"
                                            " compensated)" if shift else "")
                                         + (f"; B packed as {b_packed.value} (shift "
@@ -466,7 +513,7 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     # tiles are kept in bounds by the whole-tile / edge conditions around them, which the
     # verifier's interval analysis does not use; the interpreter checks every access instead
     verify_kernel(kernel, options.spec, check_bounds=False)
-    return [*im2col, pack_kernel, *row_kernel, kernel]
+    return [*im2col, *pack_kernels, *row_kernel, kernel]
 
 
 __all__ = ["Blocking", "GroupedContraction", "as_grouped_contraction",

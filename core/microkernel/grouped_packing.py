@@ -396,6 +396,66 @@ def pack_b_kernel(gc: GroupedContraction, nr: int, kc: int, shift: int,
     return kernel
 
 
+def pack_b_panel(gc: GroupedContraction, nr: int, kc: int, options: LoweringOptions,
+                 packed_b: DType, target: Buffer, slot: Expr, panel: Expr,
+                 batch_index: Expr | None) -> tuple[Stmt, Buffer]:
+    """Inside a kernel (the statement, and the buffer it reads B from: a parameter of the
+    kernel): every group of B's panel ``panel`` packed into ``target[slot, KG, NR,
+    G]`` (``G`` consecutive ``k`` per column, ``k`` zero-padded to whole ``KC`` slices, columns
+    past N zeroed), B read from the operand itself (one ``n`` axis, no column sums) and shifted
+    to ``packed_b``. The loops are those of :func:`pack_b_kernel`'s panel-major packing: ``n``
+    serial with the group unrolled (wide loads and byte interleaves), or ``G``-wide copies when
+    ``k`` is B's contiguous axis. Used where each thread packs the panels it computes with
+    (:func:`~tilecraft.microkernel.grouped.lower_grouped_contraction` with column blocks)."""
+    c = gc.contraction
+    tensor, group, dtype = c.tensor, gc.group, gc.b_dtype
+    packing_shift(dtype, packed_b)   # int8 <-> uint8 only
+    if len(c.n_axes) != 1:
+        raise LoweringError(f"compute {tensor.name}: B packed per panel inside the main kernel "
+                            f"needs one n axis, not {len(c.n_axes)}; pack B by pack_b_kernel")
+    _, _, n_total, k_total = c.extents()
+    k_blocks, kc = k_slices(k_total, kc, group)
+    groups_total = k_blocks * kc // group
+    full_groups = k_total // group
+    panels = _ceil_div(n_total, nr)
+    reader = OperandReader(c.b, tensor, c.k_axes, options)
+    batch_values = _unflatten(batch_index, c.batch_axes) if batch_index is not None else {}
+    k_inner = reader.contiguous_in_k
+    group_kind = (_vector(options), group) if k_inner else (LoopKind.UNROLLED, 0)
+    kg, g, jn = Var("kg"), Var("g"), Var("jn")
+    in_last = n_total - (panels - 1) * nr
+
+    def copy(first: int, last: int, ragged: bool) -> Stmt | None:
+        if last <= first:
+            return None
+        group_index = kg + first if first else kg
+        k_flat = group_index * group + g
+        clamp = first >= full_groups
+        k_index = minimum(k_flat, k_total - 1) if clamp else k_flat
+        value = shifted(reader.value({**batch_values, **_unflatten(panel * nr + jn, c.n_axes)},
+                                     k_index), dtype, packed_b)
+        if clamp:
+            value = select(k_flat < k_total, value, const(0, packed_b))
+        store = Store(target, (slot, group_index, jn, g), value)
+        inner = _nest([(jn, in_last if ragged else nr, LoopKind.SERIAL, 0),
+                       (g, group, *group_kind)], store)
+        if ragged:
+            zero = _nest([(jn, nr - in_last, LoopKind.SERIAL, 0), (g, group, *group_kind)],
+                         Store(target, (slot, group_index, jn + in_last, g),
+                               const(0, packed_b)))
+            inner = Seq((inner, zero))
+        return For(kg, const(last - first), LoopKind.SERIAL, inner)
+
+    def whole_panel(ragged: bool) -> Stmt:
+        parts = [copy(0, full_groups, ragged), copy(full_groups, groups_total, ragged)]
+        return Seq(tuple(part for part in parts if part is not None))
+
+    if n_total % nr == 0:
+        return whole_panel(False), reader.buffer
+    return (IfThenElse(eq(panel, panels - 1), whole_panel(True), whole_panel(False)),
+            reader.buffer)
+
+
 def a_row_sums_kernel(gc: GroupedContraction, scale: int, options: LoweringOptions) -> Kernel:
     """``<C>_arowcomp[batch * M] = scale * sum_k A[m, k]``: the compensation of a shifted B
     (``scale = -shift``), one row per iteration of a parallel loop, ``k`` a vector reduction
@@ -426,4 +486,5 @@ def a_row_sums_kernel(gc: GroupedContraction, scale: int, options: LoweringOptio
 
 
 __all__ = ["COLUMN_LANES", "GROUP_BLOCK", "INT8_TYPES", "OperandReader", "a_row_sums_kernel",
-           "b_batch", "im2col_kernel", "k_slices", "pack_b_kernel", "packing_shift", "shifted"]
+           "b_batch", "im2col_kernel", "k_slices", "pack_b_kernel", "pack_b_panel",
+           "packing_shift", "shifted"]

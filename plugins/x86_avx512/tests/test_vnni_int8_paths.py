@@ -72,7 +72,8 @@ def test_same_signedness_shifts_b_and_reads_a_in_place(dtype, m, n, k):
     main = exe.kernels[-1]
     assert main.attrs["micro_kernel"] == ("vnni_s8u8" if dtype == "int8" else "vnni_u8s8")
     assert "B packed as" in main.attrs["schedule"] and main.param("A").shape == (m, k // 4, 4)
-    assert [kernel.name for kernel in exe.kernels] == ["C_bpacked_pack", "C"]
+    # no row-sum kernel: B packed by its own kernel or inside C (NC, by the default rule)
+    assert [kernel.name for kernel in exe.kernels] in (["C_bpacked_pack", "C"], ["C"])
 
 
 @pytest.mark.parametrize("m, n, k", [(61, 67, 61), (33, 70, 30)])
