@@ -325,20 +325,12 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
         second_gemm = Seq((second_gemm, scale_rows(deferred, e_view, b_index, m0, mc, m_total,
                                                    n_total, options, lanes)))
 
-    body: Stmt = Seq((pack_a, first_gemm, *stmts, second_gemm))
-    for buffer in (*allocs, tile, a1_pack):
-        body = Allocate(buffer, body)
     outer = batch * m_blocks
-    main = For(t, const(outer), _parallel(options, outer), body)
-    inputs = with_between_inputs(chain, [a1_buffer, b1p, dp], level)
-    kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
-        "compute": out.name, "statement": out.statement(), "micro_kernel": micro_kernel,
-        "fused": [t.name for t in chain.computes],
-        "schedule": (f"fused chain {' -> '.join(t.name for t in chain.computes)}: "
-                     f"parallel({outer} = batch x M/{mc}) > T^T[{l_padded}x{mc}] local "
-                     f"(tile {bl.mi1}x{bl.nr1}) > memory-bound ops in place > E rows "
-                     f"(tile {bl.mi2}x{bl.nr2})")})
-    verify_kernel(kernel, options.spec, check_bounds=False)
+    kernel = fused_chain_kernel(
+        chain, Seq((pack_a, first_gemm, *stmts, second_gemm)), (*allocs, tile, a1_pack), t,
+        outer, [a1_buffer, b1p, dp], e_view, micro_kernel,
+        f"parallel({outer} = batch x M/{mc}) > T^T[{l_padded}x{mc}] local (tile {bl.mi1}x"
+        f"{bl.nr1}) > memory-bound ops in place > E rows (tile {bl.mi2}x{bl.nr2})", options)
     return [b1_pack, d_pack, kernel]
 
 
@@ -356,16 +348,30 @@ def scale_rows(deferred: tuple[BinaryOp, Buffer], e_view: Buffer, b_index: Expr,
         m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled, lanes=lanes)))
 
 
-def with_between_inputs(chain: Chain, inputs: list[Buffer], level: str) -> list[Buffer]:
-    """``inputs`` plus the placeholders the memory-bound computes read (a bias, a mask)."""
+def fused_chain_kernel(chain: Chain, body: Stmt, local: Sequence[Buffer], t: Var, outer: int,
+                       inputs: list[Buffer], e_view: Buffer, micro_kernel: str, schedule: str,
+                       options: LoweringOptions) -> Kernel:
+    """The fused kernel of ``chain``: ``body`` with its ``local`` buffers, in parallel over
+    ``t < outer``; parameters ``inputs``, the placeholders the memory-bound computes read (a
+    bias, a mask) and ``e_view``."""
+    for buffer in local:
+        body = Allocate(buffer, body)
+    main = For(t, const(outer), _parallel(options, outer), body)
     names = {b.name for b in inputs}
-    for t in chain.between:
-        for ld in loads_in(t.op.body):
+    for between in chain.between:
+        for ld in loads_in(between.op.body):
             if ld.tensor.is_placeholder and ld.tensor.name not in names:
                 names.add(ld.tensor.name)
                 inputs.append(Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
-                                     level=level))
-    return inputs
+                                     level=options.param_level))
+    out = chain.second.tensor
+    label = " -> ".join(c.name for c in chain.computes)
+    kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
+        "compute": out.name, "statement": out.statement(), "micro_kernel": micro_kernel,
+        "fused": [c.name for c in chain.computes],
+        "schedule": f"fused chain {label}: {schedule}"})
+    verify_kernel(kernel, options.spec, check_bounds=False)
+    return kernel
 
 
 def _unit_axes(tensor: Tensor) -> list[IterVar]:

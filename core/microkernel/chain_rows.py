@@ -38,9 +38,7 @@ import math
 from tilecraft.dtypes import DType
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import (
-    Allocate,
     Buffer,
-    For,
     IfThenElse,
     Kernel,
     LoopKind,
@@ -50,19 +48,17 @@ from tilecraft.kernel_ir.nodes import (
     Stmt,
     Store,
 )
-from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.chain import (
     Chain,
     ChainBlocking,
     _between,
+    fused_chain_kernel,
     scale_rows,
-    with_between_inputs,
 )
 from tilecraft.microkernel.lowering import (
     _ceil_div,
     _nest,
-    _parallel,
     _vector,
     a_row_view,
     edge_tiles,
@@ -160,20 +156,13 @@ def lower_chain_rows(chain: Chain, rows_micro_kernel: str, blocking: ChainBlocki
         second_gemm = Seq((second_gemm, scale_rows(deferred, e_view, b_index, m0, mc, m_total,
                                                    n_total, options, lanes)))
 
-    body: Stmt = Seq((first_gemm, *stmts, second_gemm))
-    for buffer in (*allocs, tile):
-        body = Allocate(buffer, body)
     outer = batch * m_blocks
-    main = For(t, const(outer), _parallel(options, outer), body)
-    inputs = with_between_inputs(chain, [a1_view, b1p, dp], level)
-    kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
-        "compute": out.name, "statement": out.statement(), "micro_kernel": rows_micro_kernel,
-        "fused": [t_.name for t_ in chain.computes],
-        "schedule": (f"fused chain {' -> '.join(t_.name for t_ in chain.computes)}: "
-                     f"parallel({outer} = batch x M/{mc}) > T[{mc}x{l_padded}] local "
-                     f"(tile {bl.mi1}x{bl.nr1}, A1 read in place) > memory-bound ops in place "
-                     f"> E rows (tile {bl.mi2}x{bl.nr2})")})
-    verify_kernel(kernel, options.spec, check_bounds=False)
+    kernel = fused_chain_kernel(
+        chain, Seq((first_gemm, *stmts, second_gemm)), (*allocs, tile), t, outer,
+        [a1_view, b1p, dp], e_view, rows_micro_kernel,
+        f"parallel({outer} = batch x M/{mc}) > T[{mc}x{l_padded}] local (tile {bl.mi1}x"
+        f"{bl.nr1}, A1 read in place) > memory-bound ops in place > E rows (tile {bl.mi2}x"
+        f"{bl.nr2})", options)
     return [b1_pack, d_pack, kernel]
 
 
