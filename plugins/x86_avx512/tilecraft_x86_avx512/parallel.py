@@ -16,11 +16,11 @@ True
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +44,9 @@ void tilecraft_parallel_for(entry_t fn, void **args, int64_t extent, int threads
 #: ``fn(entry_address, args, extent, threads)``
 ParallelFor = Callable[[int, object, int, int], None]
 
+_UNSET = object()
+_SHIM: ParallelFor | None | object = _UNSET  # the loaded entry, None, or not yet tried
+
 
 def _cache_dir() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -55,17 +58,36 @@ def _cache_dir() -> Path:
         return Path(tempfile.gettempdir())
 
 
-@functools.lru_cache(maxsize=1)
+_BUILD_LOCK = threading.Lock()
+
+
 def parallel_for() -> ParallelFor | None:
     """The shim's entry, or ``None`` when it cannot be built here (then: the thread pool).
-    ``TILECRAFT_X86_NO_OPENMP=1`` forces the pool."""
+    ``TILECRAFT_X86_NO_OPENMP=1`` forces the pool. Built and loaded once per process, under a
+    lock: kernels called from several threads at once would otherwise each build it.
+
+    Several threads may run the shim at the same time: libgomp gives each thread that opens a
+    parallel region its own team (checked by tests/test_executable_threads.py)."""
+    global _SHIM
+    shim = _SHIM
+    if shim is _UNSET:
+        with _BUILD_LOCK:
+            if _SHIM is _UNSET:
+                _SHIM = _build()
+            shim = _SHIM
+    return shim  # type: ignore[return-value]
+
+
+def _build() -> ParallelFor | None:
     if os.environ.get("TILECRAFT_X86_NO_OPENMP"):
         return None
     digest = hashlib.sha256(_SOURCE.encode()).hexdigest()[:16]
     library = _cache_dir() / f"tilecraft_parallel_{digest}.so"
     if not library.exists():
-        source = library.with_suffix(".c")
-        partial = library.with_suffix(f".{os.getpid()}.tmp")
+        # names of this process's own: another process may be building the same library
+        unique = f"{os.getpid()}.{threading.get_ident()}"
+        source = library.with_suffix(f".{unique}.c")
+        partial = library.with_suffix(f".{unique}.tmp")
         try:
             source.write_text(_SOURCE)
             subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
@@ -73,6 +95,9 @@ def parallel_for() -> ParallelFor | None:
             os.replace(partial, library)
         except (OSError, subprocess.SubprocessError):
             return None
+        finally:
+            for leftover in (source, partial):
+                leftover.unlink(missing_ok=True)
     try:
         shim = ctypes.CDLL(str(library))
     except OSError:

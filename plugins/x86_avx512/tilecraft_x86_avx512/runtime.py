@@ -5,6 +5,10 @@ A compiled kernel's entry is ``void NAME(void **args, int64 begin, int64 end)``.
 persistent thread pool run on all cores at once. Small ranges (little estimated work) and
 kernels whose parallel iterations would race run inline in one call.
 
+A CompiledKernel keeps no state between calls (the native ``args`` array is built per call),
+so several threads may call one at the same time; each then launches its own parallel region
+(libgomp gives every launching thread its own team).
+
 Arrays are checked before any native code runs: each parameter must be present, a numpy
 array, C-contiguous, of the declared shape and dtype; written ones must be writeable and must
 not overlap another parameter (the generated code assumes ``noalias``). Violations raise
@@ -44,16 +48,19 @@ def _mark_worker() -> None:
 
 
 def thread_pool(workers: int) -> ThreadPoolExecutor:
-    """The process-wide pool for kernel chunks (grown when more workers are asked for)."""
+    """The process-wide pool for kernel chunks (replaced by a larger one when more workers
+    are asked for).
+
+    A replaced pool is not shut down: another thread may be about to submit its chunks to
+    it (kernels are called from several threads at once), and a shut-down pool refuses them.
+    Its idle threads stay parked; pools grow only up to the largest thread count asked for.
+    """
     global _POOL, _POOL_SIZE
     with _POOL_LOCK:
         if _POOL is None or _POOL_SIZE < workers:
-            old = _POOL
             _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilecraft-x86",
                                        initializer=_mark_worker)
             _POOL_SIZE = workers
-            if old is not None:
-                old.shutdown(wait=False)
         return _POOL
 
 
