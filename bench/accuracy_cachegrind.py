@@ -12,7 +12,7 @@ every reload, over-predicts by design).
 Choices, and why:
 
 - **Level.** Like the thesis (which measured L1 <-> L2), the modelled level is the target's L1
-  (48 KiB; 12 ways, 64-byte lines; the spec gives no associativity, so Zen 5's is used):
+  (this machine's size, ways and line size, from the spec; e.g. 32 KiB, 8 ways on Zen 4):
   cachegrind's D1 is that L1, its LL the target's L2, and the measurement is the D1 misses of
   the kernel function alone (initialisation and checking are in other functions).
   Cachegrind counts line fills, never write-backs; Algorithm 1 likewise counts one movement
@@ -77,8 +77,6 @@ from tilecraft.fusion import (
 )
 from tilecraft.target.registry import get_target
 
-#: ways of the caches the spec names; the spec does not carry associativity (Zen 5's values)
-ASSOCIATIVITY = {"L1": 12, "L2": 16}
 #: cachegrind needs an I1 cache too; instruction misses are not part of the measurement
 I1_CACHE = "32768,8,64"
 LOOPS = ("m", "n", "k", "l")
@@ -124,14 +122,36 @@ class Measurement:
     source: str = "sample"
 
 
+def simulated_cache(name: str, size_bytes: int, ways: int | None, line_bytes: int) -> Cache:
+    """A cache cachegrind accepts: its set count must be a power of two. The spec's ways are
+    used when they give one; otherwise (ways unknown, or a geometry cachegrind cannot
+    simulate) the nearest way count that does, so the size and line stay the machine's.
+
+    >>> simulated_cache("L1", 32768, 8, 64).flag, simulated_cache("L1", 49152, 12, 64).flag
+    ('32768,8,64', '49152,12,64')
+    >>> simulated_cache("L1", 32768, None, 64).flag, simulated_cache("L2", 1310720, 16, 64).flag
+    ('32768,8,64', '1310720,20,64')
+    """
+    lines = size_bytes // line_bytes
+    candidates = [w for w in range(1, lines + 1)
+                  if lines % w == 0 and (lines // w) & (lines // w - 1) == 0]
+    if not candidates:
+        raise ValueError(f"cachegrind cannot simulate {name}: {size_bytes} bytes in "
+                         f"{line_bytes}-byte lines has no power-of-two set count")
+    wanted = ways if ways is not None else 8
+    chosen = min(candidates, key=lambda w: (abs(w - wanted), w))
+    return Cache(name, size_bytes, chosen, line_bytes)
+
+
 def target_caches(level: str = "L1", next_level: str = "L2") -> tuple[Cache, Cache]:
-    """The modelled level and the one below it, from the x86 target's memory hierarchy."""
+    """The modelled level and the one below it, with the geometry (size, ways, line) of the
+    x86 target's memory hierarchy: this machine's caches as /sys describes them."""
     levels = {lv.name: lv for lv in get_target("x86_avx512").spec.memory.levels}
     caches = []
     for name in (level, next_level):
         spec = levels[name]
-        caches.append(Cache(name, int(spec.size_bytes), ASSOCIATIVITY[name],
-                            int(spec.line_bytes or 64)))
+        caches.append(simulated_cache(name, int(spec.size_bytes), spec.associativity,
+                                      int(spec.line_bytes or 64)))
     return caches[0], caches[1]
 
 

@@ -50,6 +50,8 @@ class MemoryLevel(SpecModel):
         "one instance of this level feeds"))
     line_bytes: int | None = Field(default=None, ge=1,
                                    description="transfer granule (cache line, burst)")
+    associativity: int | None = Field(default=None, ge=1, description=(
+        "ways of a set-associative cache (lines of one set); None when unknown or not a cache"))
     holds: Seq[str] = Field(default=(), description=(
         "operand roles the level may hold (e.g. input, weight, output); empty means any"))
     shared_by_cores: bool = False
@@ -69,6 +71,29 @@ class MemoryLevel(SpecModel):
     def _holds_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         check_unique(value, "operand role")
         return value
+
+    @model_validator(mode="after")
+    def _whole_sets(self) -> MemoryLevel:
+        if self.associativity is not None and self.size_bytes is not None \
+                and self.line_bytes is not None \
+                and self.size_bytes % (self.associativity * self.line_bytes):
+            raise ValueError(
+                f"level {self.name}: size_bytes {self.size_bytes} is not a whole number of sets "
+                f"of {self.associativity} ways x {self.line_bytes}-byte lines; fix the size, "
+                "associativity or line_bytes")
+        return self
+
+    @property
+    def sets(self) -> int | None:
+        """Sets of a set-associative cache (``size / (ways * line)``); None when unknown.
+
+        >>> MemoryLevel(name="L1", size_bytes=32768, bandwidth_bytes_per_cycle=128,
+        ...             line_bytes=64, associativity=8).sets
+        64
+        """
+        if self.associativity is None or self.size_bytes is None or self.line_bytes is None:
+            return None
+        return self.size_bytes // (self.associativity * self.line_bytes)
 
     def may_hold(self, role: str) -> bool:
         """Whether operands of ``role`` may be placed in this level."""

@@ -101,7 +101,16 @@ class ComputeUnits(SpecModel):
     """Cores, clock and the width of the arithmetic units.
 
     Peak arithmetic is ``2 * cores * fma_units_per_core * processing_elements * lanes(dtype)
-    * frequency_hz`` (a fused multiply-add counts as two operations).
+    * frequency_hz`` (a fused multiply-add counts as two operations), unless the target
+    measured one core's rate (``peak_flops_per_core``): the formula overstates cores that
+    execute wide vectors as two halves (AVX-512 on Zen 4 reaches half of it).
+
+    >>> units = ComputeUnits(cores=2, frequency_hz=4e9, vector_bits=512, fma_units_per_core=2)
+    >>> units.peak_flops("float32") / 1e9, units.peak_flops("bfloat16") / 1e9
+    (512.0, 1024.0)
+    >>> measured = units.model_copy(update={"peak_flops_per_core": {"float32": 128e9}})
+    >>> measured.peak_flops("float32") / 1e9, measured.peak_flops("bfloat16") / 1e9
+    (256.0, 512.0)
     """
 
     cores: int = Field(ge=1)
@@ -110,6 +119,10 @@ class ComputeUnits(SpecModel):
     fma_units_per_core: int = Field(default=1, ge=1)
     processing_elements: int = Field(default=1, ge=1, description=(
         "multiply-accumulate elements per unit (e.g. 4096 for a 16x16x16 cube)"))
+    peak_flops_per_core: dict[str, float] = Field(default_factory=dict, description=(
+        "measured peak arithmetic operations per second of one core, by dtype (e.g. float32: "
+        "1.17e11); preferred over the formula, and for other dtypes the formula is scaled by "
+        "the measured fraction of it"))
 
     @field_validator("vector_bits")
     @classmethod
@@ -122,10 +135,38 @@ class ComputeUnits(SpecModel):
         """Elements of ``dtype`` per vector register (at least 1)."""
         return max(1, self.vector_bits // DType.parse(dtype).bits)
 
-    def peak_flops(self, dtype: DType | str) -> float:
-        """Peak arithmetic operations per second in ``dtype``."""
-        return (2.0 * self.cores * self.fma_units_per_core * self.processing_elements
+    @field_validator("peak_flops_per_core")
+    @classmethod
+    def _measured_rates(cls, value: dict[str, float]) -> dict[str, float]:
+        known = {d.value for d in DType}
+        for dtype, rate in value.items():
+            if dtype not in known:
+                raise ValueError(f"peak_flops_per_core: {dtype!r} is not a dtype; use one of "
+                                 f"{', '.join(sorted(known))}")
+            if not rate > 0:
+                raise ValueError(f"peak_flops_per_core[{dtype}] = {rate} must be > 0")
+        return value
+
+    def formula_flops_per_core(self, dtype: DType | str) -> float:
+        """One core's peak in ``dtype`` from the unit counts, widths and clock."""
+        return (2.0 * self.fma_units_per_core * self.processing_elements
                 * self.lanes(dtype) * self.frequency_hz)
+
+    def flops_per_core(self, dtype: DType | str) -> float:
+        """One core's peak arithmetic operations per second in ``dtype``: the measured rate,
+        else the formula scaled by the fraction of it measured for another dtype, else the
+        formula."""
+        name = DType.parse(dtype).value
+        if name in self.peak_flops_per_core:
+            return self.peak_flops_per_core[name]
+        formula = self.formula_flops_per_core(dtype)
+        for measured_dtype, rate in sorted(self.peak_flops_per_core.items()):
+            return formula * rate / self.formula_flops_per_core(measured_dtype)
+        return formula
+
+    def peak_flops(self, dtype: DType | str) -> float:
+        """Peak arithmetic operations per second in ``dtype`` of all cores."""
+        return self.cores * self.flops_per_core(dtype)
 
 
 class TargetCapabilities(SpecModel):
@@ -295,6 +336,9 @@ def _read_yaml(path: str | os.PathLike[str] | _Readable, plugin: str | None,
     except OSError as err:
         raise PluginError(f"plugin {plugin or '?'}: cannot read {what} {source}: "
                           f"{err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise PluginError(f"plugin {plugin or '?'}: {what} {source} is not UTF-8 text (byte "
+                          f"{err.start}: {err.reason}); save it as UTF-8 YAML") from err
     try:
         data = yaml.load(text, Loader=SpecLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:

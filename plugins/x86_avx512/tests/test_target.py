@@ -3,12 +3,14 @@ host facts and the timing helper."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import statistics
 
 import numpy as np
 import pytest
 from tilecraft_x86_avx512 import host as host_module
+from tilecraft_x86_avx512 import spec as spec_module
 from tilecraft_x86_avx512 import target as target_module
 from tilecraft_x86_avx512.host import HostInfo, parse_size, read_caches, read_cpuinfo
 from tilecraft_x86_avx512.runtime import split_range, time_kernel
@@ -56,8 +58,13 @@ def test_spec_for_another_host():
                      frozenset())
     spec = build_spec(small)
     assert spec.memory.names == ("DRAM", "L2", "L1", "register")
-    assert spec.compute.peak_flops("float32") == 2 * 1 * 2 * 16 * 2.0e9
-    assert spec.memory.outermost.bandwidth_bytes_per_cycle == 19.0
+    assert spec.compute.peak_flops("float32") == 2 * 1 * 2 * 16 * 2.0e9  # nothing measured
+    assert spec.memory.outermost.bandwidth_bytes_per_cycle == \
+        spec_module.ESTIMATED_BYTES_PER_CYCLE["DRAM"]
+    measured = build_spec(dataclasses.replace(small, fma_flops_per_core=60e9,
+                                              dram_bytes_per_second=30e9))
+    assert measured.compute.peak_flops("float32") == 60e9
+    assert measured.memory.outermost.bandwidth_bytes_per_cycle == 15.0
 
 
 def test_available_here_and_the_reason_when_not(target, monkeypatch):

@@ -1,9 +1,13 @@
-"""Facts about this machine: cores, caches, ISA flags, clock frequency.
+"""Facts about this machine: cores, caches, ISA flags, clock frequency, measured rates.
 
-Caches come from ``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}``; cores from
-the process's CPU affinity; ISA flags from ``/proc/cpuinfo``. The clock is harder: the MHz in
-``/proc/cpuinfo`` is the base clock of a VM here (2.6 GHz while the core runs ~4.1 GHz under
-load), so the frequency is, in order of preference:
+Caches come from ``/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size,
+ways_of_associativity,coherency_line_size}`` (:data:`DEFAULT_CACHES` only where /sys describes
+none, and the spec's description then says so); cores from the process's CPU affinity; ISA
+flags from ``/proc/cpuinfo``; one core's fp32 FMA rate and its read bandwidths from each
+level from micro-benchmarks (:mod:`.probe`), cached on disk per CPU model and flags
+(:mod:`.figures_cache`; ``tilecraft targets --probe`` measures again). The clock is harder:
+the MHz in ``/proc/cpuinfo`` can be a VM's base clock (2.6 GHz while the core runs ~4.1 GHz
+under load), so the frequency is, in order of preference:
 
 1. ``TILECRAFT_X86_FREQ_GHZ`` (an override, e.g. ``4.1``);
 2. ``/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq`` where the kernel exposes it;
@@ -11,40 +15,60 @@ load), so the frequency is, in order of preference:
    few runs of ~0.5 ms), rounded to 0.1 GHz;
 4. 3.0 GHz.
 
->>> parse_size("48K"), parse_size("32768K"), parse_size("1M"), parse_size("512")
-(49152, 33554432, 1048576, 512)
+>>> parse_size("32K"), parse_size("32768K"), parse_size("1M"), parse_size("512")
+(32768, 33554432, 1048576, 512)
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tilecraft.errors import TargetError
+
+if TYPE_CHECKING:
+    from tilecraft_x86_avx512.figures_cache import HostFigures
 
 CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")
 CPUFREQ_MAX = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
 CPUINFO = Path("/proc/cpuinfo")
 FREQUENCY_ENV = "TILECRAFT_X86_FREQ_GHZ"
 DEFAULT_FREQUENCY_HZ = 3.0e9
-#: used when /sys has no cache description (typical of a recent x86 server core)
-DEFAULT_CACHES = {"L1": 48 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024}
+#: assumed only when /sys describes no cache at all (a container hiding it): sizes most x86
+#: cores with AVX-512 have or exceed, ways unknown; the spec's description says so
+DEFAULT_CACHES = {"L1": 32 * 1024, "L2": 1024 * 1024, "L3": 16 * 1024 * 1024}
+CACHES_FROM_SYS = "/sys"
+CACHES_ASSUMED = "assumed (/sys describes no cache)"
 
 
 @dataclass(frozen=True)
 class CacheLevel:
+    """One data (or unified) cache of a core; ``ways`` is None when unknown."""
+
     name: str
     size_bytes: int
     shared_by_cores: bool
+    ways: int | None = None
+    line_bytes: int = 64
 
 
 @dataclass(frozen=True)
 class HostInfo:
-    """What the x86 target plans with on this machine."""
+    """What the x86 target plans with: this machine's facts, or a named CPU's from data.
+
+    The measured figures are per core: ``fma_flops_per_core`` (fp32 operations per second, a
+    fused multiply-add counting two), ``dram_bytes_per_second``, ``l3_bytes_per_second``,
+    ``l2_bytes_per_second`` and ``l1_bytes_per_second`` (what one core reads); None means not
+    known, and :func:`~.spec.build_spec` then derives a documented estimate from the clock and
+    the ISA. ``figures_source`` says where they come
+    from (``measured``, ``cached <file>``, a named CPU's data, ``estimated``...).
+    """
 
     model_name: str
     cores: int
@@ -52,6 +76,13 @@ class HostInfo:
     frequency_source: str
     caches: tuple[CacheLevel, ...]
     flags: frozenset[str]
+    fma_flops_per_core: float | None = None
+    dram_bytes_per_second: float | None = None
+    l3_bytes_per_second: float | None = None
+    figures_source: str = "measured"
+    l2_bytes_per_second: float | None = None
+    l1_bytes_per_second: float | None = None
+    caches_source: str = CACHES_FROM_SYS
 
     @property
     def has_avx512f(self) -> bool:
@@ -70,8 +101,22 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
+def _read_int(path: Path) -> int | None:
+    """A positive integer from a /sys file; None when absent, empty, 0 or garbled (the
+    kernel writes 0 ways for a fully associative cache or one it cannot describe)."""
+    try:
+        value = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
 def read_caches(root: Path = CACHE_ROOT) -> tuple[CacheLevel, ...]:
-    """Data and unified caches of cpu0, innermost first (L1 data, L2, L3)."""
+    """Data and unified caches of cpu0, innermost first (L1 data, L2, L3); the assumed
+    :data:`DEFAULT_CACHES` when /sys describes none (see :func:`caches_source`).
+
+    Ways and line size are kept only when they divide the size into a whole number of sets.
+    """
     found: dict[int, CacheLevel] = {}
     for index in sorted(root.glob("index*")):
         try:
@@ -82,12 +127,23 @@ def read_caches(root: Path = CACHE_ROOT) -> tuple[CacheLevel, ...]:
                 if (index / "shared_cpu_list").exists() else "0"
         except (OSError, ValueError):
             continue
-        if kind == "Instruction":
+        if kind == "Instruction" or size <= 0:
             continue
-        found[level] = CacheLevel(f"L{level}", size, "," in shared or "-" in shared)
+        ways = _read_int(index / "ways_of_associativity")
+        line = _read_int(index / "coherency_line_size") or 64
+        if ways is not None and size % (ways * line):
+            ways = None
+        found[level] = CacheLevel(f"L{level}", size, "," in shared or "-" in shared,
+                                  ways=ways, line_bytes=line)
     if not found:
         return tuple(CacheLevel(name, size, name == "L3") for name, size in DEFAULT_CACHES.items())
     return tuple(found[level] for level in sorted(found))
+
+
+def caches_source(root: Path = CACHE_ROOT) -> str:
+    """Where :func:`read_caches` finds the caches: /sys, or assumed."""
+    described = any((index / "size").exists() for index in root.glob("index*"))
+    return CACHES_FROM_SYS if described else CACHES_ASSUMED
 
 
 def read_cpuinfo(path: Path = CPUINFO) -> tuple[str, frozenset[str]]:
@@ -184,10 +240,38 @@ def estimate_frequency() -> tuple[float, str]:
     return DEFAULT_FREQUENCY_HZ, "default"
 
 
-@functools.cache
-def host_info() -> HostInfo:
-    """This machine, read once per process."""
+def read_host(figures: HostFigures | None = None) -> HostInfo:
+    """This machine's facts, with ``figures`` (measured rates) or none (estimates)."""
     model, flags = read_cpuinfo()
     frequency, source = estimate_frequency()
-    return HostInfo(model_name=model, cores=usable_cores(), frequency_hz=frequency,
-                    frequency_source=source, caches=read_caches(), flags=flags)
+    info = HostInfo(model_name=model, cores=usable_cores(), frequency_hz=frequency,
+                    frequency_source=source, caches=read_caches(), flags=flags,
+                    figures_source="estimated", caches_source=caches_source())
+    if figures is None:
+        return info
+    return dataclasses.replace(
+        info, fma_flops_per_core=figures.fma_flops_per_core,
+        dram_bytes_per_second=figures.dram_bytes_per_second,
+        l3_bytes_per_second=figures.l3_bytes_per_second,
+        l2_bytes_per_second=figures.l2_bytes_per_second,
+        l1_bytes_per_second=figures.l1_bytes_per_second, figures_source=figures.source)
+
+
+@functools.cache
+def host_info() -> HostInfo:
+    """This machine, read once per process; its measured figures come from the on-disk cache,
+    or are measured (and cached) at first use (:func:`.figures_cache.host_figures`)."""
+    from tilecraft_x86_avx512.figures_cache import host_figures
+
+    model, flags = read_cpuinfo()
+    return read_host(host_figures(model, flags, read_caches()))
+
+
+def refresh_host_info() -> HostInfo:
+    """Measure this machine's figures again, replace the cached ones and return the facts."""
+    from tilecraft_x86_avx512.figures_cache import host_figures
+
+    model, flags = read_cpuinfo()
+    host_info.cache_clear()
+    host_figures(model, flags, read_caches(), refresh=True)
+    return host_info()

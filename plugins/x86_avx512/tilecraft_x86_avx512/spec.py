@@ -1,23 +1,31 @@
-"""The x86_avx512 target spec, built from this machine's facts (:mod:`.host`).
+"""The x86_avx512 target spec, built from a machine's facts (:class:`.host.HostInfo`).
 
 Memory levels, outer to inner: ``DRAM`` (kernel parameters live here), ``L3`` (shared by the
-cores), ``L2``, ``L1`` (data caches as /sys reports them), and ``register`` — the 32 zmm
-registers of 64 bytes, where lowering puts small local accumulators. Caches are filled by
-hardware: tiles are sized to fit them, buffers are never allocated in them.
+cores), ``L2``, ``L1`` (data caches with their ways and line size, as /sys reports them), and
+``register`` — the 32 zmm registers of 64 bytes, where lowering puts small local accumulators.
+Caches are filled by hardware: tiles are sized to fit them, buffers are never allocated in them.
 
-Bandwidths are per instance in bytes per cycle, figures for a Zen 4/5-class core: two 64-byte
-loads per cycle from L1, 64 B/cycle L2 to L1, 32 B/cycle L3 to L2; DRAM's is the measured
-~38 GB/s of one thread divided by the clock.
+Bandwidths are what one core reads from each level, in bytes per cycle: the host's measured
+figures (:mod:`.probe`) divided by its clock. Where nothing was measured (a named CPU without
+figures, ``TILECRAFT_X86_PROBE=0``, a failed probe) they are estimates from the ISA
+(:data:`ESTIMATED_BYTES_PER_CYCLE`), and the fp32 peak is the formula of
+:class:`~tilecraft.target.spec.ComputeUnits` — which overstates a core that executes 512-bit
+operations as two halves; the spec's description says which. Latencies are typical figures
+of AVX-512 cores (:data:`TYPICAL_LATENCY_CYCLES`): nothing plans with them.
 
 >>> from tilecraft_x86_avx512.host import CacheLevel, HostInfo
->>> host = HostInfo("test CPU", 2, 4.0e9, "test", (CacheLevel("L1", 49152, False),
-...                 CacheLevel("L2", 1048576, False), CacheLevel("L3", 33554432, True)),
-...                 frozenset({"avx512f"}))
+>>> caches = (CacheLevel("L1", 32768, False, ways=8), CacheLevel("L2", 1048576, False, ways=8),
+...           CacheLevel("L3", 33554432, True, ways=16))
+>>> host = HostInfo("test CPU", 2, 4.0e9, "test", caches, frozenset({"avx512f"}),
+...                 fma_flops_per_core=128e9, dram_bytes_per_second=32e9,
+...                 l3_bytes_per_second=80e9)
 >>> spec = build_spec(host)
->>> spec.memory.names
-('DRAM', 'L3', 'L2', 'L1', 'register')
+>>> spec.memory.names, spec.memory.level("L1").associativity
+(('DRAM', 'L3', 'L2', 'L1', 'register'), 8)
 >>> spec.compute.lanes("float32"), spec.compute.peak_flops("float32") / 1e9
-(16, 512.0)
+(16, 256.0)
+>>> [spec.memory.level(name).bandwidth_bytes_per_cycle for name in ("DRAM", "L3", "L2")]
+[8.0, 20.0, 64.0]
 """
 
 from __future__ import annotations
@@ -40,11 +48,14 @@ TARGET_NAME = "x86_avx512"
 PLUGIN_VERSION = "0.1.0"
 VECTOR_BITS = 512
 ZMM_REGISTERS = 32
-DRAM_BYTES_PER_SECOND = 38e9
 LINE_BYTES = 64
 
-#: (bandwidth to the next inner level in bytes/cycle, latency in cycles) per cache level
-_CACHE_FIGURES = {"L3": (32.0, 50.0), "L2": (64.0, 14.0), "L1": (128.0, 5.0)}
+#: bytes per cycle one core reads from each level when nothing was measured: an AVX-512 core's
+#: two 64-byte load ports, a 64-byte line per cycle from L2, and modest L3 and DRAM shares
+ESTIMATED_BYTES_PER_CYCLE = {"L1": 128.0, "L2": 64.0, "L3": 16.0, "DRAM": 8.0}
+#: typical load-to-use latencies of AVX-512 cores, in cycles (DRAM in seconds); informative only
+TYPICAL_LATENCY_CYCLES = {"L1": 5.0, "L2": 14.0, "L3": 50.0}
+DRAM_LATENCY_SECONDS = 90e-9
 
 LOOP_KINDS = (LoopKind.SERIAL, LoopKind.PARALLEL, LoopKind.VECTOR, LoopKind.UNROLLED)
 PRIMITIVES = (SchedulePrimitive.SPLIT, SchedulePrimitive.FUSE, SchedulePrimitive.REORDER,
@@ -53,20 +64,33 @@ PRIMITIVES = (SchedulePrimitive.SPLIT, SchedulePrimitive.FUSE, SchedulePrimitive
               SchedulePrimitive.PARALLEL, SchedulePrimitive.CACHE)
 
 
+def _measured_bytes_per_second(host: HostInfo, level: str) -> float | None:
+    return {"DRAM": host.dram_bytes_per_second, "L3": host.l3_bytes_per_second,
+            "L2": host.l2_bytes_per_second, "L1": host.l1_bytes_per_second}[level]
+
+
+def bytes_per_cycle(host: HostInfo, level: str) -> float:
+    """What one core reads from ``level`` per cycle: measured, else the ISA estimate."""
+    measured = _measured_bytes_per_second(host, level)
+    if measured is None:
+        return ESTIMATED_BYTES_PER_CYCLE[level]
+    return round(measured / host.frequency_hz, 2)
+
+
 def memory_hierarchy(host: HostInfo) -> MemoryHierarchy:
     levels = [MemoryLevel(
         name="DRAM", size_bytes=None, kind=MemoryKind.DRAM, line_bytes=LINE_BYTES,
-        bandwidth_bytes_per_cycle=round(DRAM_BYTES_PER_SECOND / host.frequency_hz, 2),
-        latency_cycles=round(90e-9 * host.frequency_hz))]
+        bandwidth_bytes_per_cycle=bytes_per_cycle(host, "DRAM"),
+        latency_cycles=round(DRAM_LATENCY_SECONDS * host.frequency_hz))]
     for name in ("L3", "L2", "L1"):
         cache = host.cache(name)
         if cache is None:
             continue
-        bandwidth, latency = _CACHE_FIGURES[name]
         levels.append(MemoryLevel(
             name=name, size_bytes=cache.size_bytes, kind=MemoryKind.CACHE,
-            bandwidth_bytes_per_cycle=bandwidth, latency_cycles=latency, line_bytes=LINE_BYTES,
-            shared_by_cores=cache.shared_by_cores,
+            bandwidth_bytes_per_cycle=bytes_per_cycle(host, name),
+            latency_cycles=TYPICAL_LATENCY_CYCLES[name], line_bytes=cache.line_bytes,
+            associativity=cache.ways, shared_by_cores=cache.shared_by_cores,
             fan_out=host.cores if cache.shared_by_cores else 1))
     levels.append(MemoryLevel(
         name="register", size_bytes=ZMM_REGISTERS * VECTOR_BITS // 8, kind=MemoryKind.REGISTERS,
@@ -74,19 +98,40 @@ def memory_hierarchy(host: HostInfo) -> MemoryHierarchy:
     return MemoryHierarchy(levels=levels)
 
 
+def figures_note(host: HostInfo) -> str:
+    """Where the spec's figures come from, for its description."""
+    measured = [name for name in ("fp32 FMA rate", "DRAM", "L3", "L2", "L1")
+                if (host.fma_flops_per_core if name == "fp32 FMA rate"
+                    else _measured_bytes_per_second(host, name)) is not None]
+    if not measured:
+        figures = ("figures estimated from the clock and the ISA (nothing measured; "
+                   "`tilecraft targets --probe` measures them)")
+    elif len(measured) < 5:
+        figures = f"{', '.join(measured)} {host.figures_source}, the rest estimated"
+    else:
+        figures = f"figures {host.figures_source}"
+    if host.fma_flops_per_core is not None:
+        figures += f"; fp32 peak {host.fma_flops_per_core / 1e9:.0f} GFLOP/s per core"
+    return f"caches from {host.caches_source}; {figures}"
+
+
 def build_spec(host: HostInfo | None = None) -> TargetSpec:
     """The spec for ``host`` (this machine by default)."""
     host = host or host_info()
+    measured_peak = {} if host.fma_flops_per_core is None \
+        else {"float32": float(host.fma_flops_per_core)}
     return TargetSpec(
         name=TARGET_NAME,
         api_version=TARGET_API_VERSION,
         version=PLUGIN_VERSION,
         description=(f"x86-64 CPU with AVX-512 ({host.model_name}, {host.cores} cores, "
-                     f"{host.frequency_hz / 1e9:.2f} GHz from {host.frequency_source}): LLVM IR "
-                     "through llvmlite, JIT-compiled or linked into a shared library"),
+                     f"{host.frequency_hz / 1e9:.2f} GHz from {host.frequency_source}; "
+                     f"{figures_note(host)}): LLVM IR through llvmlite, JIT-compiled or linked "
+                     "into a shared library"),
         memory=memory_hierarchy(host),
         compute=ComputeUnits(cores=host.cores, frequency_hz=float(host.frequency_hz),
-                             vector_bits=VECTOR_BITS, fma_units_per_core=2),
+                             vector_bits=VECTOR_BITS, fma_units_per_core=2,
+                             peak_flops_per_core=measured_peak),
         primitives=PRIMITIVES,
         fixed_decisions={"vector_lanes": VECTOR_BITS // 32, "layout": "row_major"},
         loop_kinds=LOOP_KINDS,
