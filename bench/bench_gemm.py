@@ -59,7 +59,9 @@ def _time(m, n, k, threads, config, a, b) -> float:
 
 def _sweep(m, n, k, threads) -> list[dict[str, int]]:
     contraction = as_contraction(_program(m, n, k))
-    base = default_config(contraction, 49152, 1 << 20, threads)
+    memory = X86Avx512Target().spec.memory  # this machine's caches
+    base = default_config(contraction, memory.level("L1").size_bytes,
+                          memory.level("L2").size_bytes, threads)
     configs = []
     for (mi, nr), kc in itertools.product(tile_candidates(contraction)[:3], (64, 128, 256)):
         config = dict(base, MI=mi, NR=nr, KC=min(kc, k))

@@ -47,7 +47,7 @@ def _configure_targets(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_targets(args: argparse.Namespace) -> int:
-    from tilecraft.target.registry import format_target_table, list_targets
+    from tilecraft.target.registry import format_target_table, format_variants, list_targets
 
     infos = list_targets()
     if not infos:
@@ -55,6 +55,9 @@ def _run_targets(args: argparse.Namespace) -> int:
               "(pip install -e plugins/<name>) or write one with `tilecraft new-target NAME`")
         return 0
     print(format_target_table(infos))
+    variants = format_variants(infos)
+    if variants:
+        print(f"\n{variants}")
     if args.verbose:
         for info in infos:
             print(f"\n{info.name}: {info.origin}")

@@ -2,7 +2,10 @@
 
 ``tilecraft compile prog.py`` runs a Python file that builds a program and compiles it: the
 file defines ``graph`` (a Graph, a Tensor or a list of Tensors) or a function ``build()``
-returning one; ``--graph NAME`` picks another variable.
+returning one; ``--graph NAME`` picks another variable. ``--target NAME:VARIANT`` compiles for
+a target's variant (``x86_avx512:skylake-avx512``: that CPU). ``--output-dir DIR`` writes each
+kernel's source and whatever the target exports ahead of time (``Target.export``: the x86
+target writes ``lib<file stem>.so`` and ``<file stem>.h``); nothing is run unless ``--run``.
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ SOURCE_SUFFIX = {"llvm-ir": "ll", "cuda": "cu", "opencl": "cl", "hls-cpp": "cpp"
 
 def configure_compile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Python file that builds the program")
-    parser.add_argument("--target", default="x86_avx512", help="installed target name")
+    parser.add_argument("--target", default="x86_avx512",
+                        help="installed target name, or NAME:VARIANT for a variant such as "
+                             "x86_avx512:znver4 (`tilecraft targets` lists them)")
     parser.add_argument("--graph", default=None, metavar="NAME",
                         help="variable or zero-argument function of the file holding the "
                              "program (default: graph, then build)")
     parser.add_argument("--output-dir", type=Path, default=None,
-                        help="write each kernel's generated source here")
+                        help="write each kernel's generated source here, and what the target "
+                             "exports ahead of time (a shared library and a C header for "
+                             "x86_avx512)")
     parser.add_argument("--run", action="store_true",
                         help="run on random inputs and check against the reference interpreter")
     parser.add_argument("--database", type=Path, default=None,
@@ -50,10 +57,12 @@ def _load_program(path: Path, name: str | None) -> Any:
 def run_compile(args: argparse.Namespace) -> int:
     import tilecraft as tc
     from tilecraft.api import _as_graph
+    from tilecraft.target.registry import get_target
 
     graph = _as_graph(_load_program(args.file, args.graph))
     database = getattr(args, "database", None)
-    exe = tc.compile(graph, target=args.target,
+    target = get_target(args.target)
+    exe = tc.compile(graph, target=target,
                      database=str(database) if database is not None else None)
     if args.output_dir is not None:
         args.output_dir.mkdir(parents=True, exist_ok=True)
@@ -61,6 +70,10 @@ def run_compile(args: argparse.Namespace) -> int:
             suffix = SOURCE_SUFFIX.get(source.language, source.language)
             (args.output_dir / f"{name}.{suffix}").write_text(source.text)
         print(f"wrote {len(exe.sources)} source file(s) to {args.output_dir}")
+        exported = target.export([(c.kernel, c.source) for c in exe.compiled], graph,
+                                 args.output_dir, args.file.stem)
+        for path in exported:
+            print(f"wrote {path}")
     if args.run:
         rng = np.random.default_rng(0)
         inputs = {}

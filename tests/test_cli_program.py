@@ -25,7 +25,34 @@ def test_compile_writes_sources_and_checks(tmp_path: Path, capsys) -> None:
     assert "wrote 5 source file(s)" in out
     error = float(out.split("max abs error ")[1].split()[0])
     assert error < 1e-5
-    assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".ll"] * 5
+    # the sources, and what x86_avx512 exports ahead of time: a shared library and a C header
+    assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".h"] + [".ll"] * 5 + \
+        [".so"]
+
+
+def test_compile_for_a_named_cpu_writes_the_library_and_header(tmp_path: Path,
+                                                                capsys) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    out = tmp_path / "out"
+    assert main(["compile", str(program), "--target", "x86_avx512:skylake-avx512",
+                 "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out / 'libprog.so'}" in printed and f"wrote {out / 'prog.h'}" in printed
+    assert "target x86_avx512:skylake-avx512" in printed
+    assert (out / "libprog.so").read_bytes()[:4] == b"\x7fELF"
+    header = (out / "prog.h").read_text()
+    assert "static inline int prog_run(const float *X, float *" in header
+    assert header.count("(void **args, int64_t begin, int64_t end);") == 5
+
+
+def test_compile_for_an_unknown_cpu_or_variant_fails_cleanly(tmp_path: Path, capsys) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    assert main(["compile", str(program), "--target", "x86_avx512:pentium4"]) == 2
+    assert "unknown x86 CPU 'pentium4'" in capsys.readouterr().err
+    assert main(["compile", str(program), "--target", "mali:g78"]) == 2
+    assert "target mali has no variants" in capsys.readouterr().err
 
 
 def test_compile_names_a_missing_graph(tmp_path: Path, capsys) -> None:

@@ -8,6 +8,12 @@ or ``emulate(kernel, arrays)`` where it cannot run natively, and ``estimate(kern
 where it models instead of measures. ``available()`` says which stages this machine can do,
 and why not.
 
+Two optional hooks: ``variants()`` / ``with_variant(name)`` give the same target for a named
+variant (``get_target("x86_avx512:znver4")``: a CPU, a chip generation); a target without
+variants refuses one. ``export(kernels, graph, directory, name)`` writes what running the
+compiled kernels without tilecraft needs (e.g. a shared library and a C header); ``tilecraft
+compile --output-dir`` calls it, and a target without it writes only its sources.
+
 >>> Availability(codegen=True, build=True, execute=False, emulate=True,
 ...              reasons={"execute": "no GPU"}).capability.value
 'emulate'
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -188,6 +194,29 @@ class Target(ABC):
         outputs that are not graph tensors (the runtime allocates them) and may view a graph
         tensor in another shape of the same size."""
         return None
+
+    # optional hooks: variants and ahead-of-time export ---------------------------------------
+    def variants(self) -> Mapping[str, str]:
+        """The variants ``with_variant`` accepts, each with a one-line description (none by
+        default)."""
+        return {}
+
+    def with_variant(self, variant: str) -> Target:
+        """This target for ``variant`` (``get_target(f"{name}:{variant}")``); a TargetError
+        naming the known variants when there is no such one."""
+        known = ", ".join(sorted(self.variants()))
+        if not known:
+            raise TargetError(f"target {self.name} has no variants, so {self.name}:{variant} "
+                              f"names nothing; use target {self.name!r}")
+        raise TargetError(f"target {self.name} has no variant {variant!r}; its variants are "
+                          f"{known}")
+
+    def export(self, kernels: Sequence[tuple[Kernel, Source]], graph: Graph,
+               directory: Path, name: str) -> list[Path]:
+        """Ahead of time: write into ``directory`` what calling ``kernels`` (in this order:
+        they compute ``graph``) without tilecraft needs, with ``name`` as the file stem, and
+        return the paths written. Default: nothing beyond the sources the caller writes."""
+        return []
 
     def __repr__(self) -> str:
         return f"<Target {self.name}>"

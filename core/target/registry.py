@@ -8,6 +8,10 @@ declares an invalid spec or the wrong ``api_version`` is listed as broken with t
 skipped; the other targets keep working. :func:`register_target` adds a target in-process
 (tests, notebooks); in-process targets take precedence over installed ones of the same name.
 
+A name ``"target:variant"`` asks the target for a variant (``Target.with_variant``, e.g.
+``x86_avx512:znver4`` for that CPU); the variant's target is made once per process. A target
+without variants refuses one with a TargetError.
+
 >>> from tilecraft.target.base import Availability
 >>> print(format_target_table([TargetInfo(
 ...     name="toy", status=TargetStatus.OK, target=None, version="0.1",
@@ -79,6 +83,27 @@ def format_target_table(infos: Iterable[TargetInfo]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def format_variants(infos: Iterable[TargetInfo]) -> str:
+    """One line per working target that has variants: how to name them.
+
+    >>> print(format_variants([]))
+    <BLANKLINE>
+    """
+    lines = []
+    for info in infos:
+        if not info.ok or info.target is None:
+            continue
+        try:
+            variants = info.target.variants()
+        except Exception as err:  # noqa: BLE001 - shown, not raised: the listing goes on
+            lines.append(f"{info.name}: listing its variants failed: {_describe(err)}")
+            continue
+        if variants:
+            names = ", ".join(sorted(variants))
+            lines.append(f"{info.name}:<variant> for another machine; variants: {names}")
+    return "\n".join(lines)
+
+
 def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
@@ -145,6 +170,7 @@ def _load_entry_point(entry_point: importlib.metadata.EntryPoint) -> TargetInfo:
 
 _discovered: list[TargetInfo] | None = None
 _registered: dict[str, TargetInfo] = {}
+_variants: dict[str, Target] = {}
 
 
 def discover_targets(refresh: bool = False) -> list[TargetInfo]:
@@ -152,6 +178,7 @@ def discover_targets(refresh: bool = False) -> list[TargetInfo]:
     global _discovered
     if _discovered is not None and not refresh:
         return list(_discovered)
+    _variants.clear()
     found: list[TargetInfo] = []
     by_name: dict[str, TargetInfo] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -182,6 +209,7 @@ def register_target(target: Target, *, replace_existing: bool = False) -> Target
     info = TargetInfo(name=spec.name, status=TargetStatus.OK, target=target,
                       availability=availability, version=spec.version, origin=IN_PROCESS)
     _registered[spec.name] = info
+    _variants.clear()
     return info
 
 
@@ -189,6 +217,7 @@ def unregister_target(name: str) -> None:
     """Remove a target added with :func:`register_target`."""
     if _registered.pop(name, None) is None:
         raise TargetError(f"no target named {name!r} was registered in this process")
+    _variants.clear()
 
 
 def list_targets(refresh: bool = False) -> list[TargetInfo]:
@@ -201,7 +230,11 @@ def list_targets(refresh: bool = False) -> list[TargetInfo]:
 
 def get_target(name: str) -> Target:
     """The target called ``name``: a :class:`TargetError` listing the installed targets when
-    unknown, a :class:`PluginError` with the reason when broken."""
+    unknown, a :class:`PluginError` with the reason when broken. ``"name:variant"`` is that
+    target's variant (see the module docstring)."""
+    base, colon, variant = name.partition(":")
+    if colon:
+        return _variant_target(name, base, variant)
     if name in _registered:
         return _registered[name].target  # type: ignore[return-value]
     infos = discover_targets()
@@ -219,3 +252,30 @@ def get_target(name: str) -> Target:
         listing += f" (broken: {', '.join(broken)})"
     raise TargetError(f"unknown target {name!r}; installed targets: {listing}. Install its "
                       "plugin package (pip install ...) or run `tilecraft targets`")
+
+
+def _variant_target(full: str, base: str, variant: str) -> Target:
+    """``get_target(base).with_variant(variant)``, checked like a plugin's target, made once."""
+    made = _variants.get(full)
+    if made is not None:
+        return made
+    if not base or not variant:
+        raise TargetError(f"target name {full!r} is malformed; write TARGET or "
+                          "TARGET:VARIANT, e.g. x86_avx512:znver4")
+    target = get_target(base)
+    try:
+        made = target.with_variant(variant)
+    except TargetError:
+        raise
+    except Exception as err:  # a plugin's bug: reported with its cause, never swallowed
+        raise PluginError(f"target {base!r} failed to make its variant {variant!r}: "
+                          f"{_describe(err)}") from err
+    if not isinstance(made, Target):
+        raise PluginError(f"target {base!r}: with_variant({variant!r}) returned "
+                          f"{type(made).__name__}, not a Target")
+    try:
+        _check_target(made, base)
+    except PluginError as err:
+        raise PluginError(f"target {full!r} is invalid: {err}") from err
+    _variants[full] = made
+    return made

@@ -1,8 +1,10 @@
 """Fused GEMM chains on x86: correct on odd shapes, reported, unfused when they cannot fit."""
 
+import dataclasses
+
 import numpy as np
 import pytest
-from tilecraft_x86_avx512.fusion import chain_blocking
+from tilecraft_x86_avx512.fusion import BlockingMachine, chain_blocking
 
 import tilecraft as tc
 from tilecraft import ops, te
@@ -35,9 +37,11 @@ def test_fused_chain_native(shape, middle):
 
 def test_chain_that_does_not_fit_is_left_unfused():
     chain = as_chain(_chain(1, 64, 64, 4096, 64, None))
-    blocking, reason = chain_blocking(chain, l2_bytes=256 * 1024, threads=2)
+    small = BlockingMachine(l1_bytes=32768, l2_bytes=256 * 1024, threads=2,
+                            flops_per_core=100e9, reload_bytes_per_second=50e9)
+    blocking, reason = chain_blocking(chain, small)
     assert blocking is None and "more than half of L2" in reason
-    blocking, reason = chain_blocking(chain, l2_bytes=8 << 20, threads=2)
+    blocking, reason = chain_blocking(chain, dataclasses.replace(small, l2_bytes=8 << 20))
     assert blocking is not None and blocking.mc % blocking.nr1 == 0
 
 

@@ -6,6 +6,7 @@ import ctypes
 import ml_dtypes
 import numpy as np
 import pytest
+from cpu_features import BF16, MICRO_KERNEL_FLAGS, VNNI, needs, skip_without
 from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.gemm_template import (
     grouped_default_config,
@@ -72,6 +73,7 @@ def _native_vs_reference(program, target, rng, exact=True):
 @pytest.mark.parametrize("mi, nr, kg", [(5, 80, 7), (1, 16, 1), (6, 64, 13), (8, 48, 4)])
 def test_micro_kernel_matches_its_declared_semantics(decl, mi, nr, kg):
     """The rendered kernel, called on strided operands, equals the declaration's semantics."""
+    skip_without(MICRO_KERNEL_FLAGS[decl.name])
     text = render(decl.name, {"MI": mi, "NR": nr, "KG": kg}, "mk")
     text = text.replace("alwaysinline nounwind", "nounwind").replace("define internal", "define")
     for name, ret, args in LLVM_DECLARATIONS[decl.name]:
@@ -111,6 +113,7 @@ def test_render_errors_name_the_kernel_and_parameter():
 
 
 # whole programs, natively --------------------------------------------------------------------
+@needs(VNNI)
 @pytest.mark.parametrize("a_dtype, b_dtype", SIGNS)
 @pytest.mark.parametrize("m, n, k", [(37, 129, 61), (1, 17, 1), (97, 16, 3), (13, 48, 256)])
 def test_int8_matmul_exact(a_dtype, b_dtype, m, n, k):
@@ -126,6 +129,7 @@ def test_int8_matmul_exact(a_dtype, b_dtype, m, n, k):
     assert exe.kernels[-1].attrs["micro_kernel"] == expected_kernel
 
 
+@needs(VNNI)
 def test_int8_dense_batch_and_conv_default_template():
     rng = np.random.default_rng(4)
     D = te.placeholder((45, 70), "uint8", name="D")
@@ -147,6 +151,7 @@ def test_int8_dense_batch_and_conv_default_template():
         _native_vs_reference(program, X86Avx512Target(threads=2), rng)
 
 
+@needs(BF16)
 @pytest.mark.parametrize("out_dtype", ["float32", None])
 def test_bf16_matmul_within_tolerance(out_dtype):
     rng = np.random.default_rng(5)
@@ -158,6 +163,7 @@ def test_bf16_matmul_within_tolerance(out_dtype):
     assert ("C_acc" in exe.kernels[-1].outputs) == (out_dtype is None)
 
 
+@needs(VNNI, BF16)
 def test_asm_uses_vpdpbusd_and_vdpbf16ps_on_zmm():
     for dtype, out, instruction in (("int8", "int32", "vpdpbusd"),
                                     ("bfloat16", "float32", "vdpbf16ps")):
@@ -169,6 +175,7 @@ def test_asm_uses_vpdpbusd_and_vdpbf16ps_on_zmm():
         assert len(hits) >= 8, instruction  # the unrolled MI x NI accumulator block
 
 
+@needs(VNNI, BF16)
 def test_interpreter_with_declared_semantics_agrees_with_native():
     """The lowered kernels, interpreted with the declarations' semantics, give the native
     result bit for bit (int8 with compensation), and within rounding for bfloat16."""
@@ -218,6 +225,7 @@ def test_micro_kernel_choice_and_default_blocking():
         assert config["MC"] % config["MI"] == 0 and blocks % threads == 0
 
 
+@needs(VNNI)
 def test_template_errors():
     target = X86Avx512Target()
     options = LoweringOptions.from_spec(target.spec)

@@ -5,6 +5,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from cpu_features import VNNI, needs
 from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.gemm_template import grouped_default_config, grouped_micro_kernel
 from tilecraft_x86_avx512.microkernels import (
@@ -21,6 +22,8 @@ from tilecraft.errors import CodegenError
 from tilecraft.graph import Graph
 from tilecraft.microkernel.grouped import as_grouped_contraction
 from tilecraft.reference import run
+
+pytestmark = needs(VNNI)  # every test runs (or plans for) VNNI micro-kernels here
 
 
 def _data(tensor, rng):

@@ -4,8 +4,10 @@ shared library by ``gcc -shared`` (ahead of time).
 Facts of llvmlite 0.50 / LLVM 22 this relies on (TOOLCHAINS.md): there is no
 ``llvm.initialize()``; the target machine must be built from ``get_host_cpu_name()`` and
 ``get_host_cpu_features()`` or LLVM emits no zmm code; objects for a shared library need
-``reloc="pic"``. Modules are optimised by the new pass manager's O3 pipeline
-(``create_pass_builder`` + ``PipelineTuningOptions``) after verification.
+``reloc="pic"``. A named CPU (``cpu=(llvm_cpu, features)``, see :mod:`.cpus`) gets a target
+machine of its own for that CPU and exactly those features, on any host LLVM runs on: code is
+generated and assembled for it without running. Modules are optimised by the new pass
+manager's O3 pipeline (``create_pass_builder`` + ``PipelineTuningOptions``) after verification.
 
 JIT engines are cached by the SHA-256 of the IR text, so compiling the same source twice is
 free; an :class:`JitModule` keeps its engine (and so its machine code) alive.
@@ -32,6 +34,10 @@ _LOCK = threading.RLock()
 _JIT_CACHE: OrderedDict[str, JitModule] = OrderedDict()
 JIT_CACHE_SIZE = 512
 MANIFEST_SYMBOL = "tilecraft_manifest"
+#: the triple of code for a named CPU (the host's own code uses the process triple)
+X86_TRIPLE = "x86_64-unknown-linux-gnu"
+#: (LLVM cpu name, LLVM feature string) of a named CPU; ``None`` means this host
+CpuChoice = tuple[str, str] | None
 
 
 @functools.cache
@@ -53,29 +59,44 @@ def host_cpu() -> tuple[str, str]:
 
 
 @functools.cache
-def target_machine(jit: bool = True) -> Any:
-    """The host's target machine: JIT code model, or position-independent for shared
-    libraries. Shared: never hand it to an execution engine (see :func:`new_target_machine`)."""
-    return new_target_machine(jit)
+def target_machine(jit: bool = True, cpu: CpuChoice = None) -> Any:
+    """The target machine of this host (or of the named ``cpu``): JIT code model, or
+    position-independent for shared libraries. Shared: never hand it to an execution engine
+    (see :func:`new_target_machine`)."""
+    return new_target_machine(jit, cpu)
 
 
-def new_target_machine(jit: bool = True) -> Any:
+@functools.cache
+def _x86_target() -> Any:
+    """LLVM's x86 target, whatever this host is (all targets initialised off x86)."""
+    binding = llvm()
+    if not binding.get_process_triple().startswith(("x86_64", "amd64")):
+        binding.initialize_all_targets()
+        binding.initialize_all_asmprinters()
+    return binding.Target.from_triple(X86_TRIPLE)
+
+
+def new_target_machine(jit: bool = True, cpu: CpuChoice = None) -> Any:
     """A target machine of its own. An MCJIT engine takes ownership of the machine it is
     given and frees it with itself, so each engine needs a fresh one: handing every engine
     the shared one left a dangling machine once the first engine was freed (crashes in LLVM
     after a few hundred compiles)."""
     binding = llvm()
-    cpu, features = host_cpu()
-    target = binding.Target.from_triple(binding.get_process_triple())
+    if cpu is None:
+        name, features = host_cpu()
+        target = binding.Target.from_triple(binding.get_process_triple())
+    else:
+        name, features = cpu
+        target = _x86_target()
     if jit:
-        return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
-    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+        return target.create_target_machine(cpu=name, features=features, opt=3, jit=True)
+    return target.create_target_machine(cpu=name, features=features, opt=3, reloc="pic",
                                         codemodel="default")
 
 
-def source_hash(text: str) -> str:
-    cpu, features = host_cpu()
-    return hashlib.sha256(f"{cpu}\n{features}\n{text}".encode()).hexdigest()
+def source_hash(text: str, cpu: CpuChoice = None) -> str:
+    name, features = host_cpu() if cpu is None else cpu
+    return hashlib.sha256(f"{name}\n{features}\n{text}".encode()).hexdigest()
 
 
 def parse_module(text: str, what: str) -> Any:
@@ -105,16 +126,17 @@ def optimize(module: Any, machine: Any, speed_level: int = 3) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
-def optimized_module(text: str, what: str, jit: bool = True) -> Any:
+def optimized_module(text: str, what: str, jit: bool = True, cpu: CpuChoice = None) -> Any:
     module = parse_module(text, what)
-    optimize(module, target_machine(jit))
+    optimize(module, target_machine(jit, cpu))
     return module
 
 
-def emit_assembly(text: str, what: str = "a kernel") -> str:
-    """The optimised x86 assembly of an IR module (for inspection and tests)."""
+def emit_assembly(text: str, what: str = "a kernel", cpu: CpuChoice = None) -> str:
+    """The optimised x86 assembly of an IR module for this host or the named ``cpu`` (for
+    inspection and tests)."""
     with _LOCK:
-        return target_machine(True).emit_assembly(optimized_module(text, what))
+        return target_machine(True, cpu).emit_assembly(optimized_module(text, what, cpu=cpu))
 
 
 class JitModule:
@@ -131,16 +153,17 @@ class JitModule:
         return address
 
 
-def jit_compile(text: str, what: str = "a kernel") -> JitModule:
-    """Compile IR text to machine code in memory (cached by the text's hash)."""
-    key = source_hash(text)
+def jit_compile(text: str, what: str = "a kernel", cpu: CpuChoice = None) -> JitModule:
+    """Compile IR text to machine code in memory, for this host or the named ``cpu`` (cached
+    by the text's and the CPU's hash). Running it needs a host with the CPU's features."""
+    key = source_hash(text, cpu)
     with _LOCK:
         cached = _JIT_CACHE.get(key)
         if cached is not None:
             _JIT_CACHE.move_to_end(key)
             return cached
-        module = optimized_module(text, what)
-        engine = llvm().create_mcjit_compiler(module, new_target_machine(True))
+        module = optimized_module(text, what, cpu=cpu)
+        engine = llvm().create_mcjit_compiler(module, new_target_machine(True, cpu))
         engine.finalize_object()
         compiled = JitModule(engine, key)
         _JIT_CACHE[key] = compiled
@@ -161,10 +184,11 @@ def manifest_ir(manifest_json: str) -> str:
             f'entry:\n  ret ptr @tilecraft.manifest.text\n}}\n')
 
 
-def compile_object(texts: Sequence[str], what: str) -> bytes:
-    """Link IR modules into one, optimise it, and emit a position-independent object."""
+def compile_object(texts: Sequence[str], what: str, cpu: CpuChoice = None) -> bytes:
+    """Link IR modules into one, optimise it, and emit a position-independent object for this
+    host or the named ``cpu``."""
     with _LOCK:
-        machine = target_machine(jit=False)
+        machine = target_machine(False, cpu)
         modules = [parse_module(text, what) for text in texts]
         combined = modules[0]
         for other in modules[1:]:
@@ -182,7 +206,8 @@ def link_shared_library(object_code: bytes, path: str | os.PathLike[str]) -> Pat
     with tempfile.TemporaryDirectory(prefix="tilecraft_x86_") as scratch:
         obj = Path(scratch) / (target.stem + ".o")
         obj.write_bytes(object_code)
-        command = [compiler, "-shared", "-o", str(target), str(obj)]
+        # -lm: the kernels may call libm (expf, ...) where LLVM does not expand a math intrinsic
+        command = [compiler, "-shared", "-o", str(target), str(obj), "-lm"]
         if shutil.which(compiler) is None:
             raise CodegenError(f"cannot link {target.name}: the C compiler {compiler!r} is not "
                                f"installed (command: {shlex.join(command)}); install gcc or "
@@ -191,7 +216,7 @@ def link_shared_library(object_code: bytes, path: str | os.PathLike[str]) -> Pat
         if result.returncode != 0:
             kept = target.with_suffix(".o")
             kept.write_bytes(object_code)
-            repro = shlex.join([compiler, "-shared", "-o", str(target), str(kept)])
+            repro = shlex.join([compiler, "-shared", "-o", str(target), str(kept), "-lm"])
             raise CodegenError(
                 f"linking {target.name} failed (exit {result.returncode}): "
                 f"{result.stderr.strip() or result.stdout.strip()}; reproduce with: {repro}")

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
+from tilecraft.errors import TargetError
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.microkernel.chain import Chain, ChainBlocking, as_chain, lower_chain
@@ -31,6 +33,7 @@ from tilecraft.microkernel.column_chain import (
 )
 from tilecraft.microkernel.contraction import as_contraction
 from tilecraft.target.base import FusedGroup
+from tilecraft.target.spec import TargetSpec
 from tilecraft.te.expr import Reduce
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import loads_in
@@ -40,11 +43,49 @@ from tilecraft_x86_avx512.microkernels import (
     register_blocking_candidates,
 )
 
-#: one core's fp32 FMA peak and its L3 read bandwidth (TOOLCHAINS.md), for the block-size model
-PEAK_FLOPS_PER_CORE = 262e9
-L3_BYTES_PER_SECOND = 40e9
 #: chains below this many flops run unfused (packing would not pay)
 MIN_CHAIN_FLOPS = 2 * 64 * 64 * 64
+
+
+@dataclass(frozen=True)
+class BlockingMachine:
+    """The machine figures the block-size model reads, all from the target's spec: the L1 and
+    L2 sizes, the threads, one core's fp32 peak and what one core reads per second from the
+    level outside L2 (the L3), where each block re-reads the packed operands.
+
+    >>> from tilecraft_x86_avx512.host import CacheLevel, HostInfo
+    >>> from tilecraft_x86_avx512.spec import build_spec
+    >>> host = HostInfo("test CPU", 2, 4.0e9, "test", (CacheLevel("L1", 32768, False),
+    ...                 CacheLevel("L2", 1 << 20, False), CacheLevel("L3", 32 << 20, True)),
+    ...                 frozenset({"avx512f"}), fma_flops_per_core=128e9,
+    ...                 l3_bytes_per_second=80e9)
+    >>> machine = BlockingMachine.from_spec(build_spec(host), threads=2)
+    >>> machine.l1_bytes, machine.flops_per_core / 1e9, machine.reload_bytes_per_second / 1e9
+    (32768, 128.0, 80.0)
+    """
+
+    l1_bytes: int
+    l2_bytes: int
+    threads: int
+    flops_per_core: float
+    reload_bytes_per_second: float
+
+    @classmethod
+    def from_spec(cls, spec: TargetSpec, threads: int) -> BlockingMachine:
+        memory = spec.memory
+        outer = memory.levels[memory.index("L2") - 1]
+        return cls(l1_bytes=_size(spec, "L1"), l2_bytes=_size(spec, "L2"), threads=threads,
+                   flops_per_core=spec.compute.flops_per_core("float32"),
+                   reload_bytes_per_second=outer.bandwidth_bytes_per_cycle
+                   * spec.compute.frequency_hz)
+
+
+def _size(spec: TargetSpec, level: str) -> int:
+    size = spec.memory.level(level).size_bytes
+    if size is None:
+        raise TargetError(f"target {spec.name}: memory level {level} has no size_bytes; the "
+                          "block-size model needs the cache's capacity")
+    return size
 
 
 def _tiles() -> list[tuple[int, int, float]]:
@@ -58,7 +99,7 @@ def _tiles() -> list[tuple[int, int, float]]:
     return tiles
 
 
-def chain_blocking(chain: Chain, l2_bytes: int, threads: int,
+def chain_blocking(chain: Chain, machine: BlockingMachine,
                    rows: bool = False) -> tuple[ChainBlocking | None, str]:
     """Tiles for ``chain``, or ``None`` and the reason it does not fit.
 
@@ -73,7 +114,7 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int,
     """
     batch, m_total, l_total, k_total = chain.first.extents()
     _, _, n_total, _ = chain.second.extents()
-    budget = l2_bytes // 2
+    budget, threads = machine.l2_bytes // 2, machine.threads
     best: tuple[float, ChainBlocking] | None = None
     smallest = None
     for mi1, nr1, ai1 in _tiles():
@@ -89,8 +130,8 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int,
                     (n_total / (math.ceil(n_total / nr2) * nr2))
                 balance = blocks / (math.ceil(blocks / threads) * threads)
                 # each block re-reads the packed B1 and D from L3: compute vs reload time
-                compute = 2 * mc * l_total * (k_total + n_total) / PEAK_FLOPS_PER_CORE
-                reload = 4 * l_total * (k_total + n_total) / L3_BYTES_PER_SECOND
+                compute = 2 * mc * l_total * (k_total + n_total) / machine.flops_per_core
+                reload = 4 * l_total * (k_total + n_total) / machine.reload_bytes_per_second
                 score = min(ai1, ai2) * use * balance * compute / (compute + reload)
                 if best is None or score > best[0] + 1e-9:
                     best = (score, ChainBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc,
@@ -102,8 +143,8 @@ def chain_blocking(chain: Chain, l2_bytes: int, threads: int,
     return best[1], ""
 
 
-def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
-                          l1_bytes: int = 49152) -> tuple[ColumnBlocking | None, str]:
+def column_chain_blocking(chain: ColumnChain, machine: BlockingMachine
+                          ) -> tuple[ColumnBlocking | None, str]:
     """Tiles for a column chain (a convolution chain), or ``None`` and the reason it does not
     fit. As :func:`chain_blocking`, with blocks of ``NC`` pixels: a ``KC`` slice of the block's
     packed im2col columns (``KC x NC``) and the ``L x NC`` intermediate tile must fit half of
@@ -114,7 +155,7 @@ def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
     batch, l_total, n_total, k_total = chain.first.extents()
     _, m_total, _, _ = chain.second.extents()
     flops1, flops2 = chain.first.flops, chain.second.flops
-    budget = l2_bytes // 2
+    budget, threads, l1_bytes = machine.l2_bytes // 2, machine.threads, machine.l1_bytes
     best: tuple[float, ColumnBlocking] | None = None
     smallest = None
     for mi1, nr1, ai1 in _tiles():
@@ -132,8 +173,8 @@ def column_chain_blocking(chain: ColumnChain, l2_bytes: int, threads: int,
                 use = (n_total / (math.ceil(n_total / nc) * nc)) * (l_total / l_padded) * \
                     (m_total / (math.ceil(m_total / mi2) * mi2))
                 balance = blocks / (math.ceil(blocks / threads) * threads)
-                compute = 2 * nc * l_total * (k_total + m_total) / PEAK_FLOPS_PER_CORE
-                reload = 4 * l_total * (k_total + m_total) / L3_BYTES_PER_SECOND
+                compute = 2 * nc * l_total * (k_total + m_total) / machine.flops_per_core
+                reload = 4 * l_total * (k_total + m_total) / machine.reload_bytes_per_second
                 score = intensity * use * balance * compute / (compute + reload)
                 if best is None or score > best[0] + 1e-9:
                     best = (score, ColumnBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, nc=nc,
@@ -183,8 +224,10 @@ def _windowed_producer(tensor: Tensor) -> Tensor | None:
     return None
 
 
-def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
-                threads: int, l1_bytes: int = 49152) -> list[FusedGroup]:
+def fuse_chains(graph: Graph, options: LoweringOptions,
+                machine: BlockingMachine) -> list[FusedGroup]:
+    """The fused groups of ``graph``: each chain fused into one kernel (first), and a note per
+    chain left unfused, with the reason."""
     consumers = {t: list(graph.consumers(t)) for t in graph.computes}
     outputs = set(graph.outputs)
     groups: list[FusedGroup] = []
@@ -216,13 +259,13 @@ def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
             chain = _decide_pad_folding(chain)
             names = tuple(t.name for t in chain.computes)
             label = " -> ".join(names)
-            column_blocking, reason = column_chain_blocking(chain, l2_bytes, threads, l1_bytes)
+            column_blocking, reason = column_chain_blocking(chain, machine)
             kernels = [] if column_blocking is None else lower_column_chain(
                 chain, OUTER_PRODUCT_F32.name, column_blocking, options,
                 rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
         else:
             rows = rows_applicable(chain, options.param_level)
-            blocking, reason = chain_blocking(chain, l2_bytes, threads, rows=rows)
+            blocking, reason = chain_blocking(chain, machine, rows=rows)
             if blocking is None:
                 kernels = []
             elif rows:
@@ -238,4 +281,4 @@ def fuse_chains(graph: Graph, options: LoweringOptions, l2_bytes: int,
     return [g for g in groups if g.computes] + [g for g in groups if not g.computes]
 
 
-__all__ = ["chain_blocking", "column_chain_blocking", "fuse_chains"]
+__all__ = ["BlockingMachine", "chain_blocking", "column_chain_blocking", "fuse_chains"]

@@ -41,7 +41,7 @@ from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
-from tilecraft_x86_avx512.fusion import fuse_chains
+from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains
 from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.host import HostInfo, read_cpuinfo
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
@@ -79,23 +79,21 @@ class X86Avx512Target(Target):
     # schedule template -----------------------------------------------------------------------
     def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
         """Contraction chains fuse into one kernel each (:mod:`.fusion`)."""
-        levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
-        return fuse_chains(graph, options, levels.get("L2") or 1 << 20, self.threads,
-                           levels.get("L1") or 49152)
+        return fuse_chains(graph, options, BlockingMachine.from_spec(self.spec, self.threads))
 
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
         """The micro-kernel template's tunable parameters (see :mod:`.gemm_template`)."""
-        levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
-        return template_space(template_view(tensor), levels.get("L1") or 49152,
-                              levels.get("L2") or 1 << 20, self.threads)
+        machine = BlockingMachine.from_spec(self.spec, self.threads)
+        return template_space(template_view(tensor), machine.l1_bytes, machine.l2_bytes,
+                              self.threads)
 
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
         """Contractions go through the micro-kernel template (:mod:`.gemm_template`); grouped,
         depthwise and transposed convolutions are first rewritten (:mod:`.conv_variants`)."""
-        levels = {level.name: level.size_bytes for level in self.spec.memory.levels}
-        return lower_conv_variant(tensor, options, levels.get("L1") or 49152,
-                                  levels.get("L2") or 1 << 20, self.threads, config)
+        machine = BlockingMachine.from_spec(self.spec, self.threads)
+        return lower_conv_variant(tensor, options, machine.l1_bytes, machine.l2_bytes,
+                                  self.threads, config)
 
     # availability ----------------------------------------------------------------------------
     def available(self) -> Availability:

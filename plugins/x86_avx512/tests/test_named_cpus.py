@@ -1,0 +1,261 @@
+"""Named CPUs (``x86_avx512:<cpu>``): specs from data, code generated and assembled for each
+CPU without running it, execution refused with the missing features named, and an exported
+library + C header called from a C program and checked against the reference interpreter."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from tilecraft_x86_avx512 import cpus
+from tilecraft_x86_avx512 import target as target_module
+from tilecraft_x86_avx512.host import read_cpuinfo
+from tilecraft_x86_avx512.target import X86Avx512Target
+
+import tilecraft as tc
+from tilecraft import ops, te
+from tilecraft.errors import LoweringError, PluginError, TargetError
+from tilecraft.target.registry import get_target
+
+HOST_FLAGS = read_cpuinfo()[1]
+ELF = b"\x7fELF"
+
+
+def gemm(m: int, k: int, n: int, a: str, b: str, out: str | None = None) -> te.Tensor:
+    A = te.placeholder((m, k), a, name="A")
+    B = te.placeholder((k, n), b, name="B")
+    return ops.matmul(A, B, out_dtype=out, name="C")
+
+
+def assembly_of(target: X86Avx512Target, output: te.Tensor) -> str:
+    exe = tc.compile(output, target=target)
+    return "\n".join(target.assembly(source) for source in exe.sources.values())
+
+
+def needs_features_of(cpu: str) -> None:
+    missing = cpus.missing_features(cpus.cpu_data(cpu), HOST_FLAGS)
+    if missing:
+        pytest.skip(f"this host lacks {', '.join(missing)} of {cpu}")
+
+
+def test_the_catalogue_lists_the_five_cpus_with_their_caches() -> None:
+    assert set(cpus.known_cpus()) >= {"skylake-avx512", "icelake-server", "sapphirerapids",
+                                      "znver4", "znver5"}
+    zen4, zen5 = cpus.cpu_data("znver4"), cpus.cpu_data("znver5")
+    assert (zen4.cache("L1").size_bytes, zen4.cache("L1").ways) == (32768, 8)
+    assert (zen5.cache("L1").size_bytes, zen5.cache("L1").ways) == (49152, 12)
+    # Zen 4 runs a 512-bit FMA as two halves: half Zen 5's rate per clock
+    assert zen4.fma_flops_per_core / zen4.nominal_clock_hz == 32
+    assert zen5.fma_flops_per_core / zen5.nominal_clock_hz == 64
+    spr = cpus.cpu_data("sapphirerapids")
+    assert {"amx_tile", "avx512_fp16", "avx512_bf16"} <= set(spr.features)
+    assert "avx512_vnni" not in cpus.cpu_data("skylake-avx512").features
+
+
+@pytest.mark.parametrize("cpu", cpus.known_cpus())
+def test_spec_of_a_named_cpu_comes_from_its_data(cpu: str) -> None:
+    target = X86Avx512Target(cpu=cpu, cores=3)
+    data = cpus.cpu_data(cpu)
+    spec = target.spec
+    assert target.name == f"x86_avx512:{cpu}" and spec.name == "x86_avx512"
+    assert spec.compute.cores == 3 and spec.compute.frequency_hz == data.nominal_clock_hz
+    levels = {level.name: level.size_bytes for level in spec.memory.levels}
+    for cache in data.caches:
+        assert levels[cache.name] == cache.size_bytes
+    intrinsics = {decl.name for decl in spec.intrinsics}
+    micro_kernels = {decl.name for decl in spec.micro_kernels}
+    assert ("vpdpbusd" in intrinsics) == ("avx512_vnni" in data.features)
+    assert ("vdpbf16ps" in intrinsics) == ("avx512_bf16" in data.features)
+    assert ("vnni_u8s8" in micro_kernels) == ("avx512_vnni" in data.features)
+    assert ("dot_bf16" in micro_kernels) == ("avx512_bf16" in data.features)
+    assert "fma_f32x16" in intrinsics and "outer_product_f32" in micro_kernels
+
+
+@pytest.mark.parametrize("cpu", cpus.known_cpus())
+def test_code_for_every_named_cpu_generates_and_assembles(cpu: str, tmp_path: Path) -> None:
+    target = get_target(f"x86_avx512:{cpu}")
+    A = te.placeholder((48, 96), name="A")
+    B = te.placeholder((96, 64), name="B")
+    C = ops.relu(ops.matmul(A, B))
+    exe = tc.compile(C, target=target)
+    for source in exe.sources.values():
+        assert source.target == f"x86_avx512:{cpu}"
+        assert "zmm" in target.assembly(source)
+        artifact = target.build(source)
+        object_code = artifact.meta.get("object_code")
+        assert artifact.handle is not None or object_code[:4] == ELF
+    library = target.export_shared_library(list(exe.sources.values()), tmp_path / "k.so")
+    assert library.read_bytes()[:4] == ELF
+
+
+def test_skylake_code_has_no_vnni_or_bf16_instructions() -> None:
+    skylake = X86Avx512Target(cpu="skylake-avx512", cores=2)
+    int8 = assembly_of(skylake, gemm(64, 128, 64, "uint8", "int8", "int32"))
+    bf16 = assembly_of(skylake, gemm(64, 128, 64, "bfloat16", "bfloat16", "float32"))
+    for text in (int8, bf16):
+        assert "vpdpbusd" not in text and "vdpbf16ps" not in text and "zmm" in text
+    icelake = X86Avx512Target(cpu="icelake-server", cores=2)
+    assert "vdpbf16ps" not in assembly_of(
+        icelake, gemm(64, 128, 64, "bfloat16", "bfloat16", "float32"))
+    # nothing maps onto an intrinsic the CPU lacks
+    with pytest.raises(TargetError, match="vpdpbusd"):
+        tc.compile(gemm(16, 64, 16, "uint8", "int8", "int32"), skylake,
+                   tensorize={"C": "vpdpbusd"})
+    # and the template refuses to be forced onto a micro-kernel the CPU lacks
+    with pytest.raises(LoweringError, match="vnni_u8s8"):
+        skylake.lower_compute(gemm(64, 128, 64, "uint8", "int8", "int32"),
+                              tc.lower.LoweringOptions.from_spec(skylake.spec), {"MI": 4})
+
+
+@pytest.mark.parametrize("cpu", ["sapphirerapids", "znver4", "znver5"])
+def test_int8_and_bf16_gemms_use_the_dot_product_instructions(cpu: str) -> None:
+    target = X86Avx512Target(cpu=cpu, cores=2)
+    assert "vpdpbusd" in assembly_of(target, gemm(64, 128, 64, "uint8", "int8", "int32"))
+    assert "vdpbf16ps" in assembly_of(
+        target, gemm(64, 128, 64, "bfloat16", "bfloat16", "float32"))
+
+
+def test_executing_a_cpu_this_host_lacks_is_refused_with_the_features_named() -> None:
+    target = get_target("x86_avx512:sapphirerapids")
+    missing = cpus.missing_features(cpus.cpu_data("sapphirerapids"), HOST_FLAGS)
+    if not missing:
+        pytest.skip("this host has every feature of sapphirerapids")
+    availability = target.available()
+    assert availability.codegen and availability.build and not availability.execute
+    for feature in missing:
+        assert feature in availability.reasons["execute"]
+    source = target.codegen(tc.compile(gemm(32, 32, 32, "float32", "float32"),
+                                       target=target).kernels[0])
+    artifact = target.build(source)  # assembled, not loaded
+    assert artifact.handle is None and artifact.meta["object_code"][:4] == ELF
+    with pytest.raises(TargetError, match=f"cannot execute on this machine: .*{missing[0]}"):
+        target.load(artifact)
+
+
+def test_without_avx512_the_host_cannot_execute_but_named_cpus_still_compile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(target_module, "read_cpuinfo",
+                        lambda: ("an AVX2 CPU", frozenset({"avx2", "fma"})))
+    target_module._availability.cache_clear()
+    target_module._named_availability.cache_clear()
+    try:
+        host = X86Avx512Target().available()
+        assert not host.execute and "no AVX-512F" in host.reasons["execute"]
+        named = X86Avx512Target(cpu="znver4", cores=1)
+        availability = named.available()
+        assert availability.build and not availability.execute
+        assert "avx512f" in availability.reasons["execute"]
+        exe = tc.compile(gemm(32, 64, 32, "float32", "float32"), target=named)
+        assert "zmm" in named.assembly(next(iter(exe.sources.values())))
+    finally:
+        target_module._availability.cache_clear()
+        target_module._named_availability.cache_clear()
+
+
+def test_unknown_cpus_and_malformed_names_are_clear_errors() -> None:
+    with pytest.raises(TargetError, match="unknown x86 CPU 'pentium4'.*known CPUs are "
+                                          "icelake-server, sapphirerapids"):
+        get_target("x86_avx512:pentium4")
+    with pytest.raises(TargetError, match="unknown x86 CPU 'zen9'"):
+        X86Avx512Target(cpu="zen9")
+    with pytest.raises(TargetError, match="malformed"):
+        get_target("x86_avx512:")
+    with pytest.raises(TargetError, match="unknown target 'no_such'"):
+        get_target("no_such:znver4")
+    assert get_target("x86_avx512:znver4") is get_target("x86_avx512:znver4")
+
+
+def test_a_bad_catalogue_names_the_cpu_and_the_field() -> None:
+    data = yaml.safe_load((files("tilecraft_x86_avx512") / cpus.CPUS_FILE).read_text())
+    assert cpus.CpuCatalog(**data).cpus.keys() == set(cpus.known_cpus())
+    data["cpus"]["znver4"]["caches"][0]["ways"] = 12  # 32 KiB is no whole number of 12-way sets
+    data["cpus"]["znver5"]["features"].append("avx1024")
+    with pytest.raises(PluginError) as error:
+        cpus.CpuCatalog(**data)
+    message = str(error.value)
+    assert "cpus.znver4.caches[0] (L1): L1: 32768 bytes are not a whole number of sets" in message
+    assert "cpus.znver5.features: unknown features ['avx1024']" in message
+
+
+def test_a_library_for_a_cpu_this_host_lacks_is_refused_on_load(tmp_path: Path) -> None:
+    missing = cpus.missing_features(cpus.cpu_data("sapphirerapids"), HOST_FLAGS)
+    if not missing or "avx512f" not in HOST_FLAGS:
+        pytest.skip("needs an AVX-512 host without every sapphirerapids feature")
+    spr = X86Avx512Target(cpu="sapphirerapids", cores=1)
+    exe = tc.compile(gemm(32, 32, 32, "float32", "float32"), target=spr)
+    library = spr.export_shared_library(list(exe.sources.values()), tmp_path / "spr.so")
+    with pytest.raises(TargetError, match=f"code for sapphirerapids.*{missing[0]}"):
+        X86Avx512Target().load_shared_library(library)
+
+
+C_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "prog.h"
+
+static void *read_file(const char *path, size_t bytes) {
+    void *data = malloc(bytes);
+    FILE *f = fopen(path, "rb");
+    if (!f || !data || fread(data, 1, bytes, f) != bytes) { exit(3); }
+    fclose(f);
+    return data;
+}
+
+int main(void) {
+    float *A = read_file("A.bin", 40 * 72 * 4);
+    float *B = read_file("B.bin", 72 * 56 * 4);
+    float *bias = read_file("bias.bin", 56 * 4);
+    float *Y = malloc(40 * 56 * 4);
+    if (prog_run(A, B, bias, Y) != 0) { return 4; }
+    FILE *f = fopen("Y.bin", "wb");
+    fwrite(Y, 4, 40 * 56, f);
+    fclose(f);
+    printf("%s\n", tilecraft_manifest() ? "manifest ok" : "no manifest");
+    return 0;
+}
+"""
+
+
+def test_an_exported_library_and_header_work_from_c(tmp_path: Path) -> None:
+    needs_features_of("znver4")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    target = get_target("x86_avx512:znver4")
+    A = te.placeholder((40, 72), name="A")
+    B = te.placeholder((72, 56), name="B")
+    bias = te.placeholder((56,), name="bias")
+    C = ops.matmul(A, B)
+    Y = te.compute((40, 56), lambda i, j: te.max(C[i, j] + bias[j], 0.0), name="Y")
+    graph = tc.Graph.from_outputs([Y])
+    exe = tc.compile(graph, target=target)
+    assert len(exe.compiled) >= 2  # the C program calls several kernels in order
+    written = target.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path,
+                            "prog")
+    assert [path.name for path in written] == ["libprog.so", "prog.h"]
+    header = (tmp_path / "prog.h").read_text()
+    for compiled in exe.compiled:
+        assert f"void {compiled.source.entry}(void **args, int64_t begin, int64_t end);" \
+            in header
+    assert "static inline int prog_run(const float *A, const float *B, const float *bias, " \
+           "float *Y" in header
+    rng = np.random.default_rng(7)
+    inputs = {"A": rng.standard_normal((40, 72)).astype(np.float32),
+              "B": rng.standard_normal((72, 56)).astype(np.float32),
+              "bias": rng.standard_normal(56).astype(np.float32)}
+    for name, array in inputs.items():
+        array.tofile(tmp_path / f"{name}.bin")
+    (tmp_path / "main.c").write_text(C_MAIN)
+    subprocess.run(["gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-o", "main", "main.c",
+                    "-L.", "-lprog", "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True,
+                   capture_output=True, text=True)
+    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0 and "manifest ok" in result.stdout, result.stderr
+    got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(40, 56)
+    expected = tc.reference.run(graph, **inputs)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
