@@ -9,7 +9,18 @@ Stages (the :class:`~tilecraft.target.base.Target` contract):
   through ctypes, splitting the PARALLEL loop across threads;
 - ``export_shared_library(kernels, path)`` / ``load_shared_library(path)``: ahead of time, an
   object file linked by ``gcc -shared``, carrying a JSON manifest of its kernels so that it
-  can be loaded back (validated) without the Kernel IR.
+  can be loaded back (validated) without the Kernel IR; ``export(...)`` writes it with a C
+  header (:mod:`.header`) for ``tilecraft compile --output-dir``.
+
+``X86Avx512Target()`` is this machine. ``X86Avx512Target(cpu="znver4")`` — or the target name
+``x86_avx512:znver4`` — is a named CPU (:mod:`.cpus`): its spec comes from data, its code is
+generated and assembled for that CPU, and it runs here only where this host has every feature
+that CPU's code may use; otherwise ``available()`` names the missing features and the target
+still generates code, object files and shared libraries (ahead of time).
+
+>>> target = X86Avx512Target(cpu="skylake-avx512", cores=4)
+>>> target.name, target.spec.compute.cores, [i.name for i in target.spec.intrinsics]
+('x86_avx512:skylake-avx512', 4, ['fma_f32x16', 'fma_f32x16_bcast'])
 """
 
 from __future__ import annotations
@@ -24,10 +35,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tilecraft.errors import CodegenError, TargetError
+from tilecraft.errors import CodegenError, LoweringError, TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.microkernel import as_contraction
+from tilecraft.microkernel.grouped import as_grouped_contraction
 from tilecraft.target.base import (
     Artifact,
     Availability,
@@ -39,11 +52,20 @@ from tilecraft.target.base import (
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
+from tilecraft_x86_avx512 import cpus
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
 from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains
 from tilecraft_x86_avx512.gemm_template import template_space
-from tilecraft_x86_avx512.host import HostInfo, read_cpuinfo
+from tilecraft_x86_avx512.header import c_header, c_identifier
+from tilecraft_x86_avx512.host import HostInfo, host_info, read_cpuinfo
+from tilecraft_x86_avx512.microkernels import (
+    DOT_BF16,
+    VNNI_ROW_SUMS_S8,
+    VNNI_ROW_SUMS_U8,
+    VNNI_S8U8,
+    VNNI_U8S8,
+)
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
 
@@ -55,26 +77,57 @@ class X86Avx512Target(Target):
 
     ``options`` tune the code generator, ``threads`` the parallel chunks (default:
     ``TILECRAFT_X86_THREADS`` or the usable cores), ``host`` replaces this machine's facts in
-    the spec (tests, planning for another machine).
+    the spec (tests, planning for another machine). ``cpu`` names a CPU of :mod:`.cpus` to
+    generate code for instead of this host, planned for ``cores`` cores (default: the
+    threads).
     """
 
     def __init__(self, options: CodegenOptions | None = None, threads: int | None = None,
-                 host: HostInfo | None = None) -> None:
+                 host: HostInfo | None = None, cpu: str | None = None,
+                 cores: int | None = None) -> None:
         self.options = options or CodegenOptions()
         self._threads = threads
         self._host = host
+        self.cpu = cpu
+        #: the named CPU's data (None: this host); an unknown name fails here
+        self.cpu_data = cpus.cpu_data(cpu) if cpu is not None else None
+        self._cores = cores
 
     @cached_property
     def spec(self) -> TargetSpec:
-        return build_spec(self._host)
+        if self.cpu is not None and self._host is None:
+            planned = cpus.host_info_for(self.cpu, self._cores or self.threads)
+        else:
+            planned = self._host or host_info()
+        return _without_missing_instructions(build_spec(planned), planned.flags)
 
     @property
     def name(self) -> str:
-        return TARGET_NAME
+        return TARGET_NAME if self.cpu is None else f"{TARGET_NAME}:{self.cpu}"
 
     @property
     def threads(self) -> int:
-        return self._threads if self._threads is not None else default_threads()
+        if self._threads is not None:
+            return self._threads
+        return self._cores if self._cores is not None else default_threads()
+
+    @property
+    def _llvm_cpu(self) -> builder.CpuChoice:
+        """What LLVM generates code for: None (this host) or the named CPU's name and
+        features."""
+        if self.cpu_data is None:
+            return None
+        return self.cpu_data.llvm_cpu, self.cpu_data.llvm_features()
+
+    # variants: named CPUs ----------------------------------------------------------------------
+    def variants(self) -> dict[str, str]:
+        """The named CPUs (``x86_avx512:<cpu>``), each with its description."""
+        catalog = cpus.load_catalog().cpus
+        return {name: catalog[name].description for name in cpus.known_cpus()}
+
+    def with_variant(self, variant: str) -> X86Avx512Target:
+        """This target for the named CPU ``variant`` (a TargetError listing the known ones)."""
+        return X86Avx512Target(self.options, self._threads, cpu=variant, cores=self._cores)
 
     # schedule template -----------------------------------------------------------------------
     def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
@@ -83,6 +136,8 @@ class X86Avx512Target(Target):
 
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
         """The micro-kernel template's tunable parameters (see :mod:`.gemm_template`)."""
+        if self._missing_micro_kernels(tensor):
+            return None
         machine = BlockingMachine.from_spec(self.spec, self.threads)
         return template_space(template_view(tensor), machine.l1_bytes, machine.l2_bytes,
                               self.threads)
@@ -90,14 +145,38 @@ class X86Avx512Target(Target):
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
         """Contractions go through the micro-kernel template (:mod:`.gemm_template`); grouped,
-        depthwise and transposed convolutions are first rewritten (:mod:`.conv_variants`)."""
+        depthwise and transposed convolutions are first rewritten (:mod:`.conv_variants`).
+        Int8 and bfloat16 contractions on a CPU without VNNI / BF16 take the core's lowering."""
+        missing = self._missing_micro_kernels(tensor)
+        if missing:
+            if config:
+                raise LoweringError(
+                    f"compute {tensor.name}: the micro-kernel template was asked for, but "
+                    f"{self.name} lacks the micro-kernels {', '.join(missing)} (its CPU has no "
+                    "AVX512-VNNI / AVX512-BF16); drop the template parameters or target a CPU "
+                    "that has them")
+            return None
         machine = BlockingMachine.from_spec(self.spec, self.threads)
         return lower_conv_variant(tensor, options, machine.l1_bytes, machine.l2_bytes,
                                   self.threads, config)
 
     # availability ----------------------------------------------------------------------------
     def available(self) -> Availability:
-        return _availability()
+        return _availability() if self.cpu is None else _named_availability(self.cpu)
+
+    def _missing_micro_kernels(self, tensor: Tensor) -> list[str]:
+        """The dot-product micro-kernels an int8 / bfloat16 contraction ``tensor`` would take
+        that the spec does not declare (its CPU lacks the instructions)."""
+        view = template_view(tensor)
+        if as_contraction(view) is not None:
+            return []
+        grouped = as_grouped_contraction(view)
+        if grouped is None:
+            return []
+        needed = (DOT_BF16,) if grouped.group == 2 else (VNNI_U8S8, VNNI_S8U8,
+                                                        VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8)
+        declared = {decl.name for decl in self.spec.micro_kernels}
+        return [decl.name for decl in needed if decl.name not in declared]
 
     # stages ----------------------------------------------------------------------------------
     def codegen(self, kernel: Kernel) -> Source:
@@ -106,10 +185,16 @@ class X86Avx512Target(Target):
                       text=generated.text, entry=generated.entry, meta=generated.meta)
 
     def build(self, source: Source) -> Artifact:
+        """Machine code in memory (JIT) where this host can run it; for a named CPU it cannot
+        run, an object file's bytes (``meta["object_code"]``), assembled without running."""
         self._check_source(source)
         self._require("build")
-        compiled = builder.jit_compile(source.text, f"kernel {source.kernel_name!r}")
+        what = f"kernel {source.kernel_name!r}"
         meta = dict(source.meta)
+        if not self.available().execute:
+            meta["object_code"] = builder.compile_object([source.text], what, self._llvm_cpu)
+            return Artifact(target=self.name, kernel_name=source.kernel_name, meta=meta)
+        compiled = builder.jit_compile(source.text, what, self._llvm_cpu)
         meta["source_hash"] = compiled.text_hash
         return Artifact(target=self.name, kernel_name=source.kernel_name, handle=compiled,
                         meta=meta)
@@ -141,7 +226,8 @@ class X86Avx512Target(Target):
         """The optimised x86 assembly of a Source (what ``build`` turns into machine code)."""
         self._check_source(source)
         self._require("build")
-        return builder.emit_assembly(source.text, f"kernel {source.kernel_name!r}")
+        return builder.emit_assembly(source.text, f"kernel {source.kernel_name!r}",
+                                     self._llvm_cpu)
 
     # ahead of time ---------------------------------------------------------------------------
     def export_shared_library(self, items: Sequence[Kernel | Source],
@@ -159,13 +245,30 @@ class X86Avx512Target(Target):
                     f"kernels {entries[source.entry]!r} and {source.kernel_name!r} both have "
                     f"the symbol {source.entry!r}; give the kernels distinct names")
             entries[source.entry] = source.kernel_name
-        manifest = {"abi_version": ABI_VERSION, "target": self.name,
+        manifest = {"abi_version": ABI_VERSION, "target": self.name, "cpu": self.cpu,
                     "kernels": [dict(source.meta) for source in sources]}
         texts = [source.text for source in sources]
         texts.append(builder.manifest_ir(json.dumps(manifest)))
         names = ", ".join(source.kernel_name for source in sources)
-        object_code = builder.compile_object(texts, f"the kernels {names}")
+        object_code = builder.compile_object(texts, f"the kernels {names}", self._llvm_cpu)
         return builder.link_shared_library(object_code, path)
+
+    def export(self, kernels: Sequence[tuple[Kernel, Source]], graph: Graph,
+               directory: Path, name: str) -> list[Path]:
+        """``lib<name>.so`` (:meth:`export_shared_library`) and ``<name>.h`` (prototypes,
+        arguments, and ``<name>_run`` calling the kernels in order, see :mod:`.header`) in
+        ``directory``; nothing is run."""
+        stem = c_identifier(name)
+        directory = Path(directory)
+        library = self.export_shared_library([source for _, source in kernels],
+                                             directory / f"lib{stem}.so")
+        header = directory / f"{stem}.h"
+        text = c_header(stem, self.name, [(kernel, source.entry) for kernel, source in kernels],
+                        graph, self.spec.description)
+        partial = header.with_name(header.name + ".partial")
+        partial.write_text(text)
+        partial.replace(header)  # never a half-written header
+        return [library, header]
 
     def load_shared_library(self, path: str | os.PathLike[str]) -> dict[str, CompiledKernel]:
         """The kernels of a library written by :meth:`export_shared_library`, by name."""
@@ -183,6 +286,13 @@ class X86Avx512Target(Target):
                               "export_shared_library") from None
         read_manifest.restype = ctypes.c_char_p
         manifest: dict[str, Any] = json.loads(read_manifest().decode())
+        built_for = manifest.get("cpu")
+        if built_for is not None:
+            missing = cpus.missing_features(cpus.cpu_data(built_for), read_cpuinfo()[1])
+            if missing:
+                raise TargetError(f"{location} holds code for {built_for}, which may use "
+                                  f"{', '.join(missing)} that this host lacks; run it on a "
+                                  f"{built_for}, or export it again for this machine")
         if manifest.get("abi_version") != ABI_VERSION:
             raise TargetError(f"{location} was written for kernel ABI version "
                               f"{manifest.get('abi_version')}, this plugin uses {ABI_VERSION}; "
@@ -206,6 +316,50 @@ class X86Avx512Target(Target):
         if not getattr(availability, stage):
             raise TargetError(f"target {self.name} cannot {stage} on this machine: "
                               f"{availability.reasons.get(stage, 'unknown reason')}")
+
+
+def _without_missing_instructions(spec: TargetSpec, flags: frozenset[str]) -> TargetSpec:
+    """``spec`` without the intrinsics and micro-kernels whose instructions ``flags`` (the
+    CPU's) lack (``cpus.yaml``'s ``requires``), so that nothing is mapped onto them."""
+    intrinsics = tuple(decl for decl in spec.intrinsics
+                       if cpus.supports(flags, "intrinsics", decl.name))
+    micro_kernels = tuple(decl for decl in spec.micro_kernels
+                          if cpus.supports(flags, "micro_kernels", decl.name))
+    if len(intrinsics) == len(spec.intrinsics) and \
+            len(micro_kernels) == len(spec.micro_kernels):
+        return spec
+    return spec.model_copy(update={"intrinsics": intrinsics, "micro_kernels": micro_kernels})
+
+
+@functools.cache
+def _named_availability(cpu: str) -> Availability:
+    """Code for a named CPU is generated and assembled on any host LLVM's x86 back end runs
+    on; it runs only on an x86-64 host with every feature the CPU's code may use."""
+    data = cpus.cpu_data(cpu)
+    reasons: dict[str, str] = {}
+    build_ok = True
+    try:
+        builder.target_machine(False, (data.llvm_cpu, data.llvm_features()))
+    except Exception as err:  # noqa: BLE001 - reported as the reason
+        build_ok = False
+        reasons["build"] = f"llvmlite cannot make a target machine for {data.llvm_cpu}: {err}"
+    machine = platform.machine().lower()
+    model, flags = read_cpuinfo()
+    missing = cpus.missing_features(data, flags)
+    execute_ok = False
+    if machine not in ("x86_64", "amd64"):
+        reasons["execute"] = f"this machine is {machine}, not x86-64"
+    elif missing:
+        reasons["execute"] = (f"this host ({model}) lacks {', '.join(missing)}, which code for "
+                              f"{cpu} may use; export it ahead of time (tilecraft compile "
+                              f"--target {TARGET_NAME}:{cpu} --output-dir DIR) and run it on "
+                              f"a {cpu}, or target {TARGET_NAME} for this machine")
+    elif not build_ok:
+        reasons["execute"] = "cannot build code here (see build)"
+    else:
+        execute_ok = True
+    return Availability(codegen=True, build=build_ok, execute=execute_ok, emulate=True,
+                        estimate=False, reasons=reasons)
 
 
 @functools.cache
