@@ -58,3 +58,7 @@ class CodegenError(TilecraftError):
 
 class InputError(TilecraftError):
     """Arrays passed to an Executable are missing, extra, or of the wrong shape or dtype."""
+
+
+class AllocationError(TilecraftError):
+    """A tensor (or a call's set of tensors) needs more memory than this machine can give."""

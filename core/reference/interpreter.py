@@ -22,6 +22,8 @@ import numpy as np
 from tilecraft.errors import GraphError, InputError
 from tilecraft.graph import Graph
 from tilecraft.reference.evaluator import evaluate
+from tilecraft.runtime.allocation import check_allocation
+from tilecraft.runtime.inputs import masked_message
 from tilecraft.te.tensor import Tensor
 
 Program = Graph | Tensor | Sequence[Tensor]
@@ -54,6 +56,8 @@ def check_inputs(graph: Graph, arrays: Mapping[str, Any]) -> dict[Tensor, np.nda
             raise InputError(f"input {name!r} is missing; pass a {wanted} array as "
                              f"{name}=... or inputs={{{name!r}: ...}}")
         array = arrays[name]
+        if isinstance(array, np.ma.MaskedArray):
+            raise InputError(masked_message(name))
         if not isinstance(array, np.ndarray):
             array = np.asarray(array)
         if array.shape != tensor.shape:
@@ -94,6 +98,9 @@ def run(program: Program, /, inputs: Mapping[str, Any] | None = None,
             raise InputError(f"input {name!r} is given twice (as a keyword and in inputs=)")
         given[name] = array
     env: dict[Tensor, np.ndarray] = check_inputs(graph, given)
+    # every compute's array is kept until the end: refuse before evaluating the first one
+    check_allocation([(t.name, t.shape, t.dtype.numpy) for t in graph.computes],
+                     "the reference interpreter")
     for tensor in graph.computes:  # topological: producers first; each computed once
         env[tensor] = evaluate(tensor, env)
     wanted = list(program) if isinstance(program, (list, tuple)) else graph.outputs

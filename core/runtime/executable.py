@@ -18,6 +18,7 @@ import numpy as np
 from tilecraft.errors import TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.runtime.allocation import CHECK_ABOVE_BYTES, check_allocation, tensor_bytes
 from tilecraft.runtime.inputs import InputBinder
 from tilecraft.runtime.report import KernelReport, Report
 from tilecraft.target.base import Source
@@ -73,6 +74,11 @@ class Executable:
         self._bind = InputBinder(graph.inputs)
         self._output_names = tuple(t.name for t in graph.outputs)
         self._steps = self._plan()
+        # what a call may allocate: its fresh tensors, and workspaces not yet in its set
+        self._allocations = tuple(item for step in self._steps
+                                  for item in (*step.allocations, *step.workspaces))
+        self._checks_memory = sum(tensor_bytes(shape, dtype) for _, shape, dtype
+                                  in self._allocations) >= CHECK_ABOVE_BYTES
         self._has_workspaces = any(step.workspaces for step in self._steps)
 
     def _plan(self) -> tuple[_Step, ...]:
@@ -121,6 +127,7 @@ class Executable:
                               "in exe.sources")
         values: dict[str, np.ndarray] = self._bind(args, kwargs)
         if not self._has_workspaces:
+            self._check_memory(_NO_WORKSPACES)
             self._run(values, _NO_WORKSPACES)
         else:
             # concurrent calls (ctypes releases the GIL) must not pack operands into the same
@@ -131,12 +138,21 @@ class Executable:
             except IndexError:
                 workspaces = {}
             try:
+                self._check_memory(workspaces)
                 self._run(values, workspaces)
             finally:
                 self._idle_workspaces.append(workspaces)
         if len(self._output_names) == 1:
             return values[self._output_names[0]]
         return tuple(values[name] for name in self._output_names)
+
+    def _check_memory(self, workspaces: Mapping[str, np.ndarray]) -> None:
+        """Refuse a call whose allocations cannot succeed, before allocating (workspaces of
+        the set this call reuses are already there)."""
+        if self._checks_memory:
+            check_allocation([item for item in self._allocations if item[0] not in workspaces],
+                             f"calling the {self.target_name} executable of "
+                             f"{', '.join(self._output_names)}")
 
     def _run(self, values: dict[str, np.ndarray], workspaces: Any) -> None:
         """Run every kernel in order: fresh arrays for the graph's tensors, ``workspaces``

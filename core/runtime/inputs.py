@@ -63,6 +63,8 @@ def check_array(tensor: Tensor, value: Any) -> np.ndarray:
                              f"dtype='{tensor.dtype.value}')")
         raise InputError(f"input {tensor.name!r} must be a numpy array, got "
                          f"{type(value).__name__}")
+    if isinstance(value, np.ma.MaskedArray):
+        raise InputError(masked_message(tensor.name))
     if value.shape != tensor.shape:
         raise InputError(f"input {tensor.name!r} has shape {value.shape}, expected "
                          f"{tensor.shape}")
@@ -74,6 +76,12 @@ def check_array(tensor: Tensor, value: Any) -> np.ndarray:
                          f"input {tensor.name!r} has dtype {value.dtype}, expected bfloat16; "
                          "convert it with .astype(ml_dtypes.bfloat16)")
     return np.ascontiguousarray(value)
+
+
+def masked_message(name: str) -> str:
+    """Why a masked array is refused (its mask would be silently ignored)."""
+    return (f"input {name!r} is a masked array; kernels read every element and would ignore "
+            "its mask — pass array.filled(value) with the value masked elements should have")
 
 
 class InputBinder:

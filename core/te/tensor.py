@@ -132,6 +132,11 @@ class Tensor:
         return f"Tensor({self.name!r}, {self.shape}, {self.dtype.value}, {kind})"
 
 
+#: the most elements a tensor may have: at up to 8 bytes an element, every byte offset of
+#: every tensor fits in the signed 64-bit indices kernels compute with
+MAX_ELEMENTS = 2**60
+
+
 def _check_shape(shape: Sequence[int] | int, what: str) -> tuple[int, ...]:
     if isinstance(shape, int):
         shape = (shape,)
@@ -143,6 +148,13 @@ def _check_shape(shape: Sequence[int] | int, what: str) -> tuple[int, ...]:
         if extent < 1:
             raise ShapeError(f"{what}: extent {extent} must be at least 1")
         result.append(extent)
+    elements = 1
+    for extent in result:
+        elements *= extent
+    if elements > MAX_ELEMENTS:
+        raise ShapeError(f"{what}: shape {tuple(result)} has {elements} elements, more than the "
+                         f"2**60 a tensor may have (every byte offset must fit in a signed "
+                         "64-bit index); use smaller shapes")
     return tuple(result)
 
 
