@@ -133,6 +133,24 @@ def best_over_intrinsics(compute: Tensor, spec: TargetSpec) -> TensorizedCompute
     return min(found, key=lambda item: (not item.ranked.feasible, item.ranked.seconds))
 
 
+def _forced_loops(compute: Tensor, loops: Any) -> dict[str, list[str]]:
+    """A forced mapping's ``loops`` as {intrinsic loop: [software loops]}; one name may be
+    given as a string. Anything else is an InputError (not a TypeError deep in matching)."""
+    shape = "{intrinsic loop: [software loops]}, e.g. {'i1': ['j'], 'r1': ['k']}"
+    if not isinstance(loops, Mapping):
+        raise InputError(f"tensorize[{compute.name!r}]['loops'] = {loops!r}: give a mapping "
+                         f"{shape}")
+    checked = {}
+    for key, value in loops.items():
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(key, str) or not isinstance(names, (list, tuple)) or not names \
+                or not all(isinstance(name, str) for name in names):
+            raise InputError(f"tensorize[{compute.name!r}]['loops'][{key!r}] = {value!r}: give "
+                             f"a mapping {shape}")
+        checked[key] = list(names)
+    return checked
+
+
 def _one(compute: Tensor, spec: TargetSpec, choice: Any) -> TensorizedCompute:
     if choice == "auto" or choice is True:
         chosen = best_over_intrinsics(compute, spec)
@@ -148,7 +166,8 @@ def _one(compute: Tensor, spec: TargetSpec, choice: Any) -> TensorizedCompute:
         intrinsic = spec.intrinsic(str(choice["intrinsic"]))
         if "loops" not in choice:
             return best_mapping(compute, intrinsic, spec)
-        return forced_mapping(compute, intrinsic, spec, choice["loops"], choice.get("operands"))
+        return forced_mapping(compute, intrinsic, spec, _forced_loops(compute, choice["loops"]),
+                              choice.get("operands"))
     raise InputError(f"tensorize[{compute.name!r}] = {choice!r}: give an intrinsic name, "
                      "'auto', or {'intrinsic': NAME, 'loops': {intrinsic loop: [software "
                      "loops]}, 'operands': {operand: tensor}}")

@@ -3,7 +3,10 @@
 Extension packages are found through the entry point group ``tilecraft.plugins`` when
 :func:`get_plugin_manager` is first called, never on import. A package that fails to import,
 implements a hook that does not exist, or raises inside a hook is recorded in
-``manager.broken`` with its name and the reason, and skipped; the others keep working.
+``manager.broken`` with its name and the reason, and skipped; the others keep working. An
+import that does not finish within ``TILECRAFT_PLUGIN_TIMEOUT_S`` seconds (default 60; ``0``
+waits for ever) is recorded as broken too (:func:`call_with_timeout`); target discovery
+(:mod:`tilecraft.target.registry`) uses the same limit.
 
 >>> from tilecraft.target.hookspecs import hookimpl
 >>> class Broken:
@@ -22,16 +25,91 @@ from __future__ import annotations
 import enum
 import importlib.metadata
 import inspect
+import math
+import os
+import threading
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
+from tilecraft.errors import PluginError
 from tilecraft.target import hookspecs
 
 ENTRY_POINT_GROUP = "tilecraft.plugins"
+
+#: environment variable: seconds a plugin may take to load (``0``: no limit)
+TIMEOUT_VARIABLE = "TILECRAFT_PLUGIN_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class PluginTimeoutError(PluginError):
+    """Loading a plugin did not finish within the time allowed."""
+
+
+def plugin_timeout_s() -> float | None:
+    """Seconds a plugin may take to load (``TILECRAFT_PLUGIN_TIMEOUT_S``), None for no limit.
+
+    >>> import os
+    >>> os.environ[TIMEOUT_VARIABLE] = "2.5"
+    >>> plugin_timeout_s()
+    2.5
+    >>> del os.environ[TIMEOUT_VARIABLE]
+    """
+    text = os.environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds >= 0 or math.isinf(seconds):
+        raise PluginError(f"{TIMEOUT_VARIABLE}={text!r} is not a number of seconds; set it to "
+                          f"e.g. {DEFAULT_TIMEOUT_S:g}, or 0 for no limit")
+    return seconds or None
+
+
+def call_with_timeout(function: Callable[[], Any], what: str,
+                      timeout_s: float | None = None) -> Any:
+    """``function()``, run in a daemon thread and waited for at most ``timeout_s`` seconds
+    (default: :func:`plugin_timeout_s`); its exception is re-raised here. When it does not
+    finish in time a :class:`PluginTimeoutError` naming ``what`` is raised and the thread is
+    left behind (Python cannot stop a thread): a hung import then blocks only that plugin's
+    modules, and the run goes on.
+
+    >>> call_with_timeout(lambda: 6 * 7, "plugin 'answer'")
+    42
+    >>> import time
+    >>> try:
+    ...     call_with_timeout(lambda: time.sleep(0.5), "plugin 'slow'", timeout_s=0.01)
+    ... except PluginTimeoutError as err:
+    ...     print(str(err).split(";")[0])
+    plugin 'slow' did not finish loading within 0.01 s
+    """
+    if timeout_s is None:
+        timeout_s = plugin_timeout_s()
+    if timeout_s is None:
+        return function()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, name=f"tilecraft loading {what}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise PluginTimeoutError(
+            f"{what} did not finish loading within {timeout_s:g} s; it is left hanging in a "
+            f"background thread — fix or uninstall the plugin, or raise {TIMEOUT_VARIABLE}")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 class ExtensionKind(str, enum.Enum):
@@ -126,7 +204,10 @@ def _load_entry_points(manager: TilecraftPluginManager) -> None:
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         name = entry_point.name
         try:
-            plugin = entry_point.load()
+            plugin = call_with_timeout(entry_point.load, f"plugin {name!r}")
+        except PluginTimeoutError as err:
+            manager.mark_broken(name, f"cannot load entry point {entry_point.value}: {err}")
+            continue
         except Exception as err:  # noqa: BLE001
             manager.mark_broken(name, f"cannot load entry point {entry_point.value}: "
                                       f"{_describe(err)}", traceback.format_exc())

@@ -32,6 +32,7 @@ from typing import Any
 
 from tilecraft.errors import PluginError, TargetError
 from tilecraft.target.base import Availability, Target
+from tilecraft.target.plugins import PluginTimeoutError, call_with_timeout
 from tilecraft.target.spec import TARGET_API_VERSION, TargetSpec
 
 ENTRY_POINT_GROUP = "tilecraft.targets"
@@ -168,6 +169,21 @@ def _load_entry_point(entry_point: importlib.metadata.EntryPoint) -> TargetInfo:
                    version=info.version or spec.version)
 
 
+def _load_guarded(entry_point: importlib.metadata.EntryPoint) -> TargetInfo:
+    """:func:`_load_entry_point` within ``TILECRAFT_PLUGIN_TIMEOUT_S``: a plugin whose import,
+    factory or ``available()`` hangs is listed as broken, naming it, instead of hanging the
+    discovery of every target."""
+    try:
+        return call_with_timeout(lambda: _load_entry_point(entry_point),
+                                 f"target plugin {entry_point.name!r}")
+    except PluginTimeoutError as err:
+        dist = getattr(entry_point, "dist", None)
+        return TargetInfo(name=entry_point.name, status=TargetStatus.BROKEN, target=None,
+                          reason=str(err), distribution=dist.name if dist is not None else None,
+                          version=dist.version if dist is not None else None,
+                          origin=f"entry point {entry_point.name} = {entry_point.value}")
+
+
 _discovered: list[TargetInfo] | None = None
 _registered: dict[str, TargetInfo] = {}
 _variants: dict[str, Target] = {}
@@ -182,7 +198,7 @@ def discover_targets(refresh: bool = False) -> list[TargetInfo]:
     found: list[TargetInfo] = []
     by_name: dict[str, TargetInfo] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        info = _load_entry_point(entry_point)
+        info = _load_guarded(entry_point)
         if info.ok and info.name in by_name and by_name[info.name].ok:
             first = by_name[info.name]
             info = replace(info, status=TargetStatus.BROKEN, target=None, availability=None,
