@@ -5,8 +5,12 @@ here is module-level. :class:`MisbehavingTarget` runs kernels with the Kernel IR
 (any machine) and misbehaves as a kernel's ``misbehave`` attribute says — set by
 :func:`misbehaving_builder` from the candidate's schedule — so each failure happens in the stage
 it is meant to: a segfault (``ctypes.string_at(0)``), ``os.abort()``, ``sys.exit``, a hang,
-an exception, a wrong result or overwritten inputs while running; an exception or a crash
-while building; an exception, a crash or a hang while lowering.
+an exception, a wrong result or overwritten inputs while running, an allocation of
+:data:`ALLOCATE_BYTES` (past a worker's memory limit), a ``SIGKILL`` as the kernel's OOM
+killer sends, a slow run (``slow-*``: :data:`SLOW_RUN_S` a run); an exception, a crash or a
+leak of :data:`LEAK_BYTES` while building; an exception, a crash or a hang while lowering.
+:class:`TemplateTarget` offers such modes as a schedule-template space, so whole tuning runs
+(:func:`tilecraft.tuning.tuner.tune`) meet them.
 
 Every build and run appends a line ``event pid start end`` to the file named by the
 ``TILECRAFT_TEST_LOG`` environment variable (when set), so tests can see when builds and runs
@@ -19,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -32,13 +37,21 @@ from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import compile_kernel
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower import LoweringOptions, lower_graph
-from tilecraft.target.base import Artifact, Availability, Estimate, Source, Target
+from tilecraft.search.space import ChoiceSpace, Space
+from tilecraft.target.base import Artifact, Availability, Estimate, Source, Target, TemplateSpace
 from tilecraft.target.spec import TargetSpec, load_spec
 from tilecraft.tuning.workload import WorkloadInstance
 
 HERE = os.path.abspath(__file__)
 LOG_VARIABLE = "TILECRAFT_TEST_LOG"
 _LOADS = itertools.count()
+#: what mode ``allocate`` allocates (and touches)
+ALLOCATE_BYTES = 2 << 30
+#: what mode ``leak`` keeps allocated (and touched) per build, for the life of the process
+LEAK_BYTES = 96 << 20
+#: how long one run of a ``slow-*`` mode sleeps
+SLOW_RUN_S = 0.04
+_LEAKED: list[np.ndarray] = []
 
 
 def ref(name: str) -> str:
@@ -113,6 +126,12 @@ def _misbehave(mode: str | None) -> None:
             time.sleep(0.01)
     elif mode == "raise":
         raise RuntimeError("the kernel raised (test)")
+    elif mode == "allocate":
+        np.ones(ALLOCATE_BYTES, dtype=np.uint8)
+    elif mode == "oom-killed":  # what the kernel's out-of-memory killer does
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif mode is not None and mode.startswith("slow"):
+        time.sleep(SLOW_RUN_S)
 
 
 class MisbehavingTarget(Target):
@@ -144,6 +163,8 @@ class MisbehavingTarget(Target):
         mode = source.meta["misbehave"]
         if mode == "build-crash":
             _misbehave("segfault")
+        if mode == "leak":
+            _LEAKED.append(np.ones(LEAK_BYTES, dtype=np.uint8))
         if self.build_delay_s:
             time.sleep(self.build_delay_s)
         _log("build", start, time.time())
@@ -175,6 +196,37 @@ class MisbehavingTarget(Target):
         """A model that prefers the schedule named in the kernel's ``modelled_cost`` attribute
         (so tests know which candidates it ranks first)."""
         return Estimate(float(kernel.attrs.get("modelled_cost", 1e-3)))
+
+
+class TemplateTarget(MisbehavingTarget):
+    """A measuring MisbehavingTarget with a schedule template: one parameter, ``mode``, whose
+    choices are ``modes`` (``"ok-*"`` modes behave), so tuning runs meet those misbehaviours."""
+
+    def __init__(self, modes: tuple[str, ...]):
+        super().__init__("measure")
+        self.modes = modes
+
+    def template_space(self, tensor: te.Tensor) -> TemplateSpace:
+        space = Space([("mode", ChoiceSpace(list(self.modes)))], name="modes")
+        return TemplateSpace(space, space.decode)
+
+    def lower_compute(self, tensor: te.Tensor, options: LoweringOptions,
+                      config: Mapping[str, Any] | None = None) -> list[Kernel]:
+        mode = (config or {}).get("mode")
+        return misbehaving_builder(Graph.from_outputs([tensor]), mode, self)
+
+
+#: the modes of :func:`faults_template_target`
+FAULT_MODES = ("ok-1", "segfault", "hang", "wrong", "allocate", "oom-killed", "raise", "ok-2")
+
+
+def faults_template_target() -> TemplateTarget:
+    return TemplateTarget(FAULT_MODES)
+
+
+def slow_template_target() -> TemplateTarget:
+    """Sixteen well-behaved modes whose runs take :data:`SLOW_RUN_S` each."""
+    return TemplateTarget(tuple(f"slow-{k}" for k in range(16)))
 
 
 def measuring_target() -> MisbehavingTarget:

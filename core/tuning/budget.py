@@ -61,7 +61,9 @@ class TuningOptions:
     ``seed`` makes the search repeatable, ``database`` is the tuning-database file (None: no
     database), ``n_workers`` the processes building candidates, ``events`` a JSON Lines file
     or a callback receiving every :class:`~tilecraft.tuning.events.TuningEvent`, ``progress``
-    the live display on stderr (None: when stderr is a terminal).
+    the live display on stderr (None: when stderr is a terminal). ``memory_limit_bytes``,
+    ``recycle_after`` and ``recycle_rss_bytes`` bound the worker processes' memory (see
+    :class:`~tilecraft.tuning.candidate.MeasureSettings`).
     """
 
     preset: str = "default"
@@ -81,6 +83,9 @@ class TuningOptions:
     n_workers: int = 1
     events: str | Path | EventSink | None = None
     progress: bool | None = None
+    memory_limit_bytes: int | None = None
+    recycle_after: int | None = 500
+    recycle_rss_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -129,6 +134,11 @@ class TuningOptions:
         if self.events is not None and not isinstance(self.events, (str, Path)) \
                 and not callable(self.events):
             problems.append(f"events={self.events!r} must be a file path or a callable")
+        if not problems:
+            try:
+                self.measure_settings()
+            except TuningError as err:
+                problems.append(str(err))
         if problems:
             raise TuningError("invalid tuning options: " + "; ".join(problems))
 
@@ -170,7 +180,10 @@ class TuningOptions:
         return MeasureSettings(warmup=int(self.warmup), repeats=int(self.repeats),
                                min_seconds=float(self.min_seconds),
                                timeout_s=float(self.timeout_s), check=check,
-                               measure_fraction=self.measure_fraction)
+                               measure_fraction=self.measure_fraction,
+                               memory_limit_bytes=self.memory_limit_bytes,
+                               recycle_after=self.recycle_after,
+                               recycle_rss_bytes=self.recycle_rss_bytes)
 
     def budget(self, deadline: float | None = None,
                clock: Callable[[], float] = time.monotonic) -> Budget:

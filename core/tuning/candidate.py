@@ -12,8 +12,10 @@ the stage that fails decides the :class:`~tilecraft.tuning.record.ErrorKind`:
   ``wrong-result`` when the values differ;
 - ``time``: warm-up, then repeated timed runs — ``run``.
 
-A stage that runs past the timeout is ``timeout`` whatever the stage. The functions here run
-in whatever process calls them; :mod:`tilecraft.tuning.worker` runs them in isolation.
+A stage that runs past the timeout is ``timeout`` whatever the stage; one that runs out of
+memory (a ``MemoryError``: the worker's memory limit, ``MeasureSettings.memory_limit_bytes``)
+is ``out-of-memory`` whatever the stage. The functions here run in whatever process calls
+them; :mod:`tilecraft.tuning.worker` runs them in isolation.
 
 >>> from tilecraft.tuning.workload import Workload
 >>> result = evaluate_in_process(MeasureInput(Workload.from_catalog("relu[13x17]"), "x86_avx512"),
@@ -82,6 +84,14 @@ class MeasureSettings:
     its timing. ``check`` compares the first run with the reference before any time counts.
     ``measure_fraction`` is the share of estimated candidates measured when a target
     evaluates in mode ``both``.
+
+    Worker processes (:class:`~tilecraft.tuning.measure.Measurer`): ``memory_limit_bytes``
+    caps each worker's data memory (``RLIMIT_DATA``; ``None``: three quarters of this
+    machine's memory shared by the workers, ``0``: no limit), so a candidate allocating too
+    much fails as ``out-of-memory`` instead of swapping or waking the kernel's OOM killer;
+    a worker is replaced by a fresh one after ``recycle_after`` candidates (``None``: never)
+    or once its resident memory passes ``recycle_rss_bytes`` (``None``: half its memory
+    limit, at most 2 GiB; ``0``: never) — leaks of JIT engines and allocators stay bounded.
     """
 
     warmup: int = 1
@@ -90,6 +100,9 @@ class MeasureSettings:
     timeout_s: float = 10.0
     check: bool = True
     measure_fraction: float = 0.25
+    memory_limit_bytes: int | None = None
+    recycle_after: int | None = 500
+    recycle_rss_bytes: int | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -103,6 +116,15 @@ class MeasureSettings:
             problems.append(f"timeout_s={self.timeout_s} (use a positive number of seconds)")
         if not 0 < self.measure_fraction <= 1:
             problems.append(f"measure_fraction={self.measure_fraction} (use 0 < f <= 1)")
+        for name in ("memory_limit_bytes", "recycle_rss_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                problems.append(f"{name}={value!r} (use a number of bytes, 0 for no limit, or "
+                                "None for the automatic one)")
+        if self.recycle_after is not None and (not isinstance(self.recycle_after, int)
+                                               or self.recycle_after < 1):
+            problems.append(f"recycle_after={self.recycle_after!r} (use 1 or more candidates, "
+                            "or None for never)")
         if problems:
             raise TuningError(f"MeasureSettings: invalid {'; '.join(problems)}")
 
@@ -288,6 +310,11 @@ def _step(stage: Stage, on_stage: StageCallback, action: Callable[[], Any]) -> A
         return action()
     except CandidateFailure:
         raise
+    except MemoryError as err:  # the worker's memory limit (or the machine's) was reached
+        raise CandidateFailure(ErrorKind.OUT_OF_MEMORY, stage,
+                               f"ran out of memory in stage {stage.value} ("
+                               f"{describe_exception(err)}); it needs more memory than the "
+                               "worker's limit (MeasureSettings.memory_limit_bytes)") from None
     except (Exception, SystemExit) as err:  # noqa: BLE001 - a candidate's failure is a result
         raise CandidateFailure(stage.error_kind, stage, describe_exception(err)) from err
 

@@ -12,7 +12,13 @@ The target's ``spec.evaluation`` decides how a candidate is costed (thesis §4.4
 Every candidate runs under a hard timeout per phase: a worker that overruns is killed and
 replaced, and so is one that crashes. The candidate gets an error kind (``invalid``,
 ``build``, ``run``, ``timeout``, ``wrong-result``, see :mod:`.candidate`) and the batch goes
-on — a crashing candidate never kills the tuner. Workers are started once and reused.
+on — a crashing candidate never kills the tuner. Workers are started once and reused, each
+under a memory limit (a candidate allocating past it fails as ``out-of-memory``; one the
+kernel's OOM killer ends, a ``SIGKILL`` the tuner did not send, too), and *recycled* — stopped
+and started afresh between candidates — after ``MeasureSettings.recycle_after`` candidates or
+once their resident memory (``/proc/PID/statm``) passes ``recycle_rss_bytes``: a worker
+leaking JIT engines or allocator arenas is replaced before it matters (TVM's popen pool
+leaked, apache/tvm#11074).
 
 :meth:`Measurer.submit` measures a batch on a background thread and returns a future, so a
 search engine can propose the next batch while this one is measured (the search/execute
@@ -55,7 +61,7 @@ from tilecraft.tuning.candidate import (
     resolve_target,
 )
 from tilecraft.tuning.record import ErrorKind
-from tilecraft.tuning.worker import WorkerProcess
+from tilecraft.tuning.worker import WorkerProcess, physical_memory_bytes
 from tilecraft.tuning.workload import TuningError
 
 __all__ = ["MeasureInput", "MeasureResult", "MeasureSettings", "Measurer"]
@@ -90,6 +96,28 @@ def _stop_all(workers: list[WorkerProcess]) -> None:
         worker.stop(grace_s=0.5)
 
 
+#: the automatic recycling threshold of a worker's resident memory is at most this
+RECYCLE_RSS_CAP_BYTES = 2 << 30
+
+
+def worker_memory_limit(settings: MeasureSettings, n_workers: int) -> int:
+    """Bytes of data memory each of ``n_workers`` workers may use (0: no limit): the setting,
+    or three quarters of the physical memory shared by the workers."""
+    if settings.memory_limit_bytes is not None:
+        return settings.memory_limit_bytes
+    physical = physical_memory_bytes()
+    return 0 if physical is None else physical * 3 // 4 // n_workers
+
+
+def recycle_rss_limit(settings: MeasureSettings, memory_limit: int) -> int:
+    """Resident bytes past which a worker is recycled (0: never)."""
+    if settings.recycle_rss_bytes is not None:
+        return settings.recycle_rss_bytes
+    if not memory_limit:
+        return RECYCLE_RSS_CAP_BYTES
+    return min(RECYCLE_RSS_CAP_BYTES, memory_limit // 2)
+
+
 class Measurer:
     """Costs batches of :class:`MeasureInput` (see the module docstring).
 
@@ -108,6 +136,10 @@ class Measurer:
         self.startup_timeout_s = startup_timeout_s
         #: workers replaced because a candidate crashed or hung in them
         self.restarts = 0
+        #: workers recycled between candidates: (pid, why), oldest first
+        self.recycled: list[tuple[int | None, str]] = []
+        self.memory_limit_bytes = worker_memory_limit(self.settings, n_workers)
+        self.recycle_rss_bytes = recycle_rss_limit(self.settings, self.memory_limit_bytes)
         self._workers: list[WorkerProcess] = []
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
@@ -220,12 +252,34 @@ class Measurer:
     # isolated measurement ----------------------------------------------------------------------
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.n_workers:
-            self._workers.append(WorkerProcess(self.startup_timeout_s))
+            self._workers.append(WorkerProcess(self.startup_timeout_s, self.memory_limit_bytes))
         for worker in self._workers:
             if not worker.alive():
                 worker.restart()
+            else:
+                self._recycle_if_due(worker)
         for worker in self._workers:
             worker.wait_ready()
+
+    def _recycle_if_due(self, worker: WorkerProcess) -> None:
+        """Stop ``worker`` and start a fresh process when it has measured enough candidates or
+        grown too large (call it only while the worker holds no candidate still needed)."""
+        if not worker.alive():
+            return
+        why = None
+        after = self.settings.recycle_after
+        if after is not None and worker.candidates >= after:
+            why = f"it was given {worker.candidates} candidates (recycle_after={after})"
+        elif self.recycle_rss_bytes:
+            resident = worker.resident_bytes()
+            if resident is not None and resident > self.recycle_rss_bytes:
+                why = (f"its resident memory grew to {resident} bytes (recycle_rss_bytes="
+                       f"{self.recycle_rss_bytes})")
+        if why is None:
+            return
+        self.recycled.append((worker.pid, why))
+        worker.stop(grace_s=0.5)
+        worker.start()
 
     def _measure_isolated(self, candidates: list[MeasureInput], indices: list[int],
                           finish: ResultCallback) -> None:
@@ -237,9 +291,23 @@ class Measurer:
                 finish(index, failure(ErrorKind.INVALID, "the candidate cannot be sent to a "
                                       f"worker process: {describe_exception(err)}; make its "
                                       "schedule picklable", Stage.WORKLOAD))
-        if not payloads:
-            return
-        self._ensure_workers()
+        # in chunks the workers can take before they are due for recycling: a worker holds
+        # its built candidates until they are timed, and is recycled only after that
+        waiting = list(payloads)
+        while waiting:
+            self._ensure_workers()
+            room = sum(self._room(worker) for worker in self._workers)
+            chunk, waiting = waiting[:room], waiting[room:]
+            self._measure_chunk({index: payloads[index] for index in chunk}, finish)
+
+    def _room(self, worker: WorkerProcess) -> int:
+        """How many more candidates ``worker`` may be given before it is recycled."""
+        after = self.settings.recycle_after
+        if after is None:
+            return 1 << 62
+        return max(0, after - worker.candidates)
+
+    def _measure_chunk(self, payloads: dict[int, bytes], finish: ResultCallback) -> None:
         held: dict[int, _Held] = {}
 
         # phase 1: build and check, every worker busy (a replacement joins once started)
@@ -247,8 +315,11 @@ class Measurer:
         jobs: dict[WorkerProcess, _Job] = {}
         while pending or jobs:
             starting = []
+            # a worker due for recycling gets no more candidates while another has room (the
+            # chunk fits the room; a crashed worker's replacement brings more)
+            any_room = any(self._room(worker) for worker in self._workers)
             for worker in self._workers:
-                if worker in jobs or not pending:
+                if worker in jobs or not pending or (any_room and not self._room(worker)):
                     continue
                 if worker.poll_ready():
                     index = pending.popleft()
@@ -261,14 +332,19 @@ class Measurer:
                                       f"{self.startup_timeout_s:g} s of starting")
                 continue
             for worker, job, outcome in self._await(jobs, wake=starting):
+                worker.candidates += 1
                 result = self._outcome(job, outcome)
                 if result is None:
                     held[job.index] = _Held(worker, worker.generation, job.token, outcome[2])
                 else:
                     finish(job.index, result)
+                    if not any(h.worker is worker and h.generation == worker.generation
+                               for h in held.values()):
+                        self._recycle_if_due(worker)
 
         # phase 2: time, one candidate at a time, the other workers idle
-        for index in sorted(held):
+        order = sorted(held)
+        for position, index in enumerate(order):
             entry = held[index]
             worker = entry.worker
             if entry.generation != worker.generation or not worker.alive():
@@ -277,6 +353,7 @@ class Measurer:
                     self._replace(worker)
                 job = self._send(worker, index, "prepare", payloads[index])
                 [(_, job, outcome)] = self._await({worker: job})
+                worker.candidates += 1
                 result = self._outcome(job, outcome)
                 if result is not None:
                     finish(index, result)
@@ -294,6 +371,10 @@ class Measurer:
                                        total_seconds=info["build_seconds"]
                                        + time.monotonic() - job.started)
             finish(index, result)
+            if not any(held[later].worker is worker
+                       and held[later].generation == worker.generation
+                       for later in order[position + 1:]):
+                self._recycle_if_due(worker)
 
     def _send(self, worker: WorkerProcess, index: int, command: str, payload: bytes | None,
               token: int | None = None) -> _Job:
@@ -375,6 +456,13 @@ class Measurer:
                            f"did not finish within {self.settings.timeout_s:g} s (stage "
                            f"{job.stage.value}); its worker process was killed and replaced",
                            job.stage, total_seconds=elapsed)
+        if outcome[1] == "killed by signal SIGKILL":  # not the tuner: it kills only on timeout
+            return failure(ErrorKind.OUT_OF_MEMORY,
+                           f"the worker process was killed by SIGKILL in stage "
+                           f"{job.stage.value}, which the tuner did not send: most likely the "
+                           "kernel's out-of-memory killer; the worker was replaced (lower "
+                           "MeasureSettings.memory_limit_bytes to fail such candidates sooner)",
+                           job.stage, total_seconds=elapsed)
         return failure(job.stage.error_kind,
                        f"the worker process died while the candidate was in stage "
                        f"{job.stage.value}: {outcome[1]}; the worker was replaced",
@@ -382,4 +470,4 @@ class Measurer:
 
     def __repr__(self) -> str:
         return (f"Measurer(n_workers={self.n_workers}, workers={self.worker_pids}, "
-                f"restarts={self.restarts})")
+                f"restarts={self.restarts}, recycled={len(self.recycled)})")

@@ -31,6 +31,7 @@ class ErrorKind(str, enum.Enum):
     RUN = "run"
     TIMEOUT = "timeout"
     WRONG_RESULT = "wrong-result"
+    OUT_OF_MEMORY = "out-of-memory"
 
 
 def canonical_json(value: Any) -> str:

@@ -7,8 +7,9 @@ generic schedule space (:func:`tilecraft.search.generate_space`): the engine nam
 points is decoded to template configs and measured in worker processes
 (:class:`~tilecraft.tuning.measure.Measurer`, the compute's small graph rebuilt there from its
 pickled form); every result — failures included — becomes a record of the tuning database
-(when one is given) and an event of the event stream. Points already in the database (an
-interrupted run) are not measured again: their recorded cost is reused.
+(when one is given) and an event of the event stream as soon as it is final, so a run killed
+at any moment (even by SIGKILL) loses at most the candidates being measured. Points already in
+the database (an interrupted run) are not measured again: their recorded cost is reused.
 
 :func:`best_configs` reads the database back: the best known config per compute, which
 ``tilecraft.compile(..., database=...)`` uses.
@@ -174,13 +175,18 @@ def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, targ
         fresh = [c for c in configs if canonical_json(c) not in known]
         inputs = [MeasureInput(workload, target_ref, {tensor.name: c}, builder=builder,
                                label=tensor.name) for c in fresh]
-        results: list[MeasureResult] = measurer.measure(inputs) if inputs else []
-        for candidate, result in zip(inputs, results):
-            known[canonical_json(candidate.schedule[tensor.name])] = result.cost
+
+        def record(index: int, result: MeasureResult) -> None:
+            # each result is stored the moment it is final: a killed run resumes from it
+            candidate = inputs[index]
+            label = canonical_json(candidate.schedule[tensor.name])
+            known[label] = result.cost
             if database is not None and not result.pruned:
                 database.add(result.to_record(candidate, plugin=target.name))
-            events.candidate_result(tensor.name, result, label=canonical_json(
-                candidate.schedule[tensor.name]))
+            events.candidate_result(tensor.name, result, label=label)
+
+        if inputs:
+            measurer.measure(inputs, on_result=record)
         costs = [known[canonical_json(c)] for c in configs]
         budget.record(costs)
         for config, value in zip(configs, costs):

@@ -10,14 +10,18 @@ guard; a fresh interpreter imports only tilecraft and the modules candidates nam
 parent's ``sys.path``, as a spawn child would.
 
 A worker ignores Ctrl-C (the tuner shuts it down) and exits when its parent dies or its
-connection closes. A candidate that segfaults, aborts, calls ``os._exit`` or hangs takes only
+connection closes. It may be given a memory limit (``RLIMIT_DATA``: heap and private mappings,
+not code or stacks), set before any candidate runs: a candidate allocating past it gets a
+``MemoryError`` — the ``out-of-memory`` error kind — instead of swapping the machine or waking
+the kernel's OOM killer. A candidate that segfaults, aborts, calls ``os._exit`` or hangs takes only
 its worker down; :class:`WorkerProcess` (the tuner's side) reports how it ended and starts a
 replacement.
 
 Protocol (tuple messages; candidates travel pickled, so a payload the worker cannot unpickle
 fails that candidate, not the worker)::
 
-    tuner -> worker   ("init", sys_path) ("prepare", token, pickled MeasureInput, settings)
+    tuner -> worker   ("init", sys_path, memory_limit_bytes)
+                      ("prepare", token, pickled MeasureInput, settings)
                       ("time", token, settings) ("drop", token) ("stop",)
     worker -> tuner   ("ready", pid) ("stage", token, stage) ("prepared", token, info)
                       ("failed", token, info) ("timed", token, costs)
@@ -26,6 +30,8 @@ fails that candidate, not the worker)::
 'killed by signal SIGSEGV'
 >>> describe_exit(3)
 'exited with status 3'
+>>> resident_bytes(os.getpid()) is None or resident_bytes(os.getpid()) > 0
+True
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ from tilecraft.tuning.candidate import (
 )
 from tilecraft.tuning.workload import TuningError
 
-__all__ = ["WorkerProcess", "describe_exit", "serve"]
+__all__ = ["WorkerProcess", "describe_exit", "limit_memory", "physical_memory_bytes",
+           "resident_bytes", "serve"]
 
 _LAUNCH = "from tilecraft.tuning.worker import main; main()"
 
@@ -68,6 +75,37 @@ def describe_exit(returncode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-returncode}"
     return f"exited with status {returncode}"
+
+
+def resident_bytes(pid: int) -> int | None:
+    """The resident memory of process ``pid`` (``/proc/PID/statm``), or None when unknown."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+            pages = int(handle.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's physical memory, or None when the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def limit_memory(limit_bytes: int) -> None:
+    """Cap this process's data memory (``RLIMIT_DATA``) at ``limit_bytes`` (0: no cap); a hard
+    limit already lower wins."""
+    if limit_bytes <= 0:
+        return
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit_bytes = min(limit_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit_bytes, hard))
 
 
 # the worker's side ---------------------------------------------------------------------------
@@ -99,6 +137,8 @@ def serve(conn: Connection) -> None:
             for entry in message[1]:
                 if entry not in sys.path:
                     sys.path.append(entry)
+            if len(message) > 2:
+                limit_memory(int(message[2]))
             conn.send(("ready", os.getpid()))
         elif command == "prepare":
             _, token, payload, settings = message
@@ -170,12 +210,16 @@ class WorkerProcess:
     """One worker, seen from the tuner: start, send, receive, kill, replace.
 
     ``generation`` counts starts, so a tuner can tell that a candidate prepared by an earlier
-    process of this worker is gone.
+    process of this worker is gone; ``candidates`` counts the candidates the current process
+    was given (the tuner recycles it after enough). ``memory_limit_bytes`` caps the process's
+    data memory (0: no cap).
     """
 
-    def __init__(self, startup_timeout_s: float = 60.0):
+    def __init__(self, startup_timeout_s: float = 60.0, memory_limit_bytes: int = 0):
         self.startup_timeout_s = startup_timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
         self.generation = 0
+        self.candidates = 0
         self.popen: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
         self.pid: int | None = None
@@ -193,8 +237,9 @@ class WorkerProcess:
         self.conn = Connection(ours.detach())
         self.pid = self.popen.pid
         self.generation += 1
+        self.candidates = 0
         self._ready = False
-        self.conn.send(("init", list(sys.path)))
+        self.conn.send(("init", list(sys.path), self.memory_limit_bytes))
 
     @property
     def started(self) -> bool:
@@ -235,6 +280,10 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
+
+    def resident_bytes(self) -> int | None:
+        """The process's resident memory now (None when stopped or unknown)."""
+        return resident_bytes(self.pid) if self.pid is not None and self.alive() else None
 
     def _reap(self, timeout: float = 5.0) -> int | None:
         assert self.popen is not None
