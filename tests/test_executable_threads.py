@@ -114,14 +114,24 @@ def test_results_of_concurrent_calls_are_not_shared_between_callers():
             np.testing.assert_allclose(result, expected[index], rtol=1e-4, atol=1e-4)
 
 
-def test_two_threads_launch_parallel_regions_at_once():
-    """The native parallel-for (OpenMP) and the Python pool run parallel kernels launched
-    by several threads at the same time; each kernel covers its whole range."""
+@pytest.mark.parametrize("runner", ["openmp", "python-pool"])
+def test_threads_launch_parallel_regions_at_once(runner, monkeypatch):
+    """The native parallel-for (OpenMP: one team per launching thread) and the Python pool
+    (the fallback without gcc/OpenMP) run parallel kernels launched by several threads at the
+    same time; each kernel covers its whole range."""
+    from tilecraft_x86_avx512 import runtime
+
+    if runner == "python-pool":
+        monkeypatch.setattr(runtime, "parallel_for", lambda: None)
+    elif runtime.parallel_for() is None:
+        pytest.skip("the OpenMP shim cannot be built here (no gcc or no OpenMP)")
     A = te.placeholder((512, 384), name="A")
     graph = tc.Graph.from_outputs([ops.relu(A, name="R")])
     exe = tc.compile(graph, target="x86_avx512")
     kernel = exe.compiled[0].runner
     assert kernel._parallel, "the test needs a kernel whose PARALLEL loop runs on threads"
+    if kernel.threads == 1:
+        kernel.threads = 2  # a 1-core machine: still launch a region of two threads
     cases = [_inputs(graph, seed) for seed in range(THREADS)]
 
     def call(index: int) -> None:
