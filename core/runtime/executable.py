@@ -56,9 +56,10 @@ class Executable:
 
     One Executable may be called from several threads at once: every call gets fresh output
     and intermediate arrays, and a set of template workspaces no other running call uses
-    (sets are kept between calls, one per call that ran concurrently). Per-call sets cost
-    less than a lock: 4 threads calling a 384^3 GEMM took 0.57 ms a call against 0.96 ms
-    serialised, a 32^3 one 23 us against 18 us (bench/executable_threads.py, 2-core Zen 4).
+    (sets are kept between calls: as many as calls ever ran at once). Per-call sets cost less
+    than one lock: from 4 threads a 384^3 GEMM took 0.57-0.67 ms a call against 0.96-1.33 ms
+    serialised; a 32^3 one 11-24 us against 12-18 us, as noisy as the machine; one thread pays
+    the same either way (bench/executable_threads.py, 2-core Zen 4).
     """
 
     def __init__(self, graph: Graph, target_name: str, compiled: Sequence[CompiledKernel],
