@@ -59,6 +59,8 @@ def interval(expr: Expr, ranges: Ranges | None = None) -> Interval | None:
             return 0, expr.extent - 1
         return None
     if isinstance(expr, Binary):
+        if expr.op in _ATOM_OPS and expr in ranges:  # an atom a guard narrowed (see tighten)
+            return ranges[expr]
         a = interval(expr.a, ranges)
         b = interval(expr.b, ranges)
         if a is None or b is None:
@@ -89,6 +91,12 @@ def interval(expr: Expr, ranges: Ranges | None = None) -> Interval | None:
     if isinstance(expr, Load) and expr.dtype.is_int:
         return int_range(expr.dtype)
     return None
+
+
+#: integer operations that are not affine: guards over them constrain the whole operation,
+#: which facts treat as one variable (an "atom", e.g. ``h // 2`` after loop fusion)
+_ATOM_OPS = frozenset({BinaryOp.FLOORDIV, BinaryOp.MOD, BinaryOp.MIN, BinaryOp.MAX,
+                       BinaryOp.MUL})
 
 
 def _floordiv(a: int, b: int) -> int:
@@ -188,8 +196,47 @@ def affine(expr: Expr) -> Affine | None:
     return None
 
 
+def affine_over_atoms(expr: Expr) -> Affine | None:
+    """``expr`` as an affine form whose variables may also be non-affine integer operations
+    taken whole (``(h // 2) + 2`` is ``1 * atom + 2`` with ``atom = h // 2``), or ``None``.
+    For reasoning about guards only: an atom is a value, not a loop variable.
+
+    >>> from tilecraft import te
+    >>> h = te.reduce_axis(10, name="h")
+    >>> form = affine_over_atoms(h // 2 + 2)
+    >>> form.constant, [str(atom) for atom, _ in form.coefs]
+    (2, ['(h // 2)'])
+    """
+    if not expr.dtype.is_int:
+        return None
+    if isinstance(expr, Const):
+        return Affine((), int(expr.value))
+    if isinstance(expr, (IterVar, Var)):
+        return Affine(((expr, 1),), 0)
+    if isinstance(expr, Unary) and expr.op is UnaryOp.NEG:
+        inner = affine_over_atoms(expr.x)
+        return inner.scale(-1) if inner else None
+    if isinstance(expr, Cast) and expr.x.dtype.is_int:
+        return affine_over_atoms(expr.x)
+    if isinstance(expr, Binary) and expr.op in (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL):
+        a, b = affine_over_atoms(expr.a), affine_over_atoms(expr.b)
+        if a is not None and b is not None:
+            if expr.op is BinaryOp.ADD:
+                return a + b
+            if expr.op is BinaryOp.SUB:
+                return a - b
+            if not a.coefs:
+                return b.scale(a.constant)
+            if not b.coefs:
+                return a.scale(b.constant)
+    if isinstance(expr, Binary) and expr.op in _ATOM_OPS:
+        return Affine(((expr, 1),), 0)  # type: ignore[arg-type]
+    return None
+
+
 def facts_from_condition(cond: Expr, holds: bool = True) -> list[Affine]:
-    """Affine facts ``f >= 0`` implied by ``cond`` being ``holds``."""
+    """Affine facts ``f >= 0`` implied by ``cond`` being ``holds`` (over atoms: see
+    :func:`affine_over_atoms`)."""
     if isinstance(cond, Not):
         return facts_from_condition(cond.x, not holds)
     if isinstance(cond, Logical):
@@ -199,7 +246,7 @@ def facts_from_condition(cond: Expr, holds: bool = True) -> list[Affine]:
         return []
     if isinstance(cond, Compare) and cond.a.dtype.is_int:
         op = cond.op if holds else cond.op.negate()
-        a, b = affine(cond.a), affine(cond.b)
+        a, b = affine_over_atoms(cond.a), affine_over_atoms(cond.b)
         if a is None or b is None:
             return []
         one = Affine((), 1)
@@ -244,7 +291,7 @@ def prove_nonnegative(expr: Expr, ranges: Ranges | None = None,
     rng = interval(expr, narrowed)
     if rng is not None and rng[0] >= 0:
         return True
-    form = affine(expr)
+    form = affine_over_atoms(expr) if facts else None
     if form is None:
         return False
     for fact in facts:
