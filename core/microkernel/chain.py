@@ -300,8 +300,9 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
                        Seq((zero, call1)))
 
     # memory-bound computes on the tile, in place where a buffer dies
+    placeholders = between_inputs(chain, options)
     stmts, allocs, z_buffer, deferred = _between(chain, tile, b_index, m0, mc, l_total,
-                                                 options, lanes)
+                                                 options, lanes, placeholders)
     if l_padded > l_total:  # padded k rows of the second contraction must be zero
         lz, cz = Var("lz"), Var("cz")
         stmts.append(_nest([(lz, l_padded - l_total, LoopKind.SERIAL, 0),
@@ -330,7 +331,8 @@ def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
         chain, Seq((pack_a, first_gemm, *stmts, second_gemm)), (*allocs, tile, a1_pack), t,
         outer, [a1_buffer, b1p, dp], e_view, micro_kernel,
         f"parallel({outer} = batch x M/{mc}) > T^T[{l_padded}x{mc}] local (tile {bl.mi1}x"
-        f"{bl.nr1}) > memory-bound ops in place > E rows (tile {bl.mi2}x{bl.nr2})", options)
+        f"{bl.nr1}) > memory-bound ops in place > E rows (tile {bl.mi2}x{bl.nr2})", options,
+        placeholders)
     return [b1_pack, d_pack, kernel]
 
 
@@ -350,20 +352,18 @@ def scale_rows(deferred: tuple[BinaryOp, Buffer], e_view: Buffer, b_index: Expr,
 
 def fused_chain_kernel(chain: Chain, body: Stmt, local: Sequence[Buffer], t: Var, outer: int,
                        inputs: list[Buffer], e_view: Buffer, micro_kernel: str, schedule: str,
-                       options: LoweringOptions) -> Kernel:
+                       options: LoweringOptions, placeholders: Mapping[Tensor, Buffer]) -> Kernel:
     """The fused kernel of ``chain``: ``body`` with its ``local`` buffers, in parallel over
-    ``t < outer``; parameters ``inputs``, the placeholders the memory-bound computes read (a
-    bias, a mask) and ``e_view``."""
+    ``t < outer``; parameters ``inputs``, ``placeholders`` (:func:`between_inputs`, the
+    placeholders the memory-bound computes read) and ``e_view``."""
     for buffer in local:
         body = Allocate(buffer, body)
     main = For(t, const(outer), _parallel(options, outer), body)
     names = {b.name for b in inputs}
-    for between in chain.between:
-        for ld in loads_in(between.op.body):
-            if ld.tensor.is_placeholder and ld.tensor.name not in names:
-                names.add(ld.tensor.name)
-                inputs.append(Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
-                                     level=options.param_level))
+    for buffer in placeholders.values():
+        if buffer.name not in names:
+            names.add(buffer.name)
+            inputs.append(buffer)
     out = chain.second.tensor
     label = " -> ".join(c.name for c in chain.computes)
     kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
@@ -374,12 +374,26 @@ def fused_chain_kernel(chain: Chain, body: Stmt, local: Sequence[Buffer], t: Var
     return kernel
 
 
+def between_inputs(chain: Chain, options: LoweringOptions) -> dict[Tensor, Buffer]:
+    """The parameter buffers of the placeholders the memory-bound computes read (a bias, a
+    mask): made once per fused kernel and given to both :func:`_between` (its loads) and
+    :func:`fused_chain_kernel` (its parameters), which must be the same buffers."""
+    buffers: dict[Tensor, Buffer] = {}
+    for between in chain.between:
+        for ld in loads_in(between.op.body):
+            if ld.tensor.is_placeholder and ld.tensor not in buffers:
+                buffers[ld.tensor] = Buffer(ld.tensor.name, ld.tensor.shape, ld.tensor.dtype,
+                                            level=options.param_level)
+    return buffers
+
+
 def _unit_axes(tensor: Tensor) -> list[IterVar]:
     return [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
 
 
 def _between(chain: Chain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_total: int,
-             options: LoweringOptions, lanes: int, rows: bool = False
+             options: LoweringOptions, lanes: int, placeholders: Mapping[Tensor, Buffer],
+             rows: bool = False
              ) -> tuple[list[Stmt], list[Buffer], Buffer, tuple[BinaryOp, Buffer] | None]:
     """Loop nests applying the memory-bound computes to the local tile (``[l, m]``, vectorised
     along ``m``; ``rows``: ``[m, l]``, vectorised along ``l``, row reductions across lanes) and
@@ -485,7 +499,8 @@ def _between(chain: Chain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_tot
             return None
 
         expr = expr_t.body if isinstance(expr_t, Reduce) else expr_t
-        expr = _kernel_expr(transform(expr, to_local), values, {}, extra_zero=_unit_axes(t))
+        expr = _kernel_expr(transform(expr, to_local), values, placeholders,
+                            extra_zero=_unit_axes(t))
         local[t] = buffer
         if isinstance(body, Reduce):
             identity = Reduce(body.op, body.body, body.axes).identity()

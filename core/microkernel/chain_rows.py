@@ -53,6 +53,7 @@ from tilecraft.microkernel.chain import (
     Chain,
     ChainBlocking,
     _between,
+    between_inputs,
     fused_chain_kernel,
     scale_rows,
 )
@@ -138,8 +139,9 @@ def lower_chain_rows(chain: Chain, rows_micro_kernel: str, blocking: ChainBlocki
     first_gemm = _nest([(jl, l_panels, LoopKind.SERIAL, 0),
                         (ms, mc // bl.mi1, LoopKind.SERIAL, 0)], strips)
 
+    placeholders = between_inputs(chain, options)
     stmts, allocs, z_buffer, deferred = _between(chain, tile, b_index, m0, mc, l_total,
-                                                 options, lanes, rows=True)
+                                                 options, lanes, placeholders, rows=True)
 
     # E rows of the block: A = the tile's rows in place, B = packed D panel
     jr, ms2 = Var("jr"), Var("ms2")
@@ -162,7 +164,7 @@ def lower_chain_rows(chain: Chain, rows_micro_kernel: str, blocking: ChainBlocki
         [a1_view, b1p, dp], e_view, rows_micro_kernel,
         f"parallel({outer} = batch x M/{mc}) > T[{mc}x{l_padded}] local (tile {bl.mi1}x"
         f"{bl.nr1}, A1 read in place) > memory-bound ops in place > E rows (tile {bl.mi2}x"
-        f"{bl.nr2})", options)
+        f"{bl.nr2})", options, placeholders)
     return [b1_pack, d_pack, kernel]
 
 
