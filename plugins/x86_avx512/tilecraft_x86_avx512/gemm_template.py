@@ -217,9 +217,11 @@ def _grouped_tile(contraction: Contraction) -> tuple[int, int]:
     (``N % NR != 0``) counted as :data:`RAGGED_PANEL_FACTOR` of its score."""
     _, m, n, k = contraction.extents()
     best, chosen = -1.0, tile_candidates(contraction)[0]
+    # the tile must suit every dot-product micro-kernel (vnni_u8s8/s8u8, dot_bf16)
+    mi_max = min(decl.parameters["MI"].maximum or 32 for decl in (VNNI_U8S8, VNNI_S8U8, DOT_BF16))
     for b in register_blocking_candidates(32, ki=min(k, 256)):
         nr = b.ni * 16
-        if nr not in VNNI_U8S8.parameters["NR"].choices:
+        if nr not in VNNI_U8S8.parameters["NR"].choices or b.mi > mi_max:
             continue
         score = (b.intensity * m / (_ceil_div(m, b.mi) * b.mi) * n / (_ceil_div(n, nr) * nr)
                  * (RAGGED_PANEL_FACTOR if n % nr else 1.0))
