@@ -259,3 +259,26 @@ def test_an_exported_library_and_header_work_from_c(tmp_path: Path) -> None:
     got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(40, 56)
     expected = tc.reference.run(graph, **inputs)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cpu", ["skylake-avx512", "icelake-server", "znver4"])
+def test_int8_and_bf16_gemms_for_a_named_cpu_match_the_reference(cpu: str) -> None:
+    """Where the CPU lacks VNNI / BF16 the core's lowering computes them; both ways match."""
+    needs_features_of(cpu)
+    target = X86Avx512Target(cpu=cpu, cores=2)
+    rng = np.random.default_rng(3)
+    for a, b, out in (("uint8", "int8", "int32"), ("int8", "int8", "int32"),
+                      ("bfloat16", "bfloat16", "float32")):
+        C = gemm(48, 80, 40, a, b, out)
+        exe = tc.compile(C, target=target)
+        assert {k.mode for k in exe.report.kernels} == {"native"}
+        inputs = {}
+        for tensor in tc.Graph.from_outputs([C]).inputs:
+            if tensor.dtype.is_int:
+                low = 0 if tensor.dtype.value == "uint8" else -128
+                values = rng.integers(low, low + 256, tensor.shape)
+            else:
+                values = rng.standard_normal(tensor.shape)
+            inputs[tensor.name] = values.astype(tensor.dtype.numpy)
+        expected = tc.reference.run(tc.Graph.from_outputs([C]), **inputs)
+        np.testing.assert_allclose(exe(**inputs), expected, rtol=1e-3, atol=1e-3)
