@@ -54,7 +54,8 @@ def test_spec_validates_and_round_trips(conformance_target: Any) -> None:
 
     spec = conformance_target.spec
     assert spec.api_version == TARGET_API_VERSION
-    assert spec.name == conformance_target.name
+    # a variant ("x86_avx512:znver4") carries the spec of its target
+    assert spec.name == conformance_target.name.partition(":")[0]
     again = type(spec).model_validate(spec.model_dump())
     assert again == spec
     assert spec.memory.levels, "a target needs at least one memory level"
