@@ -11,14 +11,14 @@ The target's ``spec.evaluation`` decides how a candidate is costed (thesis §4.4
 
 Every candidate runs under a hard timeout per phase: a worker that overruns is killed and
 replaced, and so is one that crashes. The candidate gets an error kind (``invalid``,
-``build``, ``run``, ``timeout``, ``wrong-result``, see :mod:`.candidate`) and the batch goes
-on — a crashing candidate never kills the tuner. Workers are started once and reused, each
-under a memory limit (a candidate allocating past it fails as ``out-of-memory``; one the
-kernel's OOM killer ends, a ``SIGKILL`` the tuner did not send, too), and *recycled* — stopped
-and started afresh between candidates — after ``MeasureSettings.recycle_after`` candidates or
-once their resident memory (``/proc/PID/statm``) passes ``recycle_rss_bytes``: a worker
-leaking JIT engines or allocator arenas is replaced before it matters (TVM's popen pool
-leaked, apache/tvm#11074).
+``build``, ``run``, ``timeout``, ``wrong-result``, ``out-of-memory``, see :mod:`.candidate`)
+and the batch goes on — a crashing candidate never kills the tuner. Workers are started once
+and reused, each under a memory limit (a candidate allocating past it fails as
+``out-of-memory``; so does one the kernel's OOM killer ends, a ``SIGKILL`` the tuner did not
+send), and *recycled* — stopped and started afresh between candidates — after
+``MeasureSettings.recycle_after`` candidates or once their resident memory
+(``/proc/PID/statm``) passes ``recycle_rss_bytes``: a worker leaking JIT engines or allocator
+arenas is replaced before it matters (TVM's popen pool leaked, apache/tvm#11074).
 
 :meth:`Measurer.submit` measures a batch on a background thread and returns a future, so a
 search engine can propose the next batch while this one is measured (the search/execute
