@@ -24,9 +24,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tilecraft import cli_program, cli_report, cli_tune
 from tilecraft.errors import TilecraftError
+
+if TYPE_CHECKING:
+    from tilecraft.target.registry import TargetInfo
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,10 @@ def _configure_targets(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="also print where each target comes from, and the full reason "
                              "(with traceback) of broken ones")
+    parser.add_argument("--probe", action="store_true",
+                        help="measure this machine's figures again (peak rates, bandwidths) "
+                             "for every target that measures them, replace the cached ones, "
+                             "and print them")
 
 
 def _run_targets(args: argparse.Namespace) -> int:
@@ -65,7 +73,27 @@ def _run_targets(args: argparse.Namespace) -> int:
                 print(info.reason)
                 if info.details:
                     print(info.details.rstrip())
+    if args.probe:
+        _probe_targets(infos)
     return 0
+
+
+def _probe_targets(infos: Sequence[TargetInfo]) -> None:
+    """Each working target's freshly measured figures; a probe that fails is reported (with
+    the plugin's exception) and the others go on."""
+    for info in infos:
+        if not info.ok or info.target is None:
+            continue
+        try:
+            figures = info.target.probe()
+        except Exception as err:  # noqa: BLE001 - shown, not raised: the other targets go on
+            print(f"\n{info.name}: probe failed: {type(err).__name__}: {err}")
+            continue
+        if figures:
+            width = max(len(name) for name in figures)
+            print(f"\n{info.name}: measured figures")
+            for name, value in figures.items():
+                print(f"  {name.ljust(width)}  {value}")
 
 
 # tilecraft schemas ----------------------------------------------------------------------------

@@ -13,6 +13,8 @@ variant (``get_target("x86_avx512:znver4")``: a CPU, a chip generation); a targe
 variants refuses one. ``export(kernels, graph, directory, name)`` writes what running the
 compiled kernels without tilecraft needs (e.g. a shared library and a C header); ``tilecraft
 compile --output-dir`` calls it, and a target without it writes only its sources.
+``probe()`` measures the machine's figures again (``tilecraft targets --probe``); a target
+with nothing to measure returns none.
 
 >>> Availability(codegen=True, build=True, execute=False, emulate=True,
 ...              reasons={"execute": "no GPU"}).capability.value
@@ -217,6 +219,12 @@ class Target(ABC):
         they compute ``graph``) without tilecraft needs, with ``name`` as the file stem, and
         return the paths written. Default: nothing beyond the sources the caller writes."""
         return []
+
+    def probe(self) -> dict[str, str]:
+        """Measure this machine's figures again (peak rates, bandwidths), replacing any cached
+        ones, so that the spec uses them from now on; return them as name -> value with its
+        unit, for ``tilecraft targets --probe``. Default: nothing to measure, ``{}``."""
+        return {}
 
     def __repr__(self) -> str:
         return f"<Target {self.name}>"

@@ -121,14 +121,16 @@ def probing_enabled() -> bool:
 
 
 def host_figures(model_name: str, flags: frozenset[str], caches: Sequence[CacheLevel],
-                 refresh: bool = False, probe: Probe = measure) -> HostFigures | None:
-    """This CPU's figures: from the cache file, else measured by ``probe`` and cached.
+                 refresh: bool = False, probe: Probe | None = None) -> HostFigures | None:
+    """This CPU's figures: from the cache file, else measured by ``probe`` (default
+    :func:`.probe.measure`) and cached.
 
-    ``refresh`` measures even when the cache holds figures. None when probing is disabled
-    (``TILECRAFT_X86_PROBE=0``) or the CPU has no AVX-512F (the probe's kernels would not
-    run); a failed probe also gives None, since planning must go on without figures.
+    ``refresh`` measures even when the cache holds figures (and when
+    ``TILECRAFT_X86_PROBE=0``: it is an explicit request). None when probing is disabled or
+    the CPU has no AVX-512F (the probe's kernels would not run); a failed probe also gives
+    None, with a warning, since planning must go on without figures.
     """
-    if not probing_enabled() or "avx512f" not in flags:
+    if "avx512f" not in flags or not (refresh or probing_enabled()):
         return None
     path = cache_file(model_name, flags)
     if not refresh:
@@ -136,7 +138,7 @@ def host_figures(model_name: str, flags: frozenset[str], caches: Sequence[CacheL
         if cached is not None:
             return cached
     try:
-        result = probe([(cache.name, cache.size_bytes) for cache in caches])
+        result = (probe or measure)([(cache.name, cache.size_bytes) for cache in caches])
     except Exception as err:  # noqa: BLE001 - the spec falls back to estimates, and says so
         warnings.warn(f"x86_avx512: the probe of this CPU failed ({err}); planning with "
                       "estimates from the clock and the ISA", RuntimeWarning, stacklevel=2)

@@ -267,11 +267,36 @@ def host_info() -> HostInfo:
     return read_host(host_figures(model, flags, read_caches()))
 
 
+def figures_report(host: HostInfo) -> dict[str, str]:
+    """``host``'s figures as name -> value with its unit (``tilecraft targets --probe``).
+
+    >>> host = HostInfo("test CPU", 2, 4.0e9, "test", (), frozenset(), fma_flops_per_core=1.2e11,
+    ...                 l3_bytes_per_second=8e10, figures_source="measured")
+    >>> report = figures_report(host)
+    >>> report["fp32 FMA peak per core"], report["L3 read per core"], report["DRAM read per core"]
+    ('120.0 GFLOP/s', '80.0 GB/s', 'not measured')
+    """
+    def rate(value: float | None, unit: str) -> str:
+        return "not measured" if value is None else f"{value / 1e9:.1f} {unit}"
+
+    report = {"CPU": host.model_name,
+              "clock": f"{host.frequency_hz / 1e9:.2f} GHz ({host.frequency_source})",
+              "fp32 FMA peak per core": rate(host.fma_flops_per_core, "GFLOP/s")}
+    for name, value in (("L1", host.l1_bytes_per_second), ("L2", host.l2_bytes_per_second),
+                        ("L3", host.l3_bytes_per_second), ("DRAM", host.dram_bytes_per_second)):
+        report[f"{name} read per core"] = rate(value, "GB/s")
+    for cache in host.caches:
+        ways = f"{cache.ways}-way" if cache.ways else "ways unknown"
+        report[f"{cache.name} cache"] = (f"{cache.size_bytes // 1024} KiB, {ways}, "
+                                         f"{cache.line_bytes}-byte lines")
+    report["figures from"] = host.figures_source
+    return report
+
+
 def refresh_host_info() -> HostInfo:
     """Measure this machine's figures again, replace the cached ones and return the facts."""
     from tilecraft_x86_avx512.figures_cache import host_figures
 
     model, flags = read_cpuinfo()
-    host_info.cache_clear()
-    host_figures(model, flags, read_caches(), refresh=True)
-    return host_info()
+    host_info.cache_clear()  # the next host_info() reads the new figures from the cache file
+    return read_host(host_figures(model, flags, read_caches(), refresh=True))

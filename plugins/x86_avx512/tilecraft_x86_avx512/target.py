@@ -58,7 +58,13 @@ from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
 from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains
 from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.header import c_header, c_identifier
-from tilecraft_x86_avx512.host import HostInfo, host_info, read_cpuinfo
+from tilecraft_x86_avx512.host import (
+    HostInfo,
+    figures_report,
+    host_info,
+    read_cpuinfo,
+    refresh_host_info,
+)
 from tilecraft_x86_avx512.microkernels import (
     DOT_BF16,
     VNNI_ROW_SUMS_S8,
@@ -162,6 +168,15 @@ class X86Avx512Target(Target):
         machine = BlockingMachine.from_spec(self.spec, self.threads)
         return lower_conv_variant(tensor, options, machine.l1_bytes, machine.l2_bytes,
                                   self.threads, config)
+
+    # measured figures ------------------------------------------------------------------------
+    def probe(self) -> dict[str, str]:
+        """This host's figures measured again and cached (:func:`.host.refresh_host_info`);
+        the spec is rebuilt with them. A named CPU's figures are data: nothing to measure."""
+        if self.cpu is not None:
+            return {}
+        self.__dict__.pop("spec", None)
+        return figures_report(refresh_host_info())
 
     # availability ----------------------------------------------------------------------------
     def available(self) -> Availability:
