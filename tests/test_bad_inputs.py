@@ -372,7 +372,39 @@ def attention_case() -> tuple[np.ndarray, np.ndarray]:
     return attention_row()(q, k, v), want
 
 
+def specials_through(build: Callable[[te.Tensor], te.Tensor],
+                     numpy_op: Callable[[np.ndarray], np.ndarray],
+                     shape: tuple[int, ...] = (14, 37)) -> tuple[np.ndarray, np.ndarray]:
+    """``build`` compiled and run on :func:`specials` (reshaped to ``shape``), against numpy
+    and the reference interpreter."""
+    x = specials((14, 37)).reshape(shape)
+    output = build(te.placeholder(shape, name="X"))
+    with np.errstate(all="ignore"):
+        want = numpy_op(x)
+    assert_ieee_equal(tc.reference.run(output, X=x), want, 1e-6)
+    return tc.compile(output)(x), want
+
+
+def numpy_max_pool(x: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    return x[:, :, :h - h % 2, :w - w % 2].reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+
 NUMERIC_ROWS = [
+    # was: 0 where numpy gives NaN (llvm.maxnum drops a NaN operand)
+    Row("relu of NaN", _(lambda: specials_through(ops.relu, lambda x: np.maximum(x, 0))),
+        EQUAL),
+    # was: as relu
+    Row("elementwise min with NaN", _(lambda: specials_through(
+        lambda X: te.compute(X.shape, lambda i, j: te.min(X[i, j], 1.0), name="Y"),
+        lambda x: np.minimum(x, 1))), EQUAL),
+    # was: the row's largest non-NaN value (llvm.vector.reduce.fmax)
+    Row("reduce_max over rows with NaN", _(lambda: specials_through(
+        lambda X: ops.reduce_max(X, axes=1), lambda x: x.max(axis=1))), EQUAL),
+    Row("reduce_min over columns with NaN", _(lambda: specials_through(
+        lambda X: ops.reduce_min(X, axes=0), lambda x: x.min(axis=0))), EQUAL),
+    Row("max_pool2d with NaN", _(lambda: specials_through(
+        lambda X: ops.max_pool2d(X, 2), numpy_max_pool, shape=(1, 2, 7, 37))), EQUAL),
     Row("softmax: NaN, inf, -inf rows (last axis, 37 wide)",
         _(lambda: softmax_case((14, 37), -1)), Equal(1e-5)),
     Row("softmax: NaN, inf, -inf (128 wide)", _(lambda: softmax_case((7, 128), -1)),

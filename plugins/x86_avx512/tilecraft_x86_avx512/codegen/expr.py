@@ -4,7 +4,9 @@ Two evaluation modes:
 
 - :meth:`ExprEmitter.value` computes an expression in the compute type of its dtype, with the
   IR's semantics (integers wrap in their width, ``//`` and ``%`` floor, division by zero gives
-  0, float max/min follow ``llvm.maxnum``/``minnum``, i.e. numpy's for non-NaN operands);
+  0, float max/min are ``llvm.maximum``/``minimum``: a NaN operand gives NaN, as numpy's
+  ``np.maximum``/``np.minimum`` and the reference interpreter; ``nsz``: max(-0.0, 0.0) may be
+  either zero, which spares a blend per vector);
 - :meth:`ExprEmitter.index` computes an int32 index expression in i64 (no wrap-around in
   address arithmetic; adds and multiplies carry ``nsw`` so LLVM can reason about strides).
 
@@ -132,10 +134,10 @@ class ExprEmitter:
             if op in _FLOAT_OPS:
                 flags = "contract" if self.ctx.options.fp_contract else ""
                 return self.fb.binop(_FLOAT_OPS[op], a, b, flags)
-            if op is BinaryOp.MAX:
-                return self.intrinsic("maxnum", a, b)
+            if op is BinaryOp.MAX:  # not maxnum: it drops NaN (relu(NaN) gave 0, numpy NaN)
+                return self.intrinsic("maximum", a, b, flags="nsz")
             if op is BinaryOp.MIN:
-                return self.intrinsic("minnum", a, b)
+                return self.intrinsic("minimum", a, b, flags="nsz")
             raise self.ctx.error(f"'{op.value}' is not defined on {dtype} values; use integers")
         if dtype is DType.BOOL:
             raise self.ctx.error(f"'{op.value}' on conditions; use & | ~")
@@ -226,7 +228,9 @@ class ExprEmitter:
                 start = Value(literal(-0.0, DType.FLOAT32), "float")
                 return self.fb.call(f"llvm.vector.reduce.fadd.{suffix}", "float",
                                     [start, vector], flags="reassoc")
-            name = "fmax" if op is ReduceOp.MAX else "fmin"
+            name = "fmaximum" if op is ReduceOp.MAX else "fminimum"  # NaN-propagating
+            return self.fb.call(f"llvm.vector.reduce.{name}.{suffix}", vector.elem, [vector],
+                                flags="nsz")
         elif op is ReduceOp.SUM:
             name = "add"
         else:
