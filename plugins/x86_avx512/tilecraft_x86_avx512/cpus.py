@@ -206,4 +206,4 @@ def host_info_for(name: str, cores: int) -> HostInfo:
                     fma_flops_per_core=cpu.fma_flops_per_core,
                     dram_bytes_per_second=cpu.dram_bytes_per_second,
                     l3_bytes_per_second=cpu.l3_bytes_per_second,
-                    figures_source=f"from {CPUS_FILE}", caches_source=CPUS_FILE)
+                    figures_source="data", caches_source=CPUS_FILE)
