@@ -64,6 +64,25 @@ def good():
 
 def newer_api():
     return FakeTarget("newer_api", api_version=99)
+
+
+class SlowProbe(FakeTarget):
+    """Imports at once, but probing the device never answers."""
+
+    def __init__(self):
+        super().__init__("slow_probe")
+
+    def available(self):
+        from bad_input_plugins.gate import RELEASE
+
+        RELEASE.wait(60)
+        return super().available()
+'''
+
+EXITING_MODULE = '''
+import sys
+
+sys.exit("this plugin exits the interpreter when imported")
 '''
 
 #: a module whose import never finishes by itself: it waits for the test to release it
@@ -168,7 +187,7 @@ def fake_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
     fake = FakePlugins(folder)
     for name, text in {"__init__.py": "", "targets.py": TARGET_MODULE,
                        "hangs.py": HANGING_MODULE, "gate.py": GATE_MODULE,
-                       "raises.py": RAISING_MODULE}.items():
+                       "raises.py": RAISING_MODULE, "exits.py": EXITING_MODULE}.items():
         fake.write(name, text)
     monkeypatch.syspath_prepend(str(tmp_path))
 

@@ -312,14 +312,18 @@ TE_ROWS = [
 # IEEE specials through softmax, layer_norm and the fused chain ---------------------------------
 
 def specials(shape: tuple[int, int]) -> np.ndarray:
-    """Rows of: a NaN; +inf; -inf; all -inf; huge values; a constant; NaN and inf mixed."""
-    x = RNG.standard_normal(shape).astype(np.float32)
+    """Rows of: a NaN; +inf; -inf; all -inf; huge values; a constant; NaN and inf mixed.
+
+    The huge values (|x| < 5e35) square to inf, but no sum of up to 256 of them overflows in
+    any order: near float32's limit a sum's overflow depends on the order of its terms, which
+    neither numpy nor a vectorized kernel promises."""
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
     patterns = [
         lambda row: row.__setitem__(3, np.nan),
         lambda row: row.__setitem__(1, np.inf),
         lambda row: row.__setitem__(slice(0, None, 5), -np.inf),
         lambda row: row.__setitem__(slice(None), -np.inf),
-        lambda row: row.__setitem__(slice(None), row * np.float32(3e37)),
+        lambda row: row.__setitem__(slice(None), row * np.float32(1e35)),
         lambda row: row.__setitem__(slice(None), np.float32(7.0)),
         lambda row: (row.__setitem__(0, np.inf), row.__setitem__(2, np.nan)),
     ]
@@ -544,6 +548,17 @@ def hanging_extension(ctx: Context) -> Any:
     raise PluginError(broken.reason)
 
 
+def slow_probe(ctx: Context) -> Any:
+    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
+    return broken_target(ctx, "slow_probe", "targets", "SlowProbe")
+
+
+def exiting_extension(ctx: Context) -> Any:
+    ctx.plugins.add("exits", "exits", group=extension_plugins.ENTRY_POINT_GROUP)
+    (broken,) = extension_plugins.make_plugin_manager().broken
+    raise PluginError(broken.reason)
+
+
 def bad_timeout_setting(ctx: Context) -> Any:
     ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "soon")
     ctx.plugins.add("good", "targets", "good")
@@ -596,6 +611,15 @@ PLUGIN_ROWS = [
     Row("an extension plugin whose import hangs", hanging_extension,
         Refused(PluginError, r"cannot load entry point .*hangs: plugin 'slow_passes' did not "
                              r"finish loading within 0\.3 s")),
+    Row("a target whose available() hangs", slow_probe,
+        Refused(PluginError, r"target plugin 'slow_probe' did not finish loading within 0\.3 s")),
+    Row("a target plugin whose import calls sys.exit", lambda ctx: broken_target(
+        ctx, "exits", "exits", "X"),
+        Refused(PluginError, r"plugin 'exits' .*: import failed: SystemExit: this plugin exits "
+                             "the interpreter")),
+    # was: SystemExit escaped make_plugin_manager and ended the program
+    Row("an extension plugin whose import calls sys.exit", exiting_extension,
+        Refused(PluginError, r"cannot load entry point .*exits: SystemExit: this plugin exits")),
     Row("TILECRAFT_PLUGIN_TIMEOUT_S not a number", bad_timeout_setting,
         Refused(PluginError, r"TILECRAFT_PLUGIN_TIMEOUT_S='soon' is not a number of seconds")),
 ]

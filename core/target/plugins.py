@@ -208,7 +208,7 @@ def _load_entry_points(manager: TilecraftPluginManager) -> None:
         except PluginTimeoutError as err:
             manager.mark_broken(name, f"cannot load entry point {entry_point.value}: {err}")
             continue
-        except Exception as err:  # noqa: BLE001
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - sys.exit() in a plugin too
             manager.mark_broken(name, f"cannot load entry point {entry_point.value}: "
                                       f"{_describe(err)}", traceback.format_exc())
             continue
