@@ -37,6 +37,9 @@ def _as_graph(program: Graph | Tensor | Sequence[Tensor]) -> Graph:
 def _resolve_target(target: str | Target) -> Target:
     if isinstance(target, Target):
         return target
+    if not isinstance(target, str):
+        raise TargetError(f"target={target!r}: give a target name such as 'x86_avx512' (see "
+                          "`tilecraft targets`) or a Target instance")
     from tilecraft.target.registry import get_target
 
     return get_target(target)

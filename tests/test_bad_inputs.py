@@ -26,6 +26,7 @@ from tilecraft import ops, te
 from tilecraft.errors import (
     AllocationError,
     DTypeError,
+    GraphError,
     IndexBoundsError,
     InputError,
     PluginError,
@@ -148,6 +149,18 @@ def attention_row() -> tc.Executable:
     return tc.compile(ops.matmul(ops.softmax(S, name="P"), V, name="O"))
 
 
+def passed_through() -> tuple[np.ndarray, np.ndarray]:
+    """A graph whose output is its input: the result must not be the caller's array."""
+    A = te.placeholder((6, 40), name="A")
+    B = te.compute((6, 40), lambda i, j: A[i, j] + 1.0, name="B")
+    a = a6x40()
+    kept = a.copy()
+    out_a, out_b = tc.compile(tc.Graph.from_outputs([A, B]))(a)
+    assert out_a is not a and not np.shares_memory(out_a, a)
+    out_a[...] = 0.0  # the caller's input is untouched
+    return np.concatenate([a, out_b]), np.concatenate([kept, kept + 1])
+
+
 def a6x40() -> np.ndarray:
     return RNG.standard_normal((6, 40)).astype(np.float32)
 
@@ -225,6 +238,23 @@ EXECUTABLE_ROWS = [
         misaligned(RNG.standard_normal((20, 47)).astype(np.float32)))), CLOSE),
     Row("the same array for two inputs", _(lambda: (lambda a: scale_add_with(a, a))(a6x40())),
         EQUAL),
+    # was: the caller's own array returned (writing the result changed the input)
+    Row("an input that is also the output comes back as a copy", _(lambda: passed_through()),
+        EQUAL),
+    # was: statistics.StatisticsError: no median for empty data
+    Row("benchmark with repeat=0", _(lambda: scale_add().benchmark(a6x40(), a6x40(), repeat=0)),
+        Refused(InputError, r"benchmark\(repeat=0, warmup=2\): repeat must be at least 1")),
+    # was: AttributeError: 'int' object has no attribute 'partition'
+    Row("a number as target", _(lambda: tc.compile(scale_add().graph, target=42)),
+        Refused(TargetError, "target=42: give a target name such as 'x86_avx512'")),
+    Row("an unknown target", _(lambda: tc.compile(scale_add().graph, target="tpu")),
+        Refused(TargetError, "unknown target 'tpu'; installed targets: .*x86_avx512")),
+    Row("compiling an array", _(lambda: tc.compile(np.zeros(3))),
+        Refused(GraphError, "compile expects a Graph, a Tensor or a list of Tensors, got "
+                            "ndarray")),
+    Row("a junk file as tuning database", lambda ctx: tc.compile(
+        scale_add().graph, database=str(random_bytes(ctx.tmp_path / "junk.db"))),
+        Refused(TuningDatabaseError, r"junk\.db is not a tilecraft tuning database")),
     Row("reference: wrong shape", _(lambda: tc.reference.run(
         scale_add().graph, A=np.zeros((6, 41), np.float32), B=a6x40())),
         Refused(InputError, r"input 'A' has shape \(6, 41\), expected shape \(6, 40\)")),

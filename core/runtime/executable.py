@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tilecraft.errors import TargetError
+from tilecraft.errors import InputError, TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.runtime.allocation import CHECK_ABOVE_BYTES, check_allocation, tensor_bytes
@@ -74,6 +74,7 @@ class Executable:
         self._idle_workspaces: list[dict[str, np.ndarray]] = []
         self._bind = InputBinder(graph.inputs)
         self._output_names = tuple(t.name for t in graph.outputs)
+        self._passed_through = tuple(t.name for t in graph.outputs if t.is_placeholder)
         self._steps = self._plan()
         # what a call may allocate: its fresh tensors, and workspaces not yet in its set
         self._allocations = tuple(item for step in self._steps
@@ -143,6 +144,8 @@ class Executable:
                 self._run(values, workspaces)
             finally:
                 self._idle_workspaces.append(workspaces)
+        for name in self._passed_through:  # an input that is an output: a copy, as the
+            values[name] = values[name].copy()  # reference gives (never the caller's array)
         if len(self._output_names) == 1:
             return values[self._output_names[0]]
         return tuple(values[name] for name in self._output_names)
@@ -180,6 +183,9 @@ class Executable:
     def benchmark(self, *args: Any, repeat: int = 20, warmup: int = 2,
                   **kwargs: Any) -> float:
         """Median wall time of a whole call in seconds (after ``warmup`` calls)."""
+        if repeat < 1 or warmup < 0:
+            raise InputError(f"benchmark(repeat={repeat}, warmup={warmup}): repeat must be at "
+                             "least 1 and warmup at least 0")
         for _ in range(warmup):
             self(*args, **kwargs)
         times = []
