@@ -18,6 +18,7 @@ prints microseconds per call (wall time / calls). Run: ``python bench/executable
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import threading
 import time
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
     args = parser.parse_args(argv)
-    print(f"CPU: {_cpu()}; usable cores: {len(__import__('os').sched_getaffinity(0))}")
+    print(f"CPU: {_cpu()}; usable cores: {len(os.sched_getaffinity(0))}")
     print(f"{'kernel':<14}{'threads':>8}{'per-call ws (us)':>18}{'one lock (us)':>15}")
     for label, n, calls in (("small GEMM", args.small, args.calls),
                             ("large GEMM", args.big, args.big_calls)):
