@@ -199,6 +199,7 @@ def test_a_damaged_or_foreign_cache_file_is_measured_again(cache_dir, damage):
 
 
 def test_unwritable_cache_directory_still_measures(tmp_path, monkeypatch):
+    monkeypatch.delenv(figures_cache.PROBE_ENV, raising=False)
     blocker = tmp_path / "a file"
     blocker.write_text("")
     monkeypatch.setenv(figures_cache.CACHE_DIR_ENV, str(blocker / "cache"))

@@ -134,6 +134,7 @@ def test_auto_tensorizes_what_maps_and_reports_measured_time(native: X86Avx512Ta
 
 
 def test_a_rejected_forced_mapping_raises_the_reasons(native: X86Avx512Target) -> None:
+    needs("avx512_vnni")  # the host spec declares vpdpbusd only with VNNI
     x = te.placeholder((1, 4, 6, 6), "uint8", name="x")
     w = te.placeholder((8, 4, 3, 3), "int8", name="w")
     y = ops.conv2d(x, w, out_dtype="int32", name="y")
@@ -185,6 +186,7 @@ def test_non_contiguous_regions_are_gathered(native: X86Avx512Target,
 
 
 def test_regions_of_the_wrong_shape_or_dtype_are_refused(native: X86Avx512Target) -> None:
+    needs("avx512_vnni")  # the host spec declares vpdpbusd only with VNNI
     a = Buffer("A", (8,), DType.INT8)
     b = Buffer("B", (16, 4), DType.INT8)
     c = Buffer("C", (16,), DType.INT32)

@@ -4,6 +4,7 @@ Kernel IR interpreter, on awkward shapes; the default rule; the fallbacks."""
 
 import numpy as np
 import pytest
+from cpu_features import VNNI, needs
 from tilecraft_x86_avx512.gemm_template import grouped_block_panels, grouped_default_config
 from tilecraft_x86_avx512.microkernels import VNNI_ROW_SUMS_S8, VNNI_S8U8, VNNI_U8S8
 from tilecraft_x86_avx512.target import X86Avx512Target
@@ -60,6 +61,7 @@ def _schedules(exe):
     (53, 1, 20, "uint8", "int8", {"NC": 1}),                    # one column
     (97, 131, 44, "int8", "int8", {"NC": 2, "MI": 5, "NR": 48, "MC": 25}),  # primes
 ])
+@needs(VNNI)  # runs VNNI micro-kernels natively
 def test_block_packed_int8_gemm_is_exact(m, n, k, a, b, config):
     rng = np.random.default_rng(m * n + k)
     A = te.placeholder((m, k), a, name="A")
@@ -68,6 +70,7 @@ def test_block_packed_int8_gemm_is_exact(m, n, k, a, b, config):
     assert len(exe.kernels) == 1 and "pack B block" in _schedules(exe)[0]
 
 
+@needs(VNNI)  # runs VNNI micro-kernels natively
 def test_k_not_a_multiple_of_the_group_falls_back_to_the_pack_kernel():
     """k = 7: A cannot be read in place, so it is packed (shifted for s8 x s8) and B is packed
     by its own kernel, NC notwithstanding; still exact."""
@@ -78,6 +81,7 @@ def test_k_not_a_multiple_of_the_group_falls_back_to_the_pack_kernel():
     assert len(exe.kernels) == 2 and not any("pack B block" in s for s in _schedules(exe))
 
 
+@needs(VNNI)  # runs VNNI micro-kernels natively
 @pytest.mark.parametrize("b_shape", [(3, 24, 50), (1, 24, 50)], ids=["batched", "broadcast"])
 def test_block_packed_batch_matmul_is_exact(b_shape):
     rng = np.random.default_rng(3)
@@ -88,6 +92,7 @@ def test_block_packed_batch_matmul_is_exact(b_shape):
     assert "pack B block" in _schedules(exe)[-1]
 
 
+@needs(VNNI)  # runs VNNI micro-kernels natively
 def test_transposed_b_contiguous_in_k_is_exact():
     """B read as W[n, k] (dense): the panel copy moves 4 consecutive k at a time."""
     rng = np.random.default_rng(5)
