@@ -103,6 +103,8 @@ class Row:
     expect: Refused | Equal
     #: refused rows that must not allocate: traced peak (numpy's memory included) below this
     max_traced_bytes: int | None = None
+    #: a CPU flag (/proc/cpuinfo) the row needs; skipped with the reason when absent
+    needs: str | None = None
 
 
 def _(function: Callable[[], Any]) -> Callable[[Context], Any]:
@@ -336,6 +338,18 @@ TE_ROWS = [
     Row("lambda arity differs from the shape", _(lambda: te.compute(
         (4, 8), lambda i: A48[i, 0], name="B")),
         Refused(ShapeError, "the lambda must take one index per dimension")),
+    Row("ops: the same reduce axis twice", _(lambda: ops.reduce_sum(A48, axes=(1, 1))),
+        Refused(ShapeError, r"reduce_sum: axes=\(1, 1\) names the same axis twice")),
+    Row("ops: a reduce axis out of range", _(lambda: ops.reduce_max(A48, axes=(-3,))),
+        Refused(ShapeError, r"reduce_max: axes=-3 is out of range for a tensor with 2 "
+                            r"dimensions; use a value in \[-2, 1\]")),
+    Row("ops: softmax over an axis that does not exist", _(lambda: ops.softmax(A48, axis=2)),
+        Refused(ShapeError, "softmax: axis=2 is out of range")),
+    Row("ops: layer_norm of integers", _(lambda: ops.layer_norm(
+        te.placeholder((4, 8), "int8", name="Q"))),
+        Refused(DTypeError, "layer_norm: x \\(Q\\) has dtype int8, but layer_norm needs a float")),
+    Row("ops: matmul inner dimensions differ", _(lambda: ops.matmul(A48, A48)),
+        Refused(ShapeError, "matmul: inner dimensions differ")),
 ]
 
 
@@ -509,7 +523,24 @@ def forced(loops: Any, **extra: Any) -> Callable[[Context], Any]:
         "y": {"intrinsic": "vpdpbusd", "loops": loops, **extra}}))
 
 
+def huge_tensorized(ctx: Context) -> Any:
+    """A 1 TiB int8 GEMM result through vpdpbusd: compiling works (nothing is allocated; the
+    measurement of the mapped kernel is skipped with a note), calling is refused."""
+    n = 1 << 19
+    A = te.placeholder((n, 64), "uint8", name="A")
+    B = te.placeholder((64, n), "int8", name="B")
+    exe = tc.compile(ops.matmul(A, B, out_dtype="int32", name="C"),
+                     tensorize={"C": "vpdpbusd"})
+    assert any(note.startswith("C: not measured: measuring the tensorized kernel")
+               for note in exe.report.notes), exe.report.notes
+    return exe(np.broadcast_to(np.uint8(1), (n, 64)), np.broadcast_to(np.int8(1), (64, n)))
+
+
 TENSORIZE_ROWS = [
+    # was: numpy's MemoryError while compiling (random arrays to measure the mapped kernel)
+    Row("a tensorized compute too large to measure", huge_tensorized,
+        Refused(AllocationError, r"calling the x86_avx512 executable of C needs 1099511627776 "
+                                 r"bytes \(1\.0 TiB\)"), needs="avx512_vnni"),
     Row("forced mapping that fails verification", forced({"i1": ["k", "h"], "r1": ["rc"]}),
         Refused(MappingError, r"i1 <- \(k, h\).* fails verification.*\n  - software loop h")),
     Row("forced mapping: spatial loop onto a reduce loop", forced({"i1": ["rc"], "r1": ["k"]}),
@@ -766,6 +797,16 @@ def assert_ieee_equal(got: np.ndarray, want: np.ndarray, tolerance: float) -> No
                                rtol=tolerance, atol=tolerance)
 
 
+@cache
+def cpu_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii") as handle:
+            return frozenset(next((line.split(":", 1)[1].split() for line in handle
+                                   if line.startswith("flags")), []))
+    except OSError:
+        return frozenset()
+
+
 def test_row_ids_are_unique() -> None:
     ids = [row.id for row in ROWS]
     assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
@@ -774,6 +815,8 @@ def test_row_ids_are_unique() -> None:
 @pytest.mark.parametrize("row", ROWS, ids=lambda row: row.id)
 def test_bad_input(row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                    request: pytest.FixtureRequest) -> None:
+    if row.needs is not None and row.needs not in cpu_flags():
+        pytest.skip(f"this CPU has no {row.needs}")
     ctx = Context(tmp_path, monkeypatch, request)
     if isinstance(row.expect, Equal):
         got, want = row.make(ctx)

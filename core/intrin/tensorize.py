@@ -39,13 +39,14 @@ from typing import Any
 
 import numpy as np
 
-from tilecraft.errors import InputError
+from tilecraft.errors import AllocationError, InputError
 from tilecraft.graph import Graph
 from tilecraft.intrin.generation import PhysicalMapping
 from tilecraft.intrin.mapping import MappingError, Reason, ReasonKind
 from tilecraft.intrin.perfmodel import RankedMapping, rank_mappings
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.runtime.allocation import check_allocation
 from tilecraft.target.intrinsic import IntrinsicDecl
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
@@ -270,6 +271,13 @@ def report_tensorized(plan: Mapping[str, TensorizedCompute], compiled: Sequence[
         for entry, kernel_report in zip(compiled, report.kernels):
             if name in entry.kernel.outputs and entry.runner is not None \
                     and kernel_report.mode == "native":
+                try:  # random arrays for every parameter: refused, not a numpy MemoryError
+                    check_allocation([(b.name, b.shape, b.dtype.numpy)
+                                      for b in entry.kernel.params],
+                                     f"measuring the tensorized kernel {entry.kernel.name}")
+                except AllocationError as err:
+                    report.notes.append(f"{name}: not measured: {err}")
+                    continue
                 measured = measure(entry.runner, entry.kernel)
         entries.append(tensorized_entry(item, measured))
     record_entries(report, entries)
