@@ -271,6 +271,18 @@ EXECUTABLE_ROWS = [
 A48 = te.placeholder((4, 8), name="A")
 
 
+def numpy_scalars() -> tuple[np.ndarray, np.ndarray]:
+    """Extents, indices and constants given as numpy scalars, as a numpy user writes them."""
+    rows = np.prod(np.array([2, 3]))  # np.int64(6)
+    X = te.placeholder((rows, np.int32(5)), name="X")
+    k = te.reduce_axis(np.int64(5), name="k")
+    Y = te.compute((rows,), lambda i: te.sum(X[i, k] * np.float32(0.5) + X[i, np.int64(1)],
+                                             axis=k), name="Y")
+    x = RNG.standard_normal((6, 5)).astype(np.float32)
+    assert X.shape == (6, 5) and all(type(n) is int for n in X.shape)
+    return tc.compile(Y)(x), (x * 0.5 + x[:, 1:2]).sum(axis=1)
+
+
 def reduce_k(extent: int = 8) -> te.IterVar:
     return te.reduce_axis(extent, name="k")
 
@@ -290,6 +302,10 @@ TE_ROWS = [
     Row("more elements than 64-bit offsets can address", _(lambda: te.placeholder(
         (1 << 30, 1 << 30, 1 << 30), name="H")),
         Refused(ShapeError, r"placeholder H: shape .* has \d+ elements, more than the 2\*\*60")),
+    # was: "extent np.int64(6) is not an int" (a shape computed with numpy refused)
+    Row("numpy integers as extents and constants", _(lambda: numpy_scalars()), CLOSE),
+    Row("a bool as extent", _(lambda: te.placeholder((True, 3), name="T")),
+        Refused(ShapeError, "placeholder T: extent True is not an int")),
     Row("unknown dtype", _(lambda: te.placeholder((4,), "float13", name="D")),
         Refused(DTypeError, "unknown dtype 'float13'; use one of")),
     Row("read A[i + 1] past the end", _(lambda: te.compute(

@@ -373,10 +373,26 @@ def const(value: int | float | bool, dtype: DType | str | None = None) -> Const:
     return Const(value, dt)
 
 
+def python_scalar(value: object) -> object:
+    """A numpy scalar (``np.float32(2.0)``, ``np.int64(3)``, ``np.bool_``) as the Python number
+    it holds; anything else unchanged.
+
+    >>> import numpy as np
+    >>> python_scalar(np.float32(0.5)), python_scalar(np.int64(3)), python_scalar("x")
+    (0.5, 3, 'x')
+    """
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == () \
+            and getattr(getattr(value, "dtype", None), "kind", "") in "biuf":
+        return value.item()  # type: ignore[attr-defined]
+    return value
+
+
 def as_expr(value: ExprLike, like: DType | None = None) -> Expr:
-    """Convert a Python number to a constant, taking ``like``'s dtype where it fits."""
+    """Convert a Python number (or a numpy scalar) to a constant, taking ``like``'s dtype where
+    it fits."""
     if isinstance(value, Expr):
         return value
+    value = python_scalar(value)
     if isinstance(value, bool):
         return const(value, DType.BOOL)
     if isinstance(value, int):

@@ -21,7 +21,16 @@ from typing import Any
 
 from tilecraft.dtypes import DType, as_dtype
 from tilecraft.errors import ExpressionError, ShapeError
-from tilecraft.te.expr import AxisKind, Expr, ExprLike, IterVar, Load, Reduce, as_expr
+from tilecraft.te.expr import (
+    AxisKind,
+    Expr,
+    ExprLike,
+    IterVar,
+    Load,
+    Reduce,
+    as_expr,
+    python_scalar,
+)
 
 _names = itertools.count()
 
@@ -142,6 +151,8 @@ def _check_shape(shape: Sequence[int] | int, what: str) -> tuple[int, ...]:
         shape = (shape,)
     result = []
     for extent in shape:
+        scalar = python_scalar(extent)  # np.int64(4), e.g. from np.prod, is the int 4
+        extent = scalar if isinstance(scalar, int) else extent
         if isinstance(extent, bool) or not isinstance(extent, int):
             raise ShapeError(f"{what}: extent {extent!r} is not an int; shapes are static "
                              "positive integers")
