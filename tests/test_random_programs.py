@@ -3,9 +3,11 @@
 The programs come from :mod:`tilecraft.testing.random_programs` (families, tolerances and the
 seeded API are documented there): elementwise float trees with broadcasting, guards and
 floor-mod indices; integer arithmetic that wraps; reductions over several axes; layout and
-floordiv/mod index maps; cast chains; GEMM and convolution chains the x86 plugin fuses (checked
-in ``exe.report``); int8 and bfloat16 contractions on VNNI / AVX512-BF16 (checked in the
-generated code; skipped where the CPU lacks the feature).
+floordiv/mod index maps; cast chains; library operators with random shapes and parameters
+(convolutions with stride, dilation and groups, pooling, softmax, layer norm); GEMM and
+convolution chains the x86 plugin fuses (checked in ``exe.report``); int8 and bfloat16
+contractions on VNNI / AVX512-BF16 (checked in the generated code; skipped where the CPU lacks
+the feature).
 
 Default run: 200 programs, a quota per family (``QUOTA``), the same ones every run (hypothesis
 ``derandomize``); ``make test-slow``: 2000 more. ``TILECRAFT_FUZZ_SEED=N`` draws other programs
@@ -97,8 +99,8 @@ def _check_tensorized(program: RandomProgram, flags: frozenset[str]) -> None:
 
 
 #: programs per family in the default run (200 in all); ``make test-slow`` runs ten times more
-QUOTA = {"elementwise": 40, "integer": 35, "reduction": 35, "index": 20, "cast": 20,
-         "gemm_chain": 10, "conv_chain": 10, "int8_gemm": 15, "bf16_gemm": 15}
+QUOTA = {"elementwise": 35, "integer": 30, "reduction": 30, "index": 15, "cast": 15,
+         "operator": 25, "gemm_chain": 10, "conv_chain": 10, "int8_gemm": 15, "bf16_gemm": 15}
 
 
 def _run_family(family: str, examples: int, flags: frozenset[str]) -> None:

@@ -25,11 +25,15 @@ Families (``FAMILIES``; pick some with ``families=``):
   hand-written floordiv/mod index maps, followed by elementwise work;
 - ``cast``: float to integer (truncating, saturating), integer to float, between integers
   (wrapping) and to the half types (round to nearest even), in chains;
+- ``operator``: library operators with random shapes and parameters (contractions,
+  convolutions with stride/dilation/groups, pooling, softmax, layer norm, moments), see
+  :mod:`tilecraft.testing.random_operators`;
 - ``gemm_chain``, ``conv_chain``, ``int8_gemm``, ``bf16_gemm``: see
   :mod:`tilecraft.testing.random_contractions` (chains large enough that a CPU target fuses
   them; the tensorized int8/bfloat16 contractions).
 
-Extents are drawn from awkward values (1, primes, near powers of two). Tolerances: integer
+Extents are drawn from awkward values (1, primes, around powers of two up to 129, beyond the
+64 int8 lanes of a 512-bit vector), at most 4096 elements a tensor. Tolerances: integer
 outputs are compared exactly; float32 with ``rtol = atol = 2e-5``, float16 with ``2e-3`` and
 bfloat16 with ``1.6e-2`` (two units in the last place), the ``atol`` scaled by the largest
 expected magnitude (at least 1) and, for reductions and contractions, by the square root of the
@@ -55,7 +59,7 @@ from tilecraft.te.expr import int_range
 T = TypeVar("T")
 
 #: extents drawn for axes: 1, primes, around powers of two
-AWKWARD_EXTENTS = (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 19, 23, 31, 32, 33)
+AWKWARD_EXTENTS = (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 19, 23, 31, 32, 33, 63, 65, 129)
 #: relative tolerance per float dtype (see the module doc)
 FLOAT_TOLERANCE = {DType.FLOAT32: 2e-5, DType.FLOAT16: 2e-3, DType.BFLOAT16: 1.6e-2}
 
@@ -180,7 +184,7 @@ def input_array(dtype: DType, shape: tuple[int, ...], rng: np.random.Generator,
     return values.astype(dtype.numpy)
 
 
-def extent(choices: Choices, largest: int = 33) -> int:
+def extent(choices: Choices, largest: int = 129) -> int:
     """One awkward axis extent, at most ``largest``."""
     return choices.choice([e for e in AWKWARD_EXTENTS if e <= largest])
 
@@ -190,7 +194,7 @@ def shape_of(choices: Choices, ndim: int, elements: int = 4096) -> tuple[int, ..
     shape: list[int] = []
     for _ in range(ndim):
         room = max(1, elements // max(1, math.prod(shape)))
-        shape.append(extent(choices, min(33, room)))
+        shape.append(extent(choices, room))
     return tuple(shape)
 
 
@@ -424,8 +428,10 @@ def cast(choices: Choices) -> RandomProgram:
         for step in steps:
             value = value.astype(step)
             if choices.integer(0, 1):
+                # x * 2.0 is exact, so a target contracting x * 2.0 + 0.25 into one FMA gets
+                # the same float as two roundings: a later integer cast sees the same value
                 value = value + te.const(choices.integer(1, 100), step) if step.is_int \
-                    else value * 1.5 + 0.25
+                    else value * 2.0 + 0.25
         return value
 
     E = te.compute(shape, body, name="E")
@@ -434,13 +440,21 @@ def cast(choices: Choices) -> RandomProgram:
     # floats far outside the integer ranges (saturation) and with fractions (truncation)
     scale = choices.choice([3.0, 200.0, 1e5, 1e10])
     inputs = {t.name: input_array(t.dtype, t.shape, rng, scale) for t in graph.inputs}
+    x = inputs["X"]
+    if source.is_float and x.size and choices.integer(0, 1):
+        # non-finite values and -0.0: a float-to-integer cast gives 0 for NaN, saturates inf
+        specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.5, -0.5, 2.5, -1.5], np.float32)
+        flat = x.reshape(-1)
+        where = rng.random(flat.size) < 0.3
+        flat[where] = rng.choice(specials, int(where.sum())).astype(flat.dtype)
     return RandomProgram("cast", graph, inputs)
 
 
 def _contraction_families() -> dict[str, Callable[[Choices], RandomProgram]]:
     from tilecraft.testing import random_contractions as rc
+    from tilecraft.testing.random_operators import operator
 
-    return {"gemm_chain": rc.gemm_chain, "conv_chain": rc.conv_chain,
+    return {"operator": operator, "gemm_chain": rc.gemm_chain, "conv_chain": rc.conv_chain,
             "int8_gemm": rc.int8_gemm, "bf16_gemm": rc.bf16_gemm}
 
 
@@ -449,7 +463,8 @@ FAMILIES: dict[str, tuple[Callable[[Choices], RandomProgram], int]] = {
     "elementwise": (elementwise, 6), "integer": (integer, 5), "reduction": (reduction, 5),
     "index": (index, 3), "cast": (cast, 3),
 }
-_CONTRACTION_WEIGHTS = {"gemm_chain": 1, "conv_chain": 1, "int8_gemm": 2, "bf16_gemm": 1}
+_CONTRACTION_WEIGHTS = {"operator": 4, "gemm_chain": 1, "conv_chain": 1, "int8_gemm": 2,
+                        "bf16_gemm": 1}
 #: families whose intended path needs a host feature
 TENSORIZED = ("int8_gemm", "bf16_gemm")
 
