@@ -19,7 +19,7 @@ from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
 from tilecraft import ops, te
-from tilecraft.errors import LoweringError, PluginError, TargetError
+from tilecraft.errors import CodegenError, LoweringError, PluginError, TargetError
 from tilecraft.target.registry import get_target
 
 HOST_FLAGS = read_cpuinfo()[1]
@@ -282,3 +282,76 @@ def test_int8_and_bf16_gemms_for_a_named_cpu_match_the_reference(cpu: str) -> No
             inputs[tensor.name] = values.astype(tensor.dtype.numpy)
         expected = tc.reference.run(tc.Graph.from_outputs([C]), **inputs)
         np.testing.assert_allclose(exe(**inputs), expected, rtol=1e-3, atol=1e-3)
+
+
+INT8_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "two_outs.h"
+
+int main(void) {
+    static uint8_t A[32 * 64];
+    static int8_t B[64 * 32];
+    static int32_t C[32 * 32], D[32 * 32];
+    FILE *f = fopen("AB.bin", "rb");
+    if (!f || fread(A, 1, sizeof A, f) != sizeof A || fread(B, 1, sizeof B, f) != sizeof B) {
+        return 3;
+    }
+    fclose(f);
+    if (two_outs_run(A, B, C, D) != 0) { return 4; }
+    f = fopen("CD.bin", "wb");
+    fwrite(C, 1, sizeof C, f);
+    fwrite(D, 1, sizeof D, f);
+    fclose(f);
+    return 0;
+}
+"""
+
+
+def test_a_multi_output_int8_program_named_after_a_c_keyword_works_from_c_and_cpp(
+        tmp_path: Path) -> None:
+    """Its kernel's symbol is ``int``: the header declares it under another name bound to the
+    symbol (``__asm__``), and the tensor ``int`` is passed as ``int_``."""
+    needs_features_of("icelake-server")
+    compilers = [name for name in ("gcc", "g++") if shutil.which(name)]
+    if "gcc" not in compilers:
+        pytest.skip("gcc is not installed")
+    target = X86Avx512Target(cpu="icelake-server", cores=2)
+    A = te.placeholder((32, 64), "uint8", name="A")
+    B = te.placeholder((64, 32), "int8", name="B")
+    C = ops.matmul(A, B, out_dtype="int32", name="int")  # a C keyword as a compute's name
+    D = te.compute((32, 32), lambda i, j: C[i, j] * 2 + 1, name="D")
+    graph = tc.Graph.from_outputs([C, D])
+    exe = tc.compile(graph, target=target)
+    target.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "two-outs")
+    header = (tmp_path / "two_outs.h").read_text()
+    assert "static inline int two_outs_run(const uint8_t *A, const int8_t *B, int32_t *int_" \
+        in header
+    assert '__asm__("int");' in header
+    (tmp_path / "main.c").write_text(INT8_MAIN)
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, (32, 64)).astype(np.uint8)
+    b = rng.integers(-128, 128, (64, 32)).astype(np.int8)
+    (tmp_path / "AB.bin").write_bytes(a.tobytes() + b.tobytes())
+    expected_c, expected_d = tc.reference.run(graph, A=a, B=b)
+    for compiler in compilers:
+        language = "c" if compiler == "gcc" else "c++"
+        subprocess.run([compiler, "-x", language, "-O1", "-Wall", "-Wextra", "-Werror",
+                        "-o", "main", "main.c", "-x", "none", "-L.", "-ltwo_outs",
+                        "-Wl,-rpath,$ORIGIN", "-lm"],
+                       cwd=tmp_path, check=True, capture_output=True)
+        assert subprocess.run(["./main"], cwd=tmp_path, timeout=60).returncode == 0
+        out = np.fromfile(tmp_path / "CD.bin", dtype=np.int32)
+        np.testing.assert_array_equal(out[:1024].reshape(32, 32), expected_c)
+        np.testing.assert_array_equal(out[1024:].reshape(32, 32), expected_d)
+
+
+@pytest.mark.parametrize("name", ["free", "expf", "main"])
+def test_a_kernel_that_would_interpose_a_c_library_function_is_not_exported(
+        name: str, tmp_path: Path) -> None:
+    target = X86Avx512Target(cpu="znver4", cores=1)
+    A = te.placeholder((8,), name="A")
+    exe = tc.compile(te.compute((8,), lambda i: A[i] * 2.0, name=name), target=target)
+    with pytest.raises(CodegenError, match=f"symbol '{name}'.*rename the compute"):
+        target.export_shared_library(list(exe.sources.values()), tmp_path / "k.so")
+    assert not (tmp_path / "k.so").exists()

@@ -37,10 +37,18 @@ from tilecraft_x86_avx512.codegen.analysis import const_int, find_parallel_loop,
 C_TYPES = {DType.FLOAT32: "float", DType.FLOAT16: "uint16_t", DType.BFLOAT16: "uint16_t",
            DType.INT8: "int8_t", DType.UINT8: "uint8_t", DType.INT32: "int32_t",
            DType.BOOL: "uint8_t"}
+#: C and C++ keywords: a tensor or kernel of such a name gets another identifier in C
 C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if "
     "inline int long register restrict return short signed sizeof static struct switch "
-    "typedef union unsigned void volatile while".split())
+    "typedef union unsigned void volatile while alignas alignof and and_eq asm bitand bitor "
+    "bool catch char8_t char16_t char32_t class compl concept const_cast consteval constexpr "
+    "constinit co_await co_return co_yield decltype delete dynamic_cast explicit export false "
+    "friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private "
+    "protected public reinterpret_cast requires static_assert static_cast template this "
+    "thread_local throw true try typeid typename using virtual wchar_t xor xor_eq".split())
+#: library functions the run function calls: no variable may shadow them
+C_FUNCTIONS = frozenset({"aligned_alloc", "free"})
 ALIGNMENT = 64
 #: the run function's local array of argument pointers
 ARGS = "tilecraft_args"
@@ -97,7 +105,9 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
     """The header text for ``kernels`` (each with its entry symbol), in the order they compute
     ``graph``; ``prefix`` names the include guard and the run function."""
     prefix = c_identifier(prefix)
-    used = {entry for _, entry in kernels} | {f"{prefix}_run", ARGS}
+    # a kernel whose symbol is a C keyword is declared under another name bound to the symbol
+    functions = {entry: c_identifier(entry) for _, entry in kernels}
+    used = set(functions.values()) | {f"{prefix}_run", ARGS} | C_FUNCTIONS
     buffers: dict[str, _Buffer] = {}
     for tensor in graph.inputs:
         buffers[tensor.name] = _Buffer(tensor.name, _unique(tensor.name, used), tensor.dtype,
@@ -114,11 +124,12 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
                 "intermediate" if name in computes else "workspace"
             buffers[name] = _Buffer(name, _unique(name, used), param.dtype,
                                     _elements(param.shape), role)
-        blocks.append(_kernel_block(kernel, entry, buffers))
+        blocks.append(_kernel_block(kernel, entry, functions[entry], buffers))
         parallel = find_parallel_loop(kernel)
         extent = const_int(parallel.loop.extent) if parallel is not None else 0
         arguments = ", ".join(f"(void *){buffers[p.name].variable}" for p in kernel.params)
-        calls.append(f"    {{ void *{ARGS}[] = {{{arguments}}}; {entry}({ARGS}, 0, {extent}); }}")
+        calls.append(f"    {{ void *{ARGS}[] = {{{arguments}}}; "
+                     f"{functions[entry]}({ARGS}, 0, {extent}); }}")
     guard = f"TILECRAFT_{prefix.upper()}_H"
     lines = [
         f"/* {prefix}: kernels compiled ahead of time by tilecraft for {target}.",
@@ -168,7 +179,8 @@ def _wrap(text: str, width: int = 88) -> list[str]:
     return lines
 
 
-def _kernel_block(kernel: Kernel, entry: str, buffers: dict[str, _Buffer]) -> str:
+def _kernel_block(kernel: Kernel, entry: str, function: str,
+                  buffers: dict[str, _Buffer]) -> str:
     written = {buffer.name for buffer in written_buffers(kernel)}
     parallel = find_parallel_loop(kernel)
     lines = [f"/* kernel {kernel.name!r}"]
@@ -184,9 +196,10 @@ def _kernel_block(kernel: Kernel, entry: str, buffers: dict[str, _Buffer]) -> st
         together = "may" if parallel.safe else "must not"
         lines.append(f"     parallel loop of extent {const_int(parallel.loop.extent)}: its "
                      f"pieces {together} run concurrently */")
-        lines.append(f"#define {entry.upper()}_PARALLEL_EXTENT "
+        lines.append(f"#define {function.upper()}_PARALLEL_EXTENT "
                      f"{const_int(parallel.loop.extent)}")
-    lines.append(f"void {entry}(void **args, int64_t begin, int64_t end);")
+    label = "" if function == entry else f' __asm__("{entry}")'  # GCC / Clang: the symbol
+    lines.append(f"void {function}(void **args, int64_t begin, int64_t end){label};")
     return "\n".join(lines) + "\n"
 
 

@@ -264,6 +264,12 @@ class X86Avx512Target(Target):
                 raise CodegenError(
                     f"kernels {entries[source.entry]!r} and {source.kernel_name!r} both have "
                     f"the symbol {source.entry!r}; give the kernels distinct names")
+            if _taken_symbol(source.entry):
+                raise CodegenError(
+                    f"kernel {source.kernel_name!r} would export the symbol {source.entry!r}, "
+                    "which C programs or the libraries they load (libc, libm) define: the "
+                    "shared library would replace that function in every program linking it; "
+                    "rename the compute")
             entries[source.entry] = source.kernel_name
         manifest = {"abi_version": ABI_VERSION, "target": self.name, "cpu": self.cpu,
                     "kernels": [dict(source.meta) for source in sources]}
@@ -336,6 +342,19 @@ class X86Avx512Target(Target):
         if not getattr(availability, stage):
             raise TargetError(f"target {self.name} cannot {stage} on this machine: "
                               f"{availability.reasons.get(stage, 'unknown reason')}")
+
+
+def _taken_symbol(symbol: str) -> bool:
+    """Whether ``symbol`` is ``main``, the manifest's, or defined by a library loaded into
+    this process (libc, libm...): an exported kernel of that name would interpose it."""
+    if symbol in ("main", builder.MANIFEST_SYMBOL):
+        return True
+    return hasattr(_process_symbols(), symbol)
+
+
+@functools.cache
+def _process_symbols() -> ctypes.CDLL:
+    return ctypes.CDLL(None)
 
 
 def _without_missing_instructions(spec: TargetSpec, flags: frozenset[str]) -> TargetSpec:
