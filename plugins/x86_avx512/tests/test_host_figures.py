@@ -62,6 +62,7 @@ class CountingProbe:
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv(figures_cache.CACHE_DIR_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(figures_cache, "fallback_dir", lambda: tmp_path / "fallback")
     monkeypatch.delenv(figures_cache.PROBE_ENV, raising=False)
     return tmp_path / "cache"
 
@@ -198,13 +199,20 @@ def test_a_damaged_or_foreign_cache_file_is_measured_again(cache_dir, damage):
     assert not [p for p in cache_dir.iterdir() if p.suffix == ".tmp"]  # nothing left half
 
 
-def test_unwritable_cache_directory_still_measures(tmp_path, monkeypatch):
+def test_unwritable_cache_directory_falls_back_then_still_measures(tmp_path, monkeypatch):
     monkeypatch.delenv(figures_cache.PROBE_ENV, raising=False)
     blocker = tmp_path / "a file"
     blocker.write_text("")
     monkeypatch.setenv(figures_cache.CACHE_DIR_ENV, str(blocker / "cache"))
-    figures = figures_cache.host_figures("Test CPU", FLAGS, CACHES, probe=CountingProbe())
-    assert figures.source == "measured (cache not writable)"
+    monkeypatch.setattr(figures_cache, "fallback_dir", lambda: tmp_path / "fallback")
+    probe_ = CountingProbe()
+    figures = figures_cache.host_figures("Test CPU", FLAGS, CACHES, probe=probe_)
+    assert figures.source.startswith(f"measured, cached in {tmp_path / 'fallback'}")
+    again = figures_cache.host_figures("Test CPU", FLAGS, CACHES, probe=probe_)
+    assert probe_.calls == 1 and again.source.startswith("cached in")
+    monkeypatch.setattr(figures_cache, "fallback_dir", lambda: blocker / "fallback")
+    figures = figures_cache.host_figures("Other CPU", FLAGS, CACHES, probe=probe_)
+    assert figures.source == "measured (cache not writable)" and probe_.calls == 2
 
 
 def test_probing_disabled_or_impossible_or_failing(cache_dir, monkeypatch):

@@ -1,12 +1,13 @@
 """This machine's measured figures, cached on disk so that they are measured once per machine.
 
 The cache is one JSON file per CPU, ``x86_avx512-figures-<key>.json`` in
-``$TILECRAFT_CACHE_DIR`` (else ``$XDG_CACHE_HOME/tilecraft``, else ``~/.cache/tilecraft``);
+``$TILECRAFT_CACHE_DIR`` (else ``$XDG_CACHE_HOME/tilecraft``, else ``~/.cache/tilecraft``;
+where that cannot be written, a per-user folder of the temporary directory);
 the key hashes the CPU model name, its ISA flags and :data:`PROBE_VERSION`, and the file
 repeats them, so a file from another CPU (a shared home directory), from an older probe, or
 corrupt, truncated or implausible is measured again and replaced — never trusted, never a
-crash. Writes are atomic (a temporary file renamed over the old one). Where the cache
-directory cannot be written the figures are still measured, once per process.
+crash. Writes are atomic (a temporary file renamed over the old one). Where no directory
+can be written the figures are still measured, once per process.
 
 ``TILECRAFT_X86_PROBE=0`` skips the measurement: the spec then uses estimates from the clock and
 the ISA (and says so in its description).
@@ -61,14 +62,22 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "tilecraft"
 
 
+def fallback_dir() -> Path:
+    """Where the figures go when :func:`cache_dir` cannot be written (a read-only home):
+    a per-user folder in the temporary directory, so that every process of a run (tuning
+    workers included) still measures only once."""
+    return Path(tempfile.gettempdir()) / f"tilecraft-{os.getuid()}"
+
+
 def figures_key(model_name: str, flags: frozenset[str]) -> str:
     """A short hash of the CPU model, its flags and the probe version."""
     text = json.dumps([model_name, sorted(flags), PROBE_VERSION])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def cache_file(model_name: str, flags: frozenset[str]) -> Path:
-    return cache_dir() / f"{FILE_PREFIX}{figures_key(model_name, flags)}.json"
+def cache_file(model_name: str, flags: frozenset[str], directory: Path | None = None) -> Path:
+    name = f"{FILE_PREFIX}{figures_key(model_name, flags)}.json"
+    return (directory or cache_dir()) / name
 
 
 def _flags_digest(flags: frozenset[str]) -> str:
@@ -132,19 +141,21 @@ def host_figures(model_name: str, flags: frozenset[str], caches: Sequence[CacheL
     """
     if "avx512f" not in flags or not (refresh or probing_enabled()):
         return None
-    path = cache_file(model_name, flags)
+    paths = [cache_file(model_name, flags), cache_file(model_name, flags, fallback_dir())]
     if not refresh:
-        cached = read_cached(path, model_name, flags)
-        if cached is not None:
-            return cached
+        for path in paths:
+            cached = read_cached(path, model_name, flags)
+            if cached is not None:
+                return cached
     try:
         result = (probe or measure)([(cache.name, cache.size_bytes) for cache in caches])
     except Exception as err:  # noqa: BLE001 - the spec falls back to estimates, and says so
         warnings.warn(f"x86_avx512: the probe of this CPU failed ({err}); planning with "
                       "estimates from the clock and the ISA", RuntimeWarning, stacklevel=2)
         return None
-    written = write_cached(path, model_name, flags, result)
-    source = f"measured, cached in {path}" if written else "measured (cache not writable)"
+    written = next((path for path in paths if write_cached(path, model_name, flags, result)),
+                   None)
+    source = f"measured, cached in {written}" if written else "measured (cache not writable)"
     return HostFigures(**asdict(result), source=source)
 
 
