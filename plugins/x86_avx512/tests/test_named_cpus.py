@@ -355,3 +355,31 @@ def test_a_kernel_that_would_interpose_a_c_library_function_is_not_exported(
     with pytest.raises(CodegenError, match=f"symbol '{name}'.*rename the compute"):
         target.export_shared_library(list(exe.sources.values()), tmp_path / "k.so")
     assert not (tmp_path / "k.so").exists()
+
+
+def test_an_output_that_is_an_input_gets_its_own_argument_and_a_copy(tmp_path: Path) -> None:
+    needs_features_of("znver4")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    target = X86Avx512Target(cpu="znver4", cores=1)
+    A = te.placeholder((20,), name="A")
+    graph = tc.Graph.from_outputs([A, te.compute((20,), lambda i: A[i] * 2.0 - 1.0, name="B")])
+    exe = tc.compile(graph, target=target)
+    target.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "io")
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\n#include "io.h"\n'
+        "int main(void) {\n"
+        "    float a[20], a_out[20], b[20];\n"
+        "    for (int i = 0; i < 20; i++) { a[i] = (float)i; a_out[i] = -7.0f; }\n"
+        "    if (io_run(a, a_out, b)) return 1;\n"
+        '    for (int i = 0; i < 20; i++) printf("%g %g\\n", a_out[i], b[i]);\n'
+        "    return 0;\n}\n")
+    subprocess.run(["gcc", "-Wall", "-Werror", "-o", "main", "main.c", "-L.", "-lio",
+                    "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True, capture_output=True)
+    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60, check=True)
+    got = np.array([line.split() for line in result.stdout.splitlines()], dtype=np.float32)
+    a = np.arange(20, dtype=np.float32)
+    expected_a, expected_b = tc.reference.run(graph, A=a)
+    np.testing.assert_array_equal(got[:, 0], expected_a)
+    np.testing.assert_allclose(got[:, 1], expected_b)

@@ -48,7 +48,7 @@ C_KEYWORDS = frozenset(
     "protected public reinterpret_cast requires static_assert static_cast template this "
     "thread_local throw true try typeid typename using virtual wchar_t xor xor_eq".split())
 #: library functions the run function calls: no variable may shadow them
-C_FUNCTIONS = frozenset({"aligned_alloc", "free"})
+C_FUNCTIONS = frozenset({"aligned_alloc", "free", "memcpy"})
 ALIGNMENT = 64
 #: the run function's local array of argument pointers
 ARGS = "tilecraft_args"
@@ -149,6 +149,7 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
         "",
         "#include <stdint.h>",
         "#include <stdlib.h>",
+        "#include <string.h>",
         "",
         "#ifdef __cplusplus",
         'extern "C" {',
@@ -158,7 +159,7 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
         "const char *tilecraft_manifest(void);",
         "",
         *blocks,
-        *_run_function(prefix, graph, buffers, calls),
+        *_run_function(prefix, graph, buffers, calls, used),
         "",
         "#ifdef __cplusplus",
         "}",
@@ -204,10 +205,19 @@ def _kernel_block(kernel: Kernel, entry: str, function: str,
 
 
 def _run_function(prefix: str, graph: Graph, buffers: dict[str, _Buffer],
-                  calls: list[str]) -> list[str]:
+                  calls: list[str], used: set[str]) -> list[str]:
     arguments = [f"const {C_TYPES[t.dtype]} *{buffers[t.name].variable}"
                  for t in graph.inputs]
-    arguments += [f"{C_TYPES[t.dtype]} *{buffers[t.name].variable}" for t in graph.outputs]
+    copies = []  # an output that is also an input: its own argument, filled with a copy
+    for tensor in graph.outputs:
+        buffer = buffers[tensor.name]
+        variable = buffer.variable
+        if buffer.role == "input":
+            variable = _unique(f"{tensor.name}_out", used)
+            copies.append(f"    memcpy({variable}, {buffer.variable}, "
+                          f"{buffer.elements * buffer.dtype.bytes}); /* output {tensor.name} "
+                          "is the input itself: a copy */")
+        arguments.append(f"{C_TYPES[tensor.dtype]} *{variable}")
     allocated = [b for b in buffers.values() if b.role in ("intermediate", "workspace")]
     body = [f"/* the whole program: inputs {', '.join(t.name for t in graph.inputs)}; "
             f"outputs {', '.join(t.name for t in graph.outputs)} */",
@@ -222,7 +232,7 @@ def _run_function(prefix: str, graph: Graph, buffers: dict[str, _Buffer],
         body.append(f"    if ({missing}) {{")
         body += [f"        free({b.variable});" for b in allocated]
         body += ["        return -1;", "    }"]
-    body += calls
+    body += calls + copies
     body += [f"    free({b.variable});" for b in allocated]
     body += ["    return 0;", "}"]
     return body
