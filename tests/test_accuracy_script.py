@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tilecraft.fusion import FusionError, gemm_chain, legal_orders
+from tilecraft.target.registry import get_target
 
 _SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "accuracy_cachegrind.py"
 
@@ -113,6 +114,23 @@ def test_cachegrind_traffic_agrees_with_the_model_on_a_tiny_chain(tmp_path):
         assert result.usage_bytes <= level.size_bytes
         assert result.measured_bytes >= compulsory
         assert 0.85 < result.measured_bytes / result.predicted_bytes < 1.15, result
+
+
+def test_simulated_caches_are_this_machines_and_cachegrind_can_take_them():
+    spec = get_target("x86_avx512").spec
+    for cache, name in zip(acc.target_caches(), ("L1", "L2"), strict=True):
+        level = spec.memory.level(name)
+        assert (cache.size_bytes, cache.line_bytes) == (level.size_bytes, level.line_bytes)
+        if level.associativity is not None and level.sets & (level.sets - 1) == 0:
+            assert cache.ways == level.associativity
+        sets = cache.size_bytes // (cache.ways * cache.line_bytes)
+        assert sets * cache.ways * cache.line_bytes == cache.size_bytes
+        assert sets & (sets - 1) == 0  # valgrind: "Cache set count is not a power of two"
+    # Zen 5's L1 (48 KiB, 12 ways) and Zen 4's (32 KiB, 8 ways) as they are; 12 ways of a
+    # 32 KiB cache (the old hard-coded associativity on Zen 4) is no geometry cachegrind takes
+    assert acc.simulated_cache("L1", 49152, 12, 64).ways == 12
+    assert acc.simulated_cache("L1", 32768, 8, 64).ways == 8
+    assert acc.simulated_cache("L1", 32768, 12, 64).ways in (8, 16)
 
 
 def test_docstring_examples():
