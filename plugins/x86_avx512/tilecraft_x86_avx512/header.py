@@ -223,7 +223,8 @@ def _run_function(prefix: str, graph: Graph, buffers: dict[str, _Buffer],
             f"outputs {', '.join(t.name for t in graph.outputs)} */",
             f"static inline int {prefix}_run({', '.join(arguments)})", "{"]
     for buffer in allocated:
-        size = -(-buffer.elements * buffer.dtype.bytes // ALIGNMENT) * ALIGNMENT
+        # whole lines, at least one: aligned_alloc(64, 0) may return NULL
+        size = max(1, -(-buffer.elements * buffer.dtype.bytes // ALIGNMENT)) * ALIGNMENT
         body.append(f"    {C_TYPES[buffer.dtype]} *{buffer.variable} = "
                     f"({C_TYPES[buffer.dtype]} *)aligned_alloc({ALIGNMENT}, {size}); "
                     f"/* {buffer.role} {buffer.name} */")
