@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from tilecraft.errors import PluginError
 from tilecraft.target import plugins as extension_plugins
 from tilecraft.target import registry
+from tilecraft.target.spec import TargetSpec
 from tilecraft.tuning.database import TuningDatabase
 from tilecraft.tuning.record import TuningRecord
 
@@ -206,6 +209,65 @@ def fake_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
         del sys.modules[name]
 
 
+# rows about plugins (``ctx`` is the catalogue's Context: tmp_path, monkeypatch, plugins) --------
+
+def broken_target(ctx: Any, name: str, module: str, attribute: str = "") -> Any:
+    """Discover ``name`` among the fake entry points and ask for it; the good target beside it
+    must keep working."""
+    ctx.plugins.add(name, module, attribute)
+    ctx.plugins.add("good", "targets", "good")
+    infos = {info.name: info for info in registry.discover_targets(refresh=True)}
+    assert infos["good"].ok, infos["good"].reason
+    assert not infos[name].ok and infos[name].target is None
+    return registry.get_target(name)
+
+
+def hanging_target(ctx: Any) -> Any:
+    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
+    return broken_target(ctx, "hangs", "hangs", "TARGET")
+
+
+def hanging_extension(ctx: Any) -> Any:
+    """A ``tilecraft.plugins`` extension whose import hangs: listed as broken, the manager
+    built anyway; raised here so the row can check the message."""
+    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
+    ctx.plugins.add("slow_passes", "hangs", group=extension_plugins.ENTRY_POINT_GROUP)
+    manager = extension_plugins.make_plugin_manager()
+    (broken,) = manager.broken
+    assert broken.name == "slow_passes"
+    assert extension_plugins.collect("passes", manager) is not None  # the others still work
+    raise PluginError(broken.reason)
+
+
+def slow_probe(ctx: Any) -> Any:
+    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
+    return broken_target(ctx, "slow_probe", "targets", "SlowProbe")
+
+
+def exiting_extension(ctx: Any) -> Any:
+    ctx.plugins.add("exits", "exits", group=extension_plugins.ENTRY_POINT_GROUP)
+    (broken,) = extension_plugins.make_plugin_manager().broken
+    raise PluginError(broken.reason)
+
+
+def bad_timeout_setting(ctx: Any) -> Any:
+    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "soon")
+    ctx.plugins.add("good", "targets", "good")
+    return registry.discover_targets(refresh=True)
+
+
+def spec_file(ctx: Any, text: str, intrinsics: str | None = None) -> TargetSpec:
+    spec = ctx.plugins.write("spec.yaml", text)
+    files = [ctx.plugins.write("intrinsics.yaml", intrinsics)] if intrinsics else []
+    return TargetSpec.from_yaml(spec, plugin="yaml_plugin", intrinsic_files=files)
+
+
+def binary_spec(ctx: Any) -> TargetSpec:
+    path = ctx.plugins.folder / "spec.yaml"
+    path.write_bytes(b"\xf4\x90garbage\x00")
+    return TargetSpec.from_yaml(path, plugin="yaml_plugin")
+
+
 # tuning databases ---------------------------------------------------------------------------
 
 def record(tile: int) -> TuningRecord:
@@ -245,3 +307,36 @@ def truncated(path: Path, keep: Callable[[int], int]) -> Path:
     data = path.read_bytes()
     path.write_bytes(data[:keep(len(data))])
     return path
+
+
+def open_db(path: Path) -> list[Any]:
+    with TuningDatabase(path) as db:
+        return db.records()
+
+
+def damaged(make: Callable[[Path], Path]) -> Callable[[Any], Any]:
+    """Open (and read) a database ``make`` damaged; the file must be left byte for byte as it
+    was."""
+    def row(ctx: Any) -> Any:
+        path = make(ctx.tmp_path / "tuning.db")
+        before = path.read_bytes() if path.is_file() else None
+        try:
+            return open_db(path)
+        finally:
+            if before is not None:
+                assert path.read_bytes() == before, "a refused database file was modified"
+    return row
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def random_bytes(path: Path) -> Path:
+    path.write_bytes(np.random.default_rng(1).integers(0, 256, 4096, np.uint8).tobytes())
+    return path
+
+
+def other_program(path: Path) -> Path:
+    return edit_database(path, "CREATE TABLE photos (id INTEGER, jpeg BLOB)")

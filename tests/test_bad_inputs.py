@@ -14,7 +14,6 @@ import sys
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,12 @@ from tilecraft.errors import (
     TilecraftError,
 )
 from tilecraft.intrin import MappingError
-from tilecraft.target import plugins as extension_plugins
-from tilecraft.target import registry
-from tilecraft.target.spec import TargetSpec
 from tilecraft.tuning.database import TuningDatabase, TuningDatabaseError
 
 
-def _helpers() -> Any:
-    """tests/bad_input_fixtures.py (pytest imports tests with --import-mode=importlib, so the
-    folder is not on sys.path)."""
-    name = "bad_input_fixtures"
+def _helper(name: str) -> Any:
+    """A helper module beside this file (pytest imports tests with --import-mode=importlib,
+    so the folder is not on sys.path)."""
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
         assert spec is not None and spec.loader is not None
@@ -55,14 +50,24 @@ def _helpers() -> Any:
     return sys.modules[name]
 
 
-H = _helpers()
+P = _helper("bad_input_programs")  # programs, arrays, numpy references
+H = _helper("bad_input_fixtures")  # fake plugins, damaged databases
 fake_plugins = H.fake_plugins  # the fixture
+RNG, assert_ieee_equal, cpu_flags = P.RNG, P.assert_ieee_equal, P.cpu_flags
+scale_add, matmul, a6x40, passed_through = P.scale_add, P.matmul, P.a6x40, P.passed_through
+scale_add_with, matmul_with, strided = P.scale_add_with, P.matmul_with, P.strided
+read_only, misaligned, int8_conv = P.read_only, P.misaligned, P.int8_conv
+softmax_case, layer_norm_case, attention_case = P.softmax_case, P.layer_norm_case, P.attention_case
+specials_through, numpy_max_pool = P.specials_through, P.numpy_max_pool
+outer_product, ones_huge = P.outer_product, P.ones_huge
 GOOD_SPEC_YAML, MALFORMED_YAML = H.GOOD_SPEC_YAML, H.MALFORMED_YAML
 UNKNOWN_LEVEL_INTRINSICS = H.UNKNOWN_LEVEL_INTRINSICS
-edit_database, good_database, record = H.edit_database, H.good_database, H.record
-truncated, with_unknown_field = H.truncated, H.with_unknown_field
-
-RNG = np.random.default_rng(10)
+good_database, record, truncated = H.good_database, H.record, H.truncated
+edit_database, with_unknown_field, damaged = H.edit_database, H.with_unknown_field, H.damaged
+open_db, write, random_bytes, other_program = H.open_db, H.write, H.random_bytes, H.other_program
+broken_target, spec_file, binary_spec = H.broken_target, H.spec_file, H.binary_spec
+hanging_target, hanging_extension, slow_probe = H.hanging_target, H.hanging_extension, H.slow_probe
+exiting_extension, bad_timeout_setting = H.exiting_extension, H.bad_timeout_setting
 
 
 @dataclass(frozen=True)
@@ -110,90 +115,6 @@ class Row:
 def _(function: Callable[[], Any]) -> Callable[[Context], Any]:
     """A row that needs no fixture."""
     return lambda ctx: function()
-
-
-# programs, compiled once --------------------------------------------------------------------
-
-@cache
-def scale_add() -> tc.Executable:
-    """C[i, j] = A[i, j] * 2 + B[i, j] on (6, 40): an elementwise kernel with vector tails."""
-    A = te.placeholder((6, 40), name="A")
-    B = te.placeholder((6, 40), name="B")
-    C = te.compute((6, 40), lambda i, j: A[i, j] * 2.0 + B[i, j], name="C")
-    return tc.compile(C)
-
-
-@cache
-def matmul() -> tc.Executable:
-    """A (33, 20) @ (20, 47): the GEMM template path."""
-    A = te.placeholder((33, 20), name="A")
-    B = te.placeholder((20, 47), name="B")
-    return tc.compile(ops.matmul(A, B, name="C"))
-
-
-@cache
-def softmax(shape: tuple[int, ...], axis: int) -> tc.Executable:
-    return tc.compile(ops.softmax(te.placeholder(shape, name="X"), axis=axis, name="Y"))
-
-
-@cache
-def layer_norm(shape: tuple[int, ...]) -> tc.Executable:
-    return tc.compile(ops.layer_norm(te.placeholder(shape, name="X"), name="Y"))
-
-
-@cache
-def attention_row() -> tc.Executable:
-    """softmax(Q @ K) @ V: the fused GEMM chain with softmax in the middle."""
-    Q = te.placeholder((16, 32), name="Q")
-    K = te.placeholder((32, 24), name="K")
-    V = te.placeholder((24, 32), name="V")
-    S = ops.matmul(Q, K, name="S")
-    return tc.compile(ops.matmul(ops.softmax(S, name="P"), V, name="O"))
-
-
-def passed_through() -> tuple[np.ndarray, np.ndarray]:
-    """A graph whose output is its input: the result must not be the caller's array."""
-    A = te.placeholder((6, 40), name="A")
-    B = te.compute((6, 40), lambda i, j: A[i, j] + 1.0, name="B")
-    a = a6x40()
-    kept = a.copy()
-    out_a, out_b = tc.compile(tc.Graph.from_outputs([A, B]))(a)
-    assert out_a is not a and not np.shares_memory(out_a, a)
-    out_a[...] = 0.0  # the caller's input is untouched
-    return np.concatenate([a, out_b]), np.concatenate([kept, kept + 1])
-
-
-def a6x40() -> np.ndarray:
-    return RNG.standard_normal((6, 40)).astype(np.float32)
-
-
-def scale_add_with(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return scale_add()(a, b), a.astype(np.float32) * 2 + b
-
-
-def matmul_with(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return matmul()(a, b), np.asarray(a, np.float64) @ np.asarray(b, np.float64)
-
-
-def strided(shape: tuple[int, ...], step: int = 2) -> np.ndarray:
-    """A view of ``shape`` whose every dimension steps over ``step`` elements."""
-    big = RNG.standard_normal(tuple(n * step for n in shape)).astype(np.float32)
-    return big[tuple(slice(None, None, step) for _ in shape)]
-
-
-def read_only(array: np.ndarray) -> np.ndarray:
-    array = array.copy()
-    array.flags.writeable = False
-    return array
-
-
-def misaligned(array: np.ndarray) -> np.ndarray:
-    """A C-contiguous copy of ``array`` that starts one byte past an aligned address."""
-    raw = np.zeros(array.nbytes + 1, np.uint8)[1:]
-    view = raw.view(array.dtype).reshape(array.shape)
-    view[...] = array
-    assert not view.flags.aligned
-    return view
 
 
 EXECUTABLE_ROWS = [
@@ -371,89 +292,6 @@ TE_ROWS = [
 
 # IEEE specials through softmax, layer_norm and the fused chain ---------------------------------
 
-def specials(shape: tuple[int, int]) -> np.ndarray:
-    """Rows of: a NaN; +inf; -inf; all -inf; huge values; a constant; NaN and inf mixed.
-
-    The huge values (|x| < 5e35) square to inf, but no sum of up to 256 of them overflows in
-    any order: near float32's limit a sum's overflow depends on the order of its terms, which
-    neither numpy nor a vectorized kernel promises."""
-    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
-    patterns = [
-        lambda row: row.__setitem__(3, np.nan),
-        lambda row: row.__setitem__(1, np.inf),
-        lambda row: row.__setitem__(slice(0, None, 5), -np.inf),
-        lambda row: row.__setitem__(slice(None), -np.inf),
-        lambda row: row.__setitem__(slice(None), row * np.float32(1e35)),
-        lambda row: row.__setitem__(slice(None), np.float32(7.0)),
-        lambda row: (row.__setitem__(0, np.inf), row.__setitem__(2, np.nan)),
-    ]
-    for index in range(shape[0]):
-        patterns[index % len(patterns)](x[index])
-    return x
-
-
-def numpy_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        shifted = x - x.max(axis=axis, keepdims=True)
-        e = np.exp(shifted)
-        return e / e.sum(axis=axis, keepdims=True)
-
-
-def numpy_layer_norm(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        mean = x.mean(axis=-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-        return ((x - mean) / np.sqrt(var + np.float32(eps))).astype(np.float32)
-
-
-def softmax_case(shape: tuple[int, int], axis: int) -> tuple[np.ndarray, np.ndarray]:
-    x = specials(shape if axis in (-1, 1) else shape[::-1])
-    x = x if axis in (-1, 1) else np.ascontiguousarray(x.T)
-    got = softmax(shape, axis)(x)
-    reference = tc.reference.run(softmax(shape, axis).graph, X=x)
-    assert_ieee_equal(reference, numpy_softmax(x, axis), 1e-5)
-    return got, numpy_softmax(x, axis)
-
-
-def layer_norm_case(shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    x = specials(shape)
-    got = layer_norm(shape)(x)
-    assert_ieee_equal(tc.reference.run(layer_norm(shape).graph, X=x), numpy_layer_norm(x), 1e-4)
-    return got, numpy_layer_norm(x)
-
-
-def attention_case() -> tuple[np.ndarray, np.ndarray]:
-    q = RNG.standard_normal((16, 32)).astype(np.float32)
-    k = RNG.standard_normal((32, 24)).astype(np.float32)
-    v = RNG.standard_normal((24, 32)).astype(np.float32)
-    q[2, 5] = np.nan      # row 2 of the scores is NaN
-    q[7, 0] = np.inf      # row 7 holds +inf and -inf scores: NaN after the max shift
-    k[:, 11] = -np.inf    # column 11: -inf scores in every row (row 7 aside)
-    k[3, 11] = 0.0
-    with np.errstate(all="ignore"):
-        scores = q.astype(np.float64) @ k
-        want = numpy_softmax(scores, -1) @ v
-    return attention_row()(q, k, v), want
-
-
-def specials_through(build: Callable[[te.Tensor], te.Tensor],
-                     numpy_op: Callable[[np.ndarray], np.ndarray],
-                     shape: tuple[int, ...] = (14, 37)) -> tuple[np.ndarray, np.ndarray]:
-    """``build`` compiled and run on :func:`specials` (reshaped to ``shape``), against numpy
-    and the reference interpreter."""
-    x = specials((14, 37)).reshape(shape)
-    output = build(te.placeholder(shape, name="X"))
-    with np.errstate(all="ignore"):
-        want = numpy_op(x)
-    assert_ieee_equal(tc.reference.run(output, X=x), want, 1e-6)
-    return tc.compile(output)(x), want
-
-
-def numpy_max_pool(x: np.ndarray) -> np.ndarray:
-    n, c, h, w = x.shape
-    return x[:, :, :h - h % 2, :w - w % 2].reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
-
-
 NUMERIC_ROWS = [
     # was: 0 where numpy gives NaN (llvm.maxnum drops a NaN operand)
     Row("relu of NaN", _(lambda: specials_through(ops.relu, lambda x: np.maximum(x, 0))),
@@ -484,20 +322,6 @@ NUMERIC_ROWS = [
 
 # shapes too large for memory ------------------------------------------------------------------
 
-HUGE = 1 << 20  # an outer product of two 4 MiB vectors: a 4 TiB result
-
-
-@cache
-def outer_product() -> tc.Executable:
-    X = te.placeholder((HUGE,), name="X")
-    Y = te.compute((HUGE, HUGE), lambda i, j: X[i] * X[j], name="Y")
-    return tc.compile(Y)
-
-
-def ones_huge() -> np.ndarray:
-    return np.ones(HUGE, np.float32)
-
-
 def half_gib_with_limit(ctx: Context) -> Any:
     ctx.monkeypatch.setenv("TILECRAFT_MEMORY_LIMIT_BYTES", str(1 << 20))
     X = te.placeholder((1 << 14,), name="X")
@@ -526,13 +350,6 @@ MEMORY_ROWS = [
 
 
 # forced tensorize mappings --------------------------------------------------------------------
-
-@cache
-def int8_conv() -> te.Tensor:
-    x = te.placeholder((1, 4, 6, 6), "uint8", name="x")
-    w = te.placeholder((8, 4, 3, 3), "int8", name="w")
-    return ops.conv2d(x, w, out_dtype="int32", name="y")
-
 
 def forced(loops: Any, **extra: Any) -> Callable[[Context], Any]:
     return _(lambda: tc.compile(int8_conv(), tensorize={
@@ -597,63 +414,6 @@ TENSORIZE_ROWS = [
 
 # plugin specs and plugins that break at load time ----------------------------------------------
 
-def broken_target(ctx: Context, name: str, module: str, attribute: str = "") -> Any:
-    """Discover ``name`` among the fake entry points and ask for it; the good target beside it
-    must keep working."""
-    ctx.plugins.add(name, module, attribute)
-    ctx.plugins.add("good", "targets", "good")
-    infos = {info.name: info for info in registry.discover_targets(refresh=True)}
-    assert infos["good"].ok, infos["good"].reason
-    assert not infos[name].ok and infos[name].target is None
-    return registry.get_target(name)
-
-
-def hanging_target(ctx: Context) -> Any:
-    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
-    return broken_target(ctx, "hangs", "hangs", "TARGET")
-
-
-def hanging_extension(ctx: Context) -> Any:
-    """A ``tilecraft.plugins`` extension whose import hangs: listed as broken, the manager
-    built anyway; raised here so the row can check the message."""
-    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
-    ctx.plugins.add("slow_passes", "hangs", group=extension_plugins.ENTRY_POINT_GROUP)
-    manager = extension_plugins.make_plugin_manager()
-    (broken,) = manager.broken
-    assert broken.name == "slow_passes"
-    assert extension_plugins.collect("passes", manager) is not None  # the others still work
-    raise PluginError(broken.reason)
-
-
-def slow_probe(ctx: Context) -> Any:
-    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
-    return broken_target(ctx, "slow_probe", "targets", "SlowProbe")
-
-
-def exiting_extension(ctx: Context) -> Any:
-    ctx.plugins.add("exits", "exits", group=extension_plugins.ENTRY_POINT_GROUP)
-    (broken,) = extension_plugins.make_plugin_manager().broken
-    raise PluginError(broken.reason)
-
-
-def bad_timeout_setting(ctx: Context) -> Any:
-    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "soon")
-    ctx.plugins.add("good", "targets", "good")
-    return registry.discover_targets(refresh=True)
-
-
-def spec_file(ctx: Context, text: str, intrinsics: str | None = None) -> TargetSpec:
-    spec = ctx.plugins.write("spec.yaml", text)
-    files = [ctx.plugins.write("intrinsics.yaml", intrinsics)] if intrinsics else []
-    return TargetSpec.from_yaml(spec, plugin="yaml_plugin", intrinsic_files=files)
-
-
-def binary_spec(ctx: Context) -> TargetSpec:
-    path = ctx.plugins.folder / "spec.yaml"
-    path.write_bytes(b"\xf4\x90garbage\x00")
-    return TargetSpec.from_yaml(path, plugin="yaml_plugin")
-
-
 PLUGIN_ROWS = [
     Row("malformed YAML spec", lambda ctx: spec_file(ctx, MALFORMED_YAML),
         Refused(PluginError, r"plugin yaml_plugin: target spec .*spec\.yaml:\d+ is not valid "
@@ -703,34 +463,6 @@ PLUGIN_ROWS = [
 
 
 # tuning databases -----------------------------------------------------------------------------
-
-def open_db(path: Path) -> list[Any]:
-    with TuningDatabase(path) as db:
-        return db.records()
-
-
-def damaged(make: Callable[[Path], Path]) -> Callable[[Context], Any]:
-    """Open (and read) a database ``make`` damaged; the file must be left byte for byte as it
-    was."""
-    def row(ctx: Context) -> Any:
-        path = make(ctx.tmp_path / "tuning.db")
-        before = path.read_bytes() if path.is_file() else None
-        try:
-            return open_db(path)
-        finally:
-            if before is not None:
-                assert path.read_bytes() == before, "a refused database file was modified"
-    return row
-
-
-def random_bytes(path: Path) -> Path:
-    path.write_bytes(np.random.default_rng(1).integers(0, 256, 4096, np.uint8).tobytes())
-    return path
-
-
-def other_program(path: Path) -> Path:
-    return edit_database(path, "CREATE TABLE photos (id INTEGER, jpeg BLOB)")
-
 
 DATABASE_ROWS = [
     Row("random bytes", damaged(random_bytes),
@@ -792,35 +524,13 @@ DATABASE_ROWS = [
         random_bytes(ctx.tmp_path / "x.jsonl")),
         Refused(TuningDatabaseError, r"cannot import .*x\.jsonl: 'utf-8' codec")),
     Row("importing a .jsonl with a bad line", lambda ctx: TuningDatabase(":memory:").import_jsonl(
-        ctx.plugins.write("r.jsonl", '{"workload_key": "w"}\n')),
+        write(ctx.tmp_path / "r.jsonl", '{"workload_key": "w"}\n')),
         Refused(TuningDatabaseError, r"r\.jsonl, line 1: not a valid tuning record")),
 ]
 
 
 ROWS = [*EXECUTABLE_ROWS, *TE_ROWS, *NUMERIC_ROWS, *MEMORY_ROWS, *TENSORIZE_ROWS, *PLUGIN_ROWS,
         *DATABASE_ROWS]
-
-
-def assert_ieee_equal(got: np.ndarray, want: np.ndarray, tolerance: float) -> None:
-    """Equal within ``tolerance``; NaN exactly where ``want`` has NaN, the same infinities."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape, (got.shape, want.shape)
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg="NaN positions")
-    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want), err_msg="+inf positions")
-    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want), err_msg="-inf positions")
-    finite = np.isfinite(want)
-    np.testing.assert_allclose(got[finite].astype(np.float64), want[finite].astype(np.float64),
-                               rtol=tolerance, atol=tolerance)
-
-
-@cache
-def cpu_flags() -> frozenset[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii") as handle:
-            return frozenset(next((line.split(":", 1)[1].split() for line in handle
-                                   if line.startswith("flags")), []))
-    except OSError:
-        return frozenset()
 
 
 def test_row_ids_are_unique() -> None:
