@@ -193,6 +193,13 @@ def outer_product() -> tc.Executable:
     return tc.compile(Y)
 
 
+@cache
+def huge_identity() -> tc.Executable:
+    """Y = X + 1 on (HUGE, HUGE): compiled, never called with a real 4 TiB array."""
+    X = te.placeholder((HUGE, HUGE), name="X")
+    return tc.compile(te.compute((HUGE, HUGE), lambda i, j: X[i, j] + 1.0, name="Y"))
+
+
 def ones_huge() -> np.ndarray:
     return np.ones(HUGE, np.float32)
 

@@ -59,7 +59,8 @@ scale_add_with, matmul_with, strided = P.scale_add_with, P.matmul_with, P.stride
 read_only, misaligned, int8_conv = P.read_only, P.misaligned, P.int8_conv
 softmax_case, layer_norm_case, attention_case = P.softmax_case, P.layer_norm_case, P.attention_case
 specials_through, numpy_max_pool = P.specials_through, P.numpy_max_pool
-outer_product, ones_huge = P.outer_product, P.ones_huge
+outer_product, ones_huge, huge_identity, HUGE = (P.outer_product, P.ones_huge, P.huge_identity,
+                                                 P.HUGE)
 GOOD_SPEC_YAML, MALFORMED_YAML = H.GOOD_SPEC_YAML, H.MALFORMED_YAML
 UNKNOWN_LEVEL_INTRINSICS = H.UNKNOWN_LEVEL_INTRINSICS
 good_database, record, truncated = H.good_database, H.record, H.truncated
@@ -341,6 +342,11 @@ MEMORY_ROWS = [
         outer_product().graph, X=ones_huge())),
         Refused(AllocationError, r"the reference interpreter needs 4398046511104 bytes .*"
                                  r"Y: float32\[1048576, 1048576\]"),
+        max_traced_bytes=64 << 20),
+    # was: numpy's MemoryError while copying the view into C order
+    Row("a 4 TiB broadcast view as input", _(lambda: huge_identity()(
+        np.broadcast_to(np.float32(1.0), (HUGE, HUGE)))),
+        Refused(AllocationError, r"copying input 'X' into C order needs 4398046511104 bytes"),
         max_traced_bytes=64 << 20),
     Row("512 MiB result over TILECRAFT_MEMORY_LIMIT_BYTES", half_gib_with_limit,
         Refused(AllocationError, r"needs 536870912 bytes \(512\.0 MiB\) but this machine has "

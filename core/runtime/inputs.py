@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tilecraft.errors import InputError
+from tilecraft.runtime.allocation import check_allocation
 from tilecraft.te.tensor import Tensor
 
 
@@ -75,6 +76,9 @@ def check_array(tensor: Tensor, value: Any) -> np.ndarray:
                          if tensor.dtype.value != "bfloat16" else
                          f"input {tensor.name!r} has dtype {value.dtype}, expected bfloat16; "
                          "convert it with .astype(ml_dtypes.bfloat16)")
+    if not value.flags.c_contiguous:  # a copy: refused before it is made when it cannot be
+        check_allocation([(tensor.name, value.shape, value.dtype)],
+                         f"copying input {tensor.name!r} into C order")
     return np.ascontiguousarray(value)
 
 
