@@ -102,6 +102,24 @@ import threading
 RELEASE = threading.Event()
 '''
 
+#: hook implementations (module-level ``tilecraft_*`` functions) that hang or exit
+SLOW_HOOKS_MODULE = '''
+from bad_input_plugins.gate import RELEASE
+
+
+def tilecraft_register_passes():
+    RELEASE.wait(60)
+    return []
+'''
+
+EXITING_HOOKS_MODULE = '''
+import sys
+
+
+def tilecraft_register_passes():
+    sys.exit("this hook exits the interpreter")
+'''
+
 RAISING_MODULE = '''
 raise RuntimeError("plugin import exploded on purpose")
 '''
@@ -190,7 +208,9 @@ def fake_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fa
     fake = FakePlugins(folder)
     for name, text in {"__init__.py": "", "targets.py": TARGET_MODULE,
                        "hangs.py": HANGING_MODULE, "gate.py": GATE_MODULE,
-                       "raises.py": RAISING_MODULE, "exits.py": EXITING_MODULE}.items():
+                       "raises.py": RAISING_MODULE, "exits.py": EXITING_MODULE,
+                       "slow_hooks.py": SLOW_HOOKS_MODULE,
+                       "exiting_hooks.py": EXITING_HOOKS_MODULE}.items():
         fake.write(name, text)
     monkeypatch.syspath_prepend(str(tmp_path))
 
@@ -247,6 +267,20 @@ def slow_probe(ctx: Any) -> Any:
 def exiting_extension(ctx: Any) -> Any:
     ctx.plugins.add("exits", "exits", group=extension_plugins.ENTRY_POINT_GROUP)
     (broken,) = extension_plugins.make_plugin_manager().broken
+    raise PluginError(broken.reason)
+
+
+def broken_hook(ctx: Any, module: str) -> Any:
+    """Collect the passes with a plugin whose hook misbehaves: it is listed as broken and the
+    built-in passes are still collected; its reason raised so the row can check it."""
+    ctx.monkeypatch.setenv("TILECRAFT_PLUGIN_TIMEOUT_S", "0.3")
+    ctx.plugins.add(module, module, group=extension_plugins.ENTRY_POINT_GROUP)
+    manager = extension_plugins.make_plugin_manager()
+    builtin = extension_plugins.collect("passes", extension_plugins.make_plugin_manager(
+        entry_points=False))
+    assert extension_plugins.collect("passes", manager).keys() == builtin.keys()
+    (broken,) = manager.broken
+    assert broken.name == module
     raise PluginError(broken.reason)
 
 

@@ -69,6 +69,7 @@ open_db, write, random_bytes, other_program = H.open_db, H.write, H.random_bytes
 broken_target, spec_file, binary_spec = H.broken_target, H.spec_file, H.binary_spec
 hanging_target, hanging_extension, slow_probe = H.hanging_target, H.hanging_extension, H.slow_probe
 exiting_extension, bad_timeout_setting = H.exiting_extension, H.bad_timeout_setting
+broken_hook = H.broken_hook
 
 
 @dataclass(frozen=True)
@@ -463,6 +464,13 @@ PLUGIN_ROWS = [
     # was: SystemExit escaped make_plugin_manager and ended the program
     Row("an extension plugin whose import calls sys.exit", exiting_extension,
         Refused(PluginError, r"cannot load entry point .*exits: SystemExit: this plugin exits")),
+    # was: collecting the passes hung for ever
+    Row("a plugin hook that hangs", lambda ctx: broken_hook(ctx, "slow_hooks"),
+        Refused(PluginError, r"plugin 'slow_hooks' \(tilecraft_register_passes\) did not finish "
+                             r"loading within 0\.3 s")),
+    # was: SystemExit escaped collect() and ended the program
+    Row("a plugin hook that calls sys.exit", lambda ctx: broken_hook(ctx, "exiting_hooks"),
+        Refused(PluginError, "tilecraft_register_passes raised SystemExit: this hook exits")),
     Row("TILECRAFT_PLUGIN_TIMEOUT_S not a number", bad_timeout_setting,
         Refused(PluginError, r"TILECRAFT_PLUGIN_TIMEOUT_S='soon' is not a number of seconds")),
 ]

@@ -4,9 +4,10 @@ Extension packages are found through the entry point group ``tilecraft.plugins``
 :func:`get_plugin_manager` is first called, never on import. A package that fails to import,
 implements a hook that does not exist, or raises inside a hook is recorded in
 ``manager.broken`` with its name and the reason, and skipped; the others keep working. An
-import that does not finish within ``TILECRAFT_PLUGIN_TIMEOUT_S`` seconds (default 60; ``0``
-waits for ever) is recorded as broken too (:func:`call_with_timeout`); target discovery
-(:mod:`tilecraft.target.registry`) uses the same limit.
+import or a hook call that does not finish within ``TILECRAFT_PLUGIN_TIMEOUT_S`` seconds
+(default 60; ``0`` waits for ever) is recorded as broken too (:func:`call_with_timeout`), and
+so is one that calls ``sys.exit()``; target discovery (:mod:`tilecraft.target.registry`) uses
+the same limit.
 
 >>> from tilecraft.target.hookspecs import hookimpl
 >>> class Broken:
@@ -257,9 +258,13 @@ def extensions(kind: ExtensionKind | str,
     found: dict[str, ExtensionInfo] = {}
     for impl in caller.get_hookimpls():
         plugin = impl.plugin_name
-        try:
-            result = impl.function()
-        except Exception as err:  # noqa: BLE001
+        try:  # built-ins are called directly; a plugin's hook within the time limit
+            result = impl.function() if plugin == "tilecraft.builtins" else \
+                call_with_timeout(impl.function, f"plugin {plugin!r} ({kind.hook_name})")
+        except PluginTimeoutError as err:
+            manager.mark_broken(plugin, str(err))
+            continue
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - sys.exit() in a hook too
             manager.mark_broken(plugin, f"{kind.hook_name} raised {_describe(err)}",
                                 traceback.format_exc())
             continue
