@@ -529,6 +529,10 @@ DATABASE_ROWS = [
     # was: "corrupt or unreadable (unable to open database file)"
     Row("a database in a missing directory", lambda ctx: open_db(ctx.tmp_path / "no" / "t.db"),
         Refused(TuningDatabaseError, r"the directory .*no does not exist; create it first")),
+    # was: every record returned (SQLite's LIMIT -1)
+    Row("best(k=-1)", lambda ctx: TuningDatabase(good_database(ctx.tmp_path / "t.db")).best(
+        "w", "x86_avx512", k=-1),
+        Refused(TuningDatabaseError, r"best\(k=-1\): k must be a positive int")),
     # was: FileNotFoundError
     Row("importing a missing .jsonl", lambda ctx: TuningDatabase(":memory:").import_jsonl(
         ctx.tmp_path / "none.jsonl"),

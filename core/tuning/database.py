@@ -280,6 +280,9 @@ class TuningDatabase:
     def best(self, workload_key: str, target: str, k: int = 1,
              hardware: str | None = None) -> list[TuningRecord]:
         """The ``k`` valid records of lowest median cost for a workload on a target."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise TuningDatabaseError(f"best(k={k!r}): k must be a positive int (SQLite reads a "
+                                      "negative limit as no limit)")
         query = ("SELECT id, body FROM records WHERE workload_key = ? AND target = ? AND "
                  "error_kind IS NULL AND median_cost IS NOT NULL")
         args: list[object] = [workload_key, target]
