@@ -18,7 +18,14 @@ import sys
 import time
 
 import numpy as np
-from common import geomean, load_torch, median_seconds, print_table
+from common import (
+    ceiling_note,
+    geomean,
+    load_torch,
+    measured_ceiling_flops,
+    median_seconds,
+    print_table,
+)
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
@@ -116,14 +123,15 @@ def main() -> None:
                 rows.append([name, "yes" if fused else "no",
                              *(f"{flop / s / 1e9:.0f}" for s in (ours, torch_s, plain[name],
                                                                   avx512[name])),
+                             f"{flop / ours / measured_ceiling_flops(threads)[0]:.0%}",
                              f"{torch_s / ours:.2f}", f"{avx512[name] / ours:.2f}",
                              f"{compile_s:.2f}"])
-            rows.append(["geomean", "", "", "", "", "", f"{geomean(vs_torch):.2f}",
+            rows.append(["geomean", "", "", "", "", "", "", f"{geomean(vs_torch):.2f}",
                          f"{geomean(vs_blas):.2f}", ""])
             print_table(f"batch-GEMM chains{' with softmax' if softmax else ''}, GFLOP/s, "
-                        f"{threads} thread(s)",
+                        f"{threads} thread(s); {ceiling_note(threads)}",
                         ["chain", "fused", "tilecraft", "torch", "numpy", "numpy-avx512",
-                         "vs torch", "vs avx512", "compile s"], rows)
+                         "% peak", "vs torch", "vs avx512", "compile s"], rows)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,14 @@ import subprocess
 import sys
 
 import numpy as np
-from common import geomean, load_torch, median_seconds, print_table
+from common import (
+    ceiling_note,
+    geomean,
+    load_torch,
+    measured_ceiling_flops,
+    median_seconds,
+    print_table,
+)
 from tilecraft_x86_avx512.gemm_template import default_config, tile_candidates
 from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -113,6 +120,7 @@ def main() -> None:
         avx512 = _openblas(shapes, threads, "SkylakeX")
         plain = _openblas(shapes, threads, None)
         rows, vs_blas, vs_torch = [], [], []
+        ceiling, _ = measured_ceiling_flops(threads)
         for m, n, k in shapes:
             flop = 2 * m * n * k
             a = rng.standard_normal((m, k)).astype(np.float32)
@@ -130,12 +138,13 @@ def main() -> None:
             vs_torch.append(torch_s / tuned)
             rows.append([f"{m}x{n}x{k}", *(f"{flop / s / 1e9:.0f}" for s in
                                             (default, tuned, numpy_s, blas, torch_s)),
+                         f"{flop / tuned / ceiling:.0%}",
                          f"{blas / tuned:.2f}", f"{torch_s / tuned:.2f}"])
-        rows.append(["geomean", "", "", "", "", "", f"{geomean(vs_blas):.2f}",
+        rows.append(["geomean", "", "", "", "", "", "", f"{geomean(vs_blas):.2f}",
                      f"{geomean(vs_torch):.2f}"])
-        print_table(f"sgemm GFLOP/s, {threads} thread(s)",
+        print_table(f"sgemm GFLOP/s, {threads} thread(s); {ceiling_note(threads)}",
                     ["MxNxK", "default", "tuned", "numpy", "openblas-avx512", "torch",
-                     "tuned/avx512", "tuned/torch"], rows)
+                     "tuned % peak", "tuned/avx512", "tuned/torch"], rows)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,21 @@ def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
 
 def geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def measured_ceiling_flops(threads: int, dtype: str = "float32") -> tuple[float, str]:
+    """The host's peak rate for ``threads`` cores in ``dtype``, as the x86 target's spec carries
+    it (one core's fp32 FMA rate measured by its probe, cached per CPU), and where it came
+    from. Benchmarks print their rates as a percentage of it, never of a constant."""
+    from tilecraft.target.registry import get_target
+
+    spec = get_target("x86_avx512").spec
+    per_core = spec.compute.flops_per_core(dtype)
+    source = "measured" if dtype in spec.compute.peak_flops_per_core else "formula"
+    return per_core * threads, source
+
+
+def ceiling_note(threads: int) -> str:
+    """One line naming the measured ceiling the tables' '% peak' columns refer to."""
+    flops, source = measured_ceiling_flops(threads)
+    return f"fp32 ceiling for {threads} core(s): {flops / 1e9:.0f} GFLOP/s ({source})"
