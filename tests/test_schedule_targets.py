@@ -16,8 +16,8 @@ from tilecraft.target.spec import load_spec
 
 
 def _spec(name: str, levels: list[tuple[str, int | None]], primitives: list[str],
-          loop_kinds: list[str], vector_bits: int = 0) -> object:
-    return load_spec({
+          loop_kinds: list[str], vector_bits: int = 0, **extra: object) -> object:
+    return load_spec({**extra,
         "name": name, "api_version": 1, "version": "0",
         "memory": {"levels": [
             {"name": level, "size_bytes": size, "bandwidth_bytes_per_cycle": 32,
@@ -29,7 +29,13 @@ def _spec(name: str, levels: list[tuple[str, int | None]], primitives: list[str]
 
 GPU = _spec("toy_gpu", [("global", None), ("shared", 49152), ("register", 1024)],
             ["split", "fuse", "reorder", "tile", "unroll", "inline", "compute_at", "cache",
-             "bind"], ["serial", "bound", "unrolled"])
+             "bind"], ["serial", "bound", "unrolled"],
+            threads={"axes": [{"name": f"{prefix}.{letter}", "scope": scope, "dim": dim,
+                               "max_extent": 1024}
+                              for prefix, scope in (("blockIdx", "grid"), ("threadIdx", "block"))
+                              for dim, letter in enumerate("xyz")],
+                     "max_threads_per_block": 1024, "subgroup_size": 32,
+                     "shared_level": "shared", "barrier_scopes": ["block"]})
 FPGA = _spec("toy_fpga", [("DRAM", None), ("BRAM", 1 << 20), ("register", 512)],
              ["split", "fuse", "reorder", "unroll", "inline", "compute_at", "buffer",
               "pipeline", "partition"], ["serial", "pipelined", "unrolled"])

@@ -2,8 +2,8 @@
 
 Build it directly (tests, tools) or from a target spec with :meth:`LoweringOptions.from_spec`,
 which reads only these fields of the spec: ``memory.levels`` (outer to inner, each with
-``name`` and ``size_bytes``), ``compute.cores``, ``compute.lanes(dtype)``, ``primitives`` and
-``loop_kinds``.
+``name`` and ``size_bytes``), ``compute.cores``, ``compute.lanes(dtype)``, ``primitives``,
+``loop_kinds`` and ``threads`` (the thread hierarchy of a GPU-like target, if it declares one).
 
 >>> options = LoweringOptions(vector_lanes={"float32": 16, "int8": 64}, cores=2)
 >>> options.lanes("float32"), options.lanes("int8"), options.lanes("float16")
@@ -42,6 +42,9 @@ class LoweringOptions:
     - ``unroll_limit``: unroll (UNROLLED) the innermost non-vector reduce loop when its extent
       is at most this (0: never);
     - ``loop_kinds``: the loop kinds the target offers (``None``: all);
+    - ``threads``: the target's :class:`~tilecraft.target.hierarchy.ThreadHierarchy` (bindable
+      axes with their limits, subgroup size, per-block registers and shared memory), ``None``
+      for a target that launches no threads; ``bindable_axes`` and ``subgroup_size`` read it;
     - ``spec``: the target spec these options came from, used to verify the kernels.
     """
 
@@ -55,6 +58,7 @@ class LoweringOptions:
     unroll_limit: int = 0
     min_parallel_extent: int | None = None
     loop_kinds: frozenset[LoopKind] | None = None
+    threads: Any = None
     spec: Any = field(default=None, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -86,6 +90,25 @@ class LoweringOptions:
     def allows(self, kind: LoopKind) -> bool:
         """Whether the target offers loops of ``kind``."""
         return self.loop_kinds is None or kind in self.loop_kinds
+
+    @property
+    def bindable_axes(self) -> tuple[str, ...]:
+        """Hardware axes a BOUND loop may be bound to (empty without a thread hierarchy).
+
+        >>> from tilecraft.target.hierarchy import ThreadHierarchy
+        >>> threads = ThreadHierarchy(axes=[{"name": "group_id.x", "scope": "grid", "dim": 0,
+        ...                                  "max_extent": 1 << 16}],
+        ...                           max_threads_per_block=256, subgroup_size=16)
+        >>> options = LoweringOptions(threads=threads)
+        >>> options.bindable_axes, options.subgroup_size
+        (('group_id.x',), 16)
+        """
+        return self.threads.axis_names if self.threads is not None else ()
+
+    @property
+    def subgroup_size(self) -> int:
+        """Threads that run in lockstep (a warp); 1 without a thread hierarchy."""
+        return self.threads.subgroup_size if self.threads is not None else 1
 
     @property
     def parallel_threshold(self) -> int:
@@ -121,6 +144,7 @@ class LoweringOptions:
             "unroll_limit": 8 if offers("unroll", LoopKind.UNROLLED) else 0,
             "loop_kinds": None if kinds is None else frozenset(
                 LoopKind(name) for name in kind_names if name in LoopKind._value2member_map_),
+            "threads": getattr(spec, "threads", None),
             "spec": spec,
         }
         derived.update(overrides)

@@ -46,9 +46,6 @@ STEP_PRIMITIVES = {
     "partition": SchedulePrimitive.PARTITION,
 }
 
-_THREAD_AXES = {"blockIdx": "grid", "threadIdx": "block"}
-
-
 def lower_schedule(schedule: Any, view: TargetView) -> list[Kernel]:
     """The kernels of ``schedule`` for the target seen through ``view`` (module docstring)."""
     check_trace(schedule, view)
@@ -62,7 +59,7 @@ def lower_schedule(schedule: Any, view: TargetView) -> list[Kernel]:
         body = emitter.emit_root()
         _check_placement(root, body, emitter)
         kernel = Kernel(root.name, tuple(params.values()), (root.name,), body,
-                        launch=_launch(body),
+                        launch=_launch(body, options.threads),
                         attrs={"compute": root.name, "statement": root.tensor.statement(),
                                "schedule": "; ".join(f"{stage.name}: {stage.describe()}"
                                                      for stage in tree),
@@ -223,14 +220,17 @@ def _check_placement(root: Stage, body: Stmt, emitter: KernelEmitter) -> None:
                                      "reorder it innermost (and attach stages outside it)")
 
 
-def _launch(body: Stmt) -> LaunchConfig | None:
+def _launch(body: Stmt, threads: Any) -> LaunchConfig | None:
+    """The grid and block extents of the loops bound to the axes of the target's thread
+    hierarchy (each axis names its launch scope and dimension); None without bound loops."""
+    if threads is None:
+        return None
     dims: dict[str, dict[int, int]] = {"grid": {}, "block": {}}
+    axes = {axis.name: axis for axis in threads.axes}
     for stmt, _ in _statements(body):
-        if isinstance(stmt, For) and stmt.kind is LoopKind.BOUND and stmt.axis:
-            prefix, _, letter = stmt.axis.partition(".")
-            if prefix in _THREAD_AXES and letter in ("x", "y", "z"):
-                extent = int(getattr(stmt.extent, "value", 1))
-                dims[_THREAD_AXES[prefix]]["xyz".index(letter)] = extent
+        if isinstance(stmt, For) and stmt.kind is LoopKind.BOUND and stmt.axis in axes:
+            axis = axes[stmt.axis]
+            dims[axis.scope.value][axis.dim] = int(getattr(stmt.extent, "value", 1))
     if not dims["grid"] and not dims["block"]:
         return None
 

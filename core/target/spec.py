@@ -43,6 +43,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from tilecraft.dtypes import DType
 from tilecraft.errors import PluginError, TargetError
 from tilecraft.kernel_ir.nodes import LoopKind
+from tilecraft.target.hierarchy import SpatialArchitecture, ThreadHierarchy
 from tilecraft.target.intrinsic import (
     LEVELS_CONTEXT,
     TARGET_CONTEXT,
@@ -62,8 +63,8 @@ from tilecraft.target.specmodel import (
 
 __all__ = [
     "TARGET_API_VERSION", "ComputeUnits", "EvaluationMode", "MemoryHierarchy", "MemoryKind",
-    "MemoryLevel", "SchedulePrimitive", "TargetCapabilities", "TargetSpec", "load_intrinsics",
-    "load_spec",
+    "MemoryLevel", "SchedulePrimitive", "SpatialArchitecture", "TargetCapabilities",
+    "TargetSpec", "ThreadHierarchy", "load_intrinsics", "load_spec",
 ]
 
 #: the version of the plugin contract this tilecraft implements; a spec must declare it
@@ -188,6 +189,10 @@ class TargetSpec(SpecModel):
     description: str = ""
     memory: MemoryHierarchy
     compute: ComputeUnits
+    threads: ThreadHierarchy | None = Field(default=None, description=(
+        "bindable hardware axes and per-block limits of a chip that launches threads"))
+    spatial: SpatialArchitecture | None = Field(default=None, description=(
+        "fixed-shape compute arrays and fabric budget of an NPU or FPGA"))
     primitives: Seq[Lax[SchedulePrimitive]]
     fixed_decisions: dict[str, str | int | bool] = Field(default_factory=dict, description=(
         "schedule decisions the target fixes (thesis §4.3.2), e.g. vector_lanes: 16"))
@@ -203,6 +208,25 @@ class TargetSpec(SpecModel):
     @classmethod
     def _valid_name(cls, value: str) -> str:
         return check_identifier(value, "target name")
+
+    @field_validator("threads", "spatial")
+    @classmethod
+    def _parallelism_uses_known_levels(cls, value: ThreadHierarchy | SpatialArchitecture | None,
+                                       info: ValidationInfo
+                                       ) -> ThreadHierarchy | SpatialArchitecture | None:
+        memory = info.data.get("memory")
+        if value is None or memory is None:
+            return value
+        if isinstance(value, ThreadHierarchy):
+            named = [("shared_level", value.shared_level)]
+        else:
+            named = [(f"units ({unit.name}).operand_levels.{role}", level)
+                     for unit in value.units for role, level in unit.operand_levels.items()]
+        for where, level in named:
+            if level is not None and level not in memory.names:
+                raise ValueError(f"{where} {level!r} is not a memory level of this target; the "
+                                 f"levels are {', '.join(memory.names)}")
+        return value
 
     @field_validator("primitives")
     @classmethod
@@ -288,6 +312,19 @@ class TargetSpec(SpecModel):
         for kernel in self.micro_kernels:
             semantics[kernel.name] = kernel.reference
         return semantics
+
+    @property
+    def bindable_axes(self) -> tuple[str, ...]:
+        """Names of the hardware axes a BOUND loop may be bound to (none without threads)."""
+        return self.threads.axis_names if self.threads is not None else ()
+
+    @property
+    def barrier_scopes(self) -> tuple[str, ...]:
+        """Scopes a barrier may synchronise: the thread hierarchy's, then the spatial ones."""
+        scopes = list(self.threads.barrier_scopes) if self.threads is not None else []
+        if self.spatial is not None:
+            scopes += [s for s in self.spatial.barrier_scopes if s not in scopes]
+        return tuple(scopes)
 
     def offers(self, primitive: SchedulePrimitive | str) -> bool:
         """Whether the target offers schedule primitive ``primitive``."""

@@ -18,6 +18,8 @@ it), ``BRAM`` and ``register`` (the PE array's operand and accumulator registers
 (5120, 512.0)
 >>> fpga_spec(device=ZU9EG, rows=8, cols=16, dtype="int8").memory.names
 ('DDR', 'BRAM', 'register')
+>>> spec.spatial.unit("mac_array").pe_shape, spec.spatial.fabric.bram36_blocks
+((32, 32), 2160)
 """
 
 from __future__ import annotations
@@ -166,6 +168,17 @@ def fpga_spec(device: DeviceSpec = VU9P, rows: int = DEFAULT_SHAPE[0],
         "memory": {"levels": _memory_levels(device, rows, cols, dt, depth)},
         "compute": {"cores": 1, "frequency_hz": float(device.clock_hz),
                     "vector_bits": dt.bits, "processing_elements": rows * cols},
+        # the MAC array and the part's resources (DS890/DS891 counts, see .device); the
+        # operand streams come from BRAM banks and the results accumulate in registers
+        "spatial": {
+            "units": [{"name": "mac_array", "kind": "matrix", "pe_shape": [rows, cols],
+                       "dtypes": [dt.value],
+                       "operand_levels": {"input": "BRAM", "weight": "BRAM",
+                                          "output": "register"}}],
+            "fabric": {"part": device.part, "dsp_slices": device.dsp_slices,
+                       "bram36_blocks": device.bram36_blocks,
+                       "uram_blocks": device.uram_blocks, "luts": device.luts,
+                       "dsp_slices_used": dsp}},
         "primitives": list(PRIMITIVES),
         "fixed_decisions": {"device": device.name, "pe_rows": rows, "pe_cols": cols,
                             "mac_dtype": dt.value, "reduce_depth": depth,

@@ -40,7 +40,13 @@ def test_compute_and_schedule_facts(spec: TargetSpec) -> None:
     assert set(spec.loop_kinds) == {LoopKind.SERIAL, LoopKind.BOUND, LoopKind.UNROLLED,
                                     LoopKind.VECTOR}
     assert spec.offers(SchedulePrimitive.BIND) and not spec.offers(SchedulePrimitive.PARALLEL)
-    assert spec.fixed_decisions["warp_size"] == 32
+    threads = spec.threads
+    assert threads.subgroup_size == 32 and threads.max_threads_per_block == 1024
+    assert threads.axis("threadIdx.z").max_extent == 64
+    assert threads.shared_bytes_per_block == 48 * 1024
+    assert threads.max_shared_bytes_per_block == 163 * 1024
+    assert spec.barrier_scopes == ("block", "warp")
+    assert "warp_size" not in spec.fixed_decisions
     assert spec.evaluation is EvaluationMode.MEASURE
     options = LoweringOptions.from_spec(spec)
     assert options.param_level == "global" and options.register_level == "fragment"
