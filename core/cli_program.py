@@ -2,10 +2,14 @@
 
 ``tilecraft compile prog.py`` runs a Python file that builds a program and compiles it: the
 file defines ``graph`` (a Graph, a Tensor or a list of Tensors) or a function ``build()``
-returning one; ``--graph NAME`` picks another variable. ``--target NAME:VARIANT`` compiles for
-a target's variant (``x86_avx512:skylake-avx512``: that CPU). ``--output-dir DIR`` writes each
-kernel's source and whatever the target exports ahead of time (``Target.export``: the x86
-target writes ``lib<file stem>.so`` and ``<file stem>.h``); nothing is run unless ``--run``.
+returning one; ``--graph NAME`` picks another variable. The file sees ``operators``: every
+operator registered through the ``tilecraft_register_operators`` hook, by name (the core's
+``tilecraft.ops`` and the plugins'), e.g. ``operators["matmul"](A, B)``.
+``--target NAME:VARIANT`` compiles for a target's variant (``x86_avx512:skylake-avx512``: that
+CPU). ``--dump-stages DIR`` writes what each compile stage produced
+(:mod:`tilecraft.pipeline`). ``--output-dir DIR`` writes each kernel's source and whatever the
+target exports ahead of time (``Target.export``: the x86 target writes ``lib<file stem>.so``
+and ``<file stem>.h``); nothing is run unless ``--run``.
 """
 
 from __future__ import annotations
@@ -18,9 +22,6 @@ from typing import Any
 import numpy as np
 
 from tilecraft.errors import TilecraftError
-
-SOURCE_SUFFIX = {"llvm-ir": "ll", "cuda": "cu", "opencl": "cl", "hls-cpp": "cpp",
-                 "ascendc": "cpp", "text": "txt"}
 
 
 def configure_compile(parser: argparse.ArgumentParser) -> None:
@@ -39,12 +40,20 @@ def configure_compile(parser: argparse.ArgumentParser) -> None:
                         help="run on random inputs and check against the reference interpreter")
     parser.add_argument("--database", type=Path, default=None,
                         help="tuning database whose best parameters to use (`tilecraft tune`)")
+    parser.add_argument("--dump-stages", type=Path, default=None, metavar="DIR",
+                        help="write the output of each compile stage here (NN-<stage>.txt: "
+                             "graph passes, fusion, mapping, schedule, Kernel IR, codegen with "
+                             "the sources, build, report)")
 
 
 def _load_program(path: Path, name: str | None) -> Any:
     if not path.is_file():
         raise TilecraftError(f"{path}: no such file; pass the Python file that builds the graph")
-    namespace = runpy.run_path(str(path), run_name="__tilecraft_compile__")
+    from tilecraft.target.plugins import collect
+
+    # the operators registered through the hook (the core's and the plugins'), by name
+    namespace = runpy.run_path(str(path), init_globals={"operators": collect("operators")},
+                               run_name="__tilecraft_compile__")
     candidates = [name] if name else ["graph", "build"]
     for candidate in candidates:
         if candidate in namespace:
@@ -57,17 +66,22 @@ def _load_program(path: Path, name: str | None) -> Any:
 def run_compile(args: argparse.Namespace) -> int:
     import tilecraft as tc
     from tilecraft.api import _as_graph
+    from tilecraft.pipeline import source_suffix
     from tilecraft.target.registry import get_target
 
     graph = _as_graph(_load_program(args.file, args.graph))
     database = getattr(args, "database", None)
     target = get_target(args.target)
+    dump_stages = getattr(args, "dump_stages", None)
     exe = tc.compile(graph, target=target,
-                     database=str(database) if database is not None else None)
+                     database=str(database) if database is not None else None,
+                     dump_stages=dump_stages)
+    if dump_stages is not None:
+        print(f"wrote the output of each compile stage to {dump_stages}")
     if args.output_dir is not None:
         args.output_dir.mkdir(parents=True, exist_ok=True)
         for name, source in exe.sources.items():
-            suffix = SOURCE_SUFFIX.get(source.language, source.language)
+            suffix = source_suffix(source)
             (args.output_dir / f"{name}.{suffix}").write_text(source.text)
         print(f"wrote {len(exe.sources)} source file(s) to {args.output_dir}")
         exported = target.export([(c.kernel, c.source) for c in exe.compiled], graph,

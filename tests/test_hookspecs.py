@@ -86,6 +86,191 @@ def test_every_hook_is_exercised(kind: ExtensionKind) -> None:
     assert manager.broken == []
 
 
+# every hook has a consumer: a plugin registering one of each sees each called ---------------
+
+
+class Recorder:
+    """A plugin registering one working extension of every kind; each records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        recorder = self
+
+        class Pass:
+            name = "recording_pass"
+
+            def __call__(self, graph: Any) -> Any:
+                recorder.calls.append("passes")
+                return graph
+
+        class CostModel:
+            name = "recording_cost_model"
+
+            def rank(self, compute: Any, intrinsic: Any, spec: Any, mappings: Any, *,
+                     thorough: bool = True) -> list[Any]:
+                from tilecraft.intrin.perfmodel import rank_mappings
+
+                recorder.calls.append("cost_models")
+                return rank_mappings(compute, intrinsic, spec, mappings=mappings,
+                                     thorough=thorough)
+
+        from tilecraft.search import RandomSearch
+
+        class Engine(RandomSearch):
+            name = "recording_engine"
+
+            def search(self, *args: Any, **kwargs: Any) -> Any:
+                recorder.calls.append("search_engines")
+                return super().search(*args, **kwargs)
+
+        from tilecraft.runtime.runners import InProcessRunner
+
+        class Runner(InProcessRunner):
+            name = "recording_runner"
+
+            def run(self, *args: Any, **kwargs: Any) -> list[float]:
+                recorder.calls.append("runners")
+                return super().run(*args, **kwargs)
+
+        def recording_operator(tensor: Any) -> Any:
+            from tilecraft import te
+
+            recorder.calls.append("operators")
+            return te.compute(tensor.shape, lambda *i: tensor[i] * 3.0, name="tripled")
+
+        self.extensions = {"passes": Pass(), "cost_models": CostModel(),
+                           "search_engines": Engine(), "runners": Runner(),
+                           "operators": recording_operator}
+
+    @hookimpl
+    def tilecraft_register_passes(self) -> list[Any]:
+        return [self.extensions["passes"]]
+
+    @hookimpl
+    def tilecraft_register_cost_models(self) -> list[Any]:
+        return [self.extensions["cost_models"]]
+
+    @hookimpl
+    def tilecraft_register_search_engines(self) -> list[Any]:
+        return [self.extensions["search_engines"]]
+
+    @hookimpl
+    def tilecraft_register_operators(self) -> list[Any]:
+        return [self.extensions["operators"]]
+
+    @hookimpl
+    def tilecraft_register_runners(self) -> list[Any]:
+        return [self.extensions["runners"]]
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    """The recording plugin, installed in the process-wide plugin manager."""
+    from tilecraft.target import plugins
+
+    plugin = Recorder()
+    monkeypatch.setattr(plugins, "_default_manager",
+                        make_plugin_manager([plugin], entry_points=False))
+    return plugin
+
+
+def _x86() -> Any:
+    from tilecraft.target.registry import get_target
+
+    target = get_target("x86_avx512")
+    if not target.available().execute:
+        pytest.skip(f"x86_avx512 cannot execute here: {target.available().explain()}")
+    return target
+
+
+def test_every_hook_is_called_by_the_pipeline(recorder: Recorder, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture) -> None:
+    """The meta-test of use: each kind's registered extension is called by its consumer —
+    passes by compile's first stage, cost models by its mapping stage, operators by
+    ``tilecraft compile``, search engines by the tuner, runners by the tuner's measurement."""
+    import tilecraft as tc
+    from tilecraft import ops, te
+    from tilecraft.cli import main
+    from tilecraft.pipeline import run_pipeline
+    from tilecraft.tuning.candidate import MeasureInput, MeasureSettings, evaluate_in_process
+    from tilecraft.tuning.tuner import compute_workload, tune
+
+    target = _x86()
+    A = te.placeholder((16, 32), "uint8", name="A")
+    B = te.placeholder((32, 16), "int8", name="B")
+    C = ops.matmul(A, B, out_dtype="int32", name="C")
+    graph = tc.Graph.from_outputs([C])
+    state = run_pipeline(graph, target)
+    assert state.passes_applied == ["recording_pass"] and recorder.calls == ["passes"]
+    if target.spec.intrinsics:  # the mapping stage ranks mappings with the model named
+        ranked = run_pipeline(graph, target, cost_model="recording_cost_model")
+        assert "cost_models" in recorder.calls
+        assert [e.to_dict() for e in ranked.mapping_entries] == \
+            [e.to_dict() for e in state.mapping_entries]
+
+    program = tmp_path / "prog.py"
+    program.write_text("from tilecraft import te\nx = te.placeholder((8,), name='x')\n"
+                       "graph = operators['recording_operator'](x)\n")
+    assert main(["compile", str(program), "--run"]) == 0
+    assert "operators" in recorder.calls and "max abs error 0" in capsys.readouterr().out
+
+    x = te.placeholder((6, 8), name="x")
+    y = ops.softmax(x, name="y")
+    result = tune(y, target, {"preset": "quick", "trials": 2, "engine": "recording_engine",
+                              "progress": False, "repeats": 1})
+    assert "search_engines" in recorder.calls and result.tasks
+
+    recorder.calls.clear()
+    workload = compute_workload(ops.relu(x, name="r"))
+    measured = evaluate_in_process(MeasureInput(workload, "x86_avx512", {}),
+                                   MeasureSettings(repeats=2, min_seconds=0.0,
+                                                   runner="recording_runner"))
+    assert measured.ok and len(measured.costs) == 2, measured.error_message
+    assert recorder.calls == ["runners", "runners"]  # calibration, then the measurements
+
+
+def test_unknown_extensions_are_named_with_the_registered_ones(recorder: Recorder) -> None:
+    from tilecraft.cost import CostModelError, get_cost_model
+    from tilecraft.runtime.runners import RunnerError, get_runner
+    from tilecraft.search import SearchError, get_engine
+
+    with pytest.raises(CostModelError, match="unknown cost model 'roofline'; the cost models "
+                                             "are amos, recording_cost_model"):
+        get_cost_model("roofline")
+    with pytest.raises(RunnerError, match="unknown runner 'remote'; the runners are "
+                                          "in_process, recording_runner"):
+        get_runner("remote")
+    with pytest.raises(SearchError, match="unknown search engine 'sa'; the engines are p, q, "
+                                          "random, recording_engine"):
+        get_engine("sa")
+    assert type(get_engine("recording_engine", batch_size=2)).__name__ == "Engine"
+
+
+def test_a_pass_that_changes_the_outputs_is_refused_by_name() -> None:
+    import tilecraft as tc
+    from tilecraft import te
+    from tilecraft.passes import PassError
+    from tilecraft.pipeline import run_pipeline
+
+    class Truncate:
+        name = "truncate"
+
+        def __call__(self, graph: Any) -> Any:
+            return tc.Graph.from_outputs([graph.computes[0]])
+
+    class Plugin:
+        @hookimpl
+        def tilecraft_register_passes(self) -> list[Any]:
+            return [Truncate()]
+
+    x = te.placeholder((4,), name="x")
+    y = te.compute((4,), lambda i: x[i] + 1.0, name="y")
+    z = te.compute((4,), lambda i: y[i] * 2.0, name="z")
+    manager = make_plugin_manager([Plugin()], entry_points=False)
+    with pytest.raises(PassError, match="graph pass 'truncate' changed the graph's outputs"):
+        run_pipeline(tc.Graph.from_outputs([z]), _x86(), plugins=manager)
+
+
 # built-ins ---------------------------------------------------------------------------------
 
 
@@ -238,7 +423,8 @@ def test_extension_plugins_load_from_entry_points(entry_points: list[Any]) -> No
     ]
     manager = make_plugin_manager()
     models = extensions("cost_models", manager)
-    assert [(info.name, info.plugin) for info in models] == [("from_entry_point", "good")]
+    assert [(info.name, info.plugin) for info in models] == [("amos", "tilecraft.builtins"),
+                                                             ("from_entry_point", "good")]
     assert [(b.name, b.reason) for b in manager.broken] == [
         ("bad", "cannot load entry point fake_broken_extension: ImportError: needs libfoo"),
         ("good", "another plugin is registered under the same name; rename the entry point")]

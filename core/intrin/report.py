@@ -124,11 +124,13 @@ def functional_check(physical: PhysicalMapping) -> str:
 
 def report_entry(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec, *,
                  measured: MeasuredFunction | None = None, check: bool = False,
-                 thorough: bool = True,
-                 explore_trials: int = 0) -> tuple[MappingEntry, list[RankedMapping]]:
+                 thorough: bool = True, explore_trials: int = 0,
+                 model: Any = None) -> tuple[MappingEntry, list[RankedMapping]]:
     """The report entry of ``compute`` on ``intrinsic``, and the ranked mappings behind it.
     With ``explore_trials`` the chosen mapping and schedule come from the joint mapping x
-    schedule search (:func:`~tilecraft.intrin.explore.explore`, engine ``q``, seed 0)."""
+    schedule search (:func:`~tilecraft.intrin.explore.explore`, engine ``q``, seed 0).
+    ``model``: the cost model ranking the mappings (a :class:`tilecraft.cost.MappingCostModel`;
+    default AMOS's analytical model)."""
     from tilecraft.intrin.matching import match
 
     result = match(compute, intrinsic)
@@ -138,7 +140,8 @@ def report_entry(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec, *,
     if not result.mappings:
         return MappingEntry(**counts, reasons=tuple(r.message for r in result.reasons)), []
     ranked = rank_mappings(compute, intrinsic, spec, mappings=result.mappings,
-                           thorough=thorough)
+                           thorough=thorough) if model is None else \
+        list(model.rank(compute, intrinsic, spec, result.mappings, thorough=thorough))
     usable = [entry for entry in ranked if entry.usable]
     notes: list[str] = []
     best = next((entry for entry in usable if entry.physical is not None), None)
@@ -277,11 +280,12 @@ def mapping_report(program: Graph | Tensor | Sequence[Tensor], spec: TargetSpec,
                    intrinsics: Sequence[IntrinsicDecl | str] | None = None, *,
                    measured: MeasuredFunction | None = None, check: bool = False,
                    thorough: bool = True, explore_trials: int = 0,
-                   budget_seconds: float | None = None) -> MappingReport:
+                   budget_seconds: float | None = None, model: Any = None) -> MappingReport:
     """Match, verify, generate and cost every compute of ``program`` on every intrinsic of
     ``spec`` (or those named), choosing by the model under default schedules or, with
     ``explore_trials``, by the joint search. With ``budget_seconds`` a compute whose report
-    takes longer is left out, with a note (how ``tilecraft.compile`` keeps it cheap)."""
+    takes longer is left out, with a note (how ``tilecraft.compile`` keeps it cheap).
+    ``model``: the cost model ranking the mappings (default AMOS's)."""
     chosen = [spec.intrinsic(i) if isinstance(i, str) else i
               for i in (spec.intrinsics if intrinsics is None else intrinsics)]
     report = MappingReport(spec.name)
@@ -290,7 +294,8 @@ def mapping_report(program: Graph | Tensor | Sequence[Tensor], spec: TargetSpec,
         entries = []
         for intrinsic in chosen:
             entry, _ = report_entry(compute, intrinsic, spec, measured=measured, check=check,
-                                    thorough=thorough, explore_trials=explore_trials)
+                                    thorough=thorough, explore_trials=explore_trials,
+                                    model=model)
             entries.append(entry)
             elapsed = time.perf_counter() - start
             if budget_seconds is not None and elapsed > budget_seconds:
@@ -305,16 +310,24 @@ def mapping_report(program: Graph | Tensor | Sequence[Tensor], spec: TargetSpec,
     return report
 
 
-def attach_mapping_report(report: Any, graph: Graph, spec: TargetSpec,
-                          budget_seconds: float = 0.05) -> None:
-    """Fill ``report.mappings`` (an :class:`~tilecraft.runtime.report.Report`) with the matching
-    entries of the cheap report ``tilecraft.compile`` makes: Algorithm 4 only, no functional
-    check, each compute within ``budget_seconds`` (else left out, noted). A failure of the
-    model becomes a note: it never breaks a compile."""
+def compile_mapping_entries(graph: Graph, spec: TargetSpec, budget_seconds: float = 0.05,
+                            model: Any = None) -> tuple[list[MappingEntry], list[str]]:
+    """The matching entries and notes of the cheap report ``tilecraft.compile``'s mapping
+    stage makes (:mod:`tilecraft.pipeline.mapping`): Algorithm 4 only, no functional check,
+    each compute within ``budget_seconds`` (else left out, noted). A failure of the model
+    becomes a note: it never breaks a compile."""
     try:
-        mappings = mapping_report(graph, spec, thorough=False, budget_seconds=budget_seconds)
+        mappings = mapping_report(graph, spec, thorough=False, budget_seconds=budget_seconds,
+                                  model=model)
     except TilecraftError as err:
-        report.notes.append(f"mapping report failed: {err}")
-        return
-    report.mappings = mappings.matched()
-    report.notes.extend(mappings.notes)
+        return [], [f"mapping report failed: {err}"]
+    return mappings.matched(), list(mappings.notes)
+
+
+def attach_mapping_report(report: Any, entries: Sequence[MappingEntry],
+                          notes: Sequence[str] = ()) -> None:
+    """Fill ``report.mappings`` (an :class:`~tilecraft.runtime.report.Report`) with the
+    entries the mapping stage found (:func:`compile_mapping_entries`) — read, not matched
+    again — and add its notes."""
+    report.mappings = list(entries)
+    report.notes.extend(notes)

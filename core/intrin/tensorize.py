@@ -77,6 +77,15 @@ class TensorizedCompute:
         return self.ranked.physical
 
 
+def _rank(model: Any, compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec,
+          mappings: Sequence[Any], thorough: bool) -> list[RankedMapping]:
+    """The mappings ranked by ``model`` (a :class:`tilecraft.cost.MappingCostModel`; ``None``:
+    AMOS's analytical model, :func:`~tilecraft.intrin.perfmodel.rank_mappings`)."""
+    if model is None:
+        return rank_mappings(compute, intrinsic, spec, mappings=mappings, thorough=thorough)
+    return list(model.rank(compute, intrinsic, spec, mappings, thorough=thorough))
+
+
 def _usable(ranked: Iterable[RankedMapping]) -> list[RankedMapping]:
     """Verified mappings that generation accepts, the model's feasible ones first."""
     good = [entry for entry in ranked if entry.verified and entry.physical is not None]
@@ -84,9 +93,10 @@ def _usable(ranked: Iterable[RankedMapping]) -> list[RankedMapping]:
 
 
 def best_mapping(compute: Tensor, intrinsic: IntrinsicDecl,
-                 spec: TargetSpec) -> TensorizedCompute:
+                 spec: TargetSpec, model: Any = None) -> TensorizedCompute:
     """The model's best verified mapping of ``compute`` onto ``intrinsic``; a
-    :class:`MappingError` saying why when there is none."""
+    :class:`MappingError` saying why when there is none. ``model``: the cost model ranking
+    the mappings (default AMOS's)."""
     from tilecraft.intrin.matching import match
 
     result = match(compute, intrinsic)
@@ -94,7 +104,7 @@ def best_mapping(compute: Tensor, intrinsic: IntrinsicDecl,
         raise MappingError(f"compute {compute.name} has no mapping onto {intrinsic.name}; "
                            "tensorize it with another intrinsic or leave it out",
                            result.reasons)
-    ranked = rank_mappings(compute, intrinsic, spec, mappings=result.mappings, thorough=False)
+    ranked = _rank(model, compute, intrinsic, spec, result.mappings, thorough=False)
     usable = _usable(ranked)
     if not usable:
         reasons = [Reason(ReasonKind.UNSUPPORTED, f"{entry.mapping}: " + (
@@ -107,26 +117,28 @@ def best_mapping(compute: Tensor, intrinsic: IntrinsicDecl,
 
 def forced_mapping(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec,
                    loops: Mapping[str, Sequence[str]],
-                   operands: Mapping[str, str] | None = None) -> TensorizedCompute:
+                   operands: Mapping[str, str] | None = None,
+                   model: Any = None) -> TensorizedCompute:
     """The mapping a user names, verified (:func:`~tilecraft.intrin.verify.force_mapping`
     raises the structured reasons) and generated."""
     from tilecraft.intrin.verify import force_mapping
 
     mapping = force_mapping(compute, intrinsic, loops, operands)
-    (ranked,) = rank_mappings(compute, intrinsic, spec, mappings=[mapping])
+    (ranked,) = _rank(model, compute, intrinsic, spec, [mapping], thorough=True)
     if ranked.physical is None:
         raise MappingError(f"the forced mapping {mapping} passes verification but generation "
                            f"refuses it: {ranked.generation_error}")
     return TensorizedCompute(compute, intrinsic, ranked, (ranked,), forced=True)
 
 
-def best_over_intrinsics(compute: Tensor, spec: TargetSpec) -> TensorizedCompute | None:
+def best_over_intrinsics(compute: Tensor, spec: TargetSpec,
+                         model: Any = None) -> TensorizedCompute | None:
     """The best mapping of ``compute`` over every intrinsic of ``spec`` by predicted time
     (``None`` when no intrinsic has a usable mapping)."""
     found = []
     for intrinsic in spec.intrinsics:
         try:
-            found.append(best_mapping(compute, intrinsic, spec))
+            found.append(best_mapping(compute, intrinsic, spec, model))
         except MappingError:
             continue
     if not found:
@@ -152,39 +164,41 @@ def _forced_loops(compute: Tensor, loops: Any) -> dict[str, list[str]]:
     return checked
 
 
-def _one(compute: Tensor, spec: TargetSpec, choice: Any) -> TensorizedCompute:
+def _one(compute: Tensor, spec: TargetSpec, choice: Any, model: Any = None
+         ) -> TensorizedCompute:
     if choice == "auto" or choice is True:
-        chosen = best_over_intrinsics(compute, spec)
+        chosen = best_over_intrinsics(compute, spec, model)
         if chosen is None:
             raise MappingError(f"compute {compute.name} maps onto none of the intrinsics of "
                                f"{spec.name} ({', '.join(i.name for i in spec.intrinsics)}); "
                                "leave it out of tensorize")
         return chosen
     if isinstance(choice, str):
-        return best_mapping(compute, spec.intrinsic(choice), spec)
+        return best_mapping(compute, spec.intrinsic(choice), spec, model)
     if isinstance(choice, Mapping) and "intrinsic" in choice \
             and set(choice) <= {"intrinsic", "loops", "operands"}:
         intrinsic = spec.intrinsic(str(choice["intrinsic"]))
         if "loops" not in choice:
-            return best_mapping(compute, intrinsic, spec)
+            return best_mapping(compute, intrinsic, spec, model)
         return forced_mapping(compute, intrinsic, spec, _forced_loops(compute, choice["loops"]),
-                              choice.get("operands"))
+                              choice.get("operands"), model)
     raise InputError(f"tensorize[{compute.name!r}] = {choice!r}: give an intrinsic name, "
                      "'auto', or {'intrinsic': NAME, 'loops': {intrinsic loop: [software "
                      "loops]}, 'operands': {operand: tensor}}")
 
 
 def plan_tensorization(graph: Graph, spec: TargetSpec,
-                       request: TensorizeRequest) -> dict[str, TensorizedCompute]:
+                       request: TensorizeRequest,
+                       model: Any = None) -> dict[str, TensorizedCompute]:
     """The computes of ``graph`` to tensorize, by name, for ``request`` (see the module
-    docstring)."""
+    docstring); ``model`` is the cost model ranking the mappings (default AMOS's)."""
     if request is None or request is False:
         return {}
     computes = {tensor.name: tensor for tensor in graph.computes}
     if request is True or request == "auto":
         plan = {}
         for name, tensor in computes.items():
-            chosen = best_over_intrinsics(tensor, spec)
+            chosen = best_over_intrinsics(tensor, spec, model)
             if chosen is not None:
                 plan[name] = chosen
         return plan
@@ -195,7 +209,7 @@ def plan_tensorization(graph: Graph, spec: TargetSpec,
     if unknown:
         raise InputError(f"tensorize names {unknown[0]!r}, which is no compute of the graph; "
                          f"its computes are {', '.join(computes)}")
-    return {name: _one(computes[name], spec, choice) for name, choice in request.items()}
+    return {name: _one(computes[name], spec, choice, model) for name, choice in request.items()}
 
 
 def lower_tensorized(item: TensorizedCompute, options: LoweringOptions) -> list[Kernel]:
@@ -256,16 +270,21 @@ def native_measure(target: Any) -> Callable[[PhysicalMapping], float] | None:
 
 
 def report_tensorized(plan: Mapping[str, TensorizedCompute], compiled: Sequence[Any],
-                      report: Any) -> None:
+                      report: Any, entries: Mapping[str, Any] | None = None) -> None:
     """Record every planned compute in ``report.mappings`` (an
     :class:`~tilecraft.runtime.report.Report` whose ``kernels`` parallel ``compiled``, the
     :class:`~tilecraft.runtime.executable.CompiledKernel` list), with the measured time of its
-    kernel where that runs natively."""
+    kernel where that runs natively. ``entries`` (compute -> its
+    :func:`~tilecraft.intrin.report.tensorized_entry`, made by the mapping stage) are reused
+    instead of matching the compute again."""
     if not plan:
         return
+    import dataclasses
+
     from tilecraft.intrin.report import record_entries, tensorized_entry
 
-    entries = []
+    made = dict(entries or {})
+    found = []
     for name, item in plan.items():
         measured = None
         for entry, kernel_report in zip(compiled, report.kernels):
@@ -279,5 +298,7 @@ def report_tensorized(plan: Mapping[str, TensorizedCompute], compiled: Sequence[
                     report.notes.append(f"{name}: not measured: {err}")
                     continue
                 measured = measure(entry.runner, entry.kernel)
-        entries.append(tensorized_entry(item, measured))
-    record_entries(report, entries)
+        planned = made.get(name)
+        found.append(tensorized_entry(item, measured) if planned is None
+                     else dataclasses.replace(planned, measured_seconds=measured))
+    record_entries(report, found)

@@ -1,37 +1,26 @@
 """The core's own extensions, registered through the same hooks as any plugin.
 
 Core modules are imported only when a hook is called (never when tilecraft is imported). A
-core module contributes defaults by listing them in a module attribute, looked up here:
+core module contributes defaults by listing them in a module attribute, looked up here, and
+each kind has its consumer in the compile pipeline:
 
-=============== ====================== ==========================
-kind            module                 attribute
-=============== ====================== ==========================
-passes          tilecraft.passes       ``DEFAULT_PASSES``
-cost_models     tilecraft.cost         ``DEFAULT_COST_MODELS``
-search_engines  tilecraft.search       ``DEFAULT_SEARCH_ENGINES``
-operators       tilecraft.ops          ``__all__`` (its callables)
-runners         tilecraft.runtime      ``DEFAULT_RUNNERS``
-=============== ====================== ==========================
+- passes: ``tilecraft.passes.DEFAULT_PASSES``, run by the graph-passes stage;
+- cost_models: ``tilecraft.cost.DEFAULT_COST_MODELS``, asked by the AMOS mapping stage;
+- search_engines: ``tilecraft.search.DEFAULT_SEARCH_ENGINES``, run by the tuner;
+- operators: the callables of ``tilecraft.ops.__all__``, offered to ``tilecraft compile``
+  programs as ``operators``;
+- runners: ``tilecraft.runtime.runners.DEFAULT_RUNNERS``, timing the tuner's candidates.
 
-A module that does not exist yet contributes nothing; one that fails to import is reported
-like any broken plugin. The in-process runner below is always there.
-
->>> runner = InProcessRunner()
->>> calls = []
->>> seconds = runner.run(lambda arrays: calls.append(1), {}, repeat=3)
->>> len(seconds), len(calls)
-(3, 4)
+>>> sorted(name for name, _ in DEFAULT_PROVIDERS.values())[:2]
+['tilecraft.cost', 'tilecraft.ops']
 """
 
 from __future__ import annotations
 
 import importlib
-import time
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from tilecraft.runtime.runners import InProcessRunner
 from tilecraft.target.hookspecs import Extension, hookimpl
 
 DEFAULT_PROVIDERS: dict[str, tuple[str, str]] = {
@@ -39,42 +28,21 @@ DEFAULT_PROVIDERS: dict[str, tuple[str, str]] = {
     "cost_models": ("tilecraft.cost", "DEFAULT_COST_MODELS"),
     "search_engines": ("tilecraft.search", "DEFAULT_SEARCH_ENGINES"),
     "operators": ("tilecraft.ops", "__all__"),
-    "runners": ("tilecraft.runtime", "DEFAULT_RUNNERS"),
+    "runners": ("tilecraft.runtime.runners", "DEFAULT_RUNNERS"),
 }
 
 
 def _defaults(kind: str) -> list[Any]:
     module_name, attribute = DEFAULT_PROVIDERS[kind]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        if err.name == module_name:
-            return []  # the module is not written yet
-        raise
-    values = getattr(module, attribute, ())
+    module = importlib.import_module(module_name)
+    values = getattr(module, attribute)
     if attribute == "__all__":
         values = [getattr(module, name) for name in values]
         return [value for value in values if callable(value) and not isinstance(value, type)]
     return list(values)
 
 
-class InProcessRunner:
-    """Runs a kernel function in this process and times each call (no isolation: a crashing
-    kernel takes the process down; use an isolated runner for untrusted candidates)."""
-
-    name = "in_process"
-
-    def run(self, function: Any, arrays: Mapping[str, np.ndarray], *, repeat: int = 3,
-            warmup: int = 1) -> list[float]:
-        """Seconds of each of ``repeat`` calls, after ``warmup`` untimed calls."""
-        for _ in range(warmup):
-            function(arrays)
-        seconds = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            function(arrays)
-            seconds.append(time.perf_counter() - start)
-        return seconds
+__all__ = ["DEFAULT_PROVIDERS", "InProcessRunner"]
 
 
 @hookimpl
@@ -99,4 +67,4 @@ def tilecraft_register_operators() -> list[Extension]:
 
 @hookimpl
 def tilecraft_register_runners() -> list[Extension]:
-    return [InProcessRunner(), *_defaults("runners")]
+    return _defaults("runners")

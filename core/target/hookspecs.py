@@ -46,7 +46,8 @@ Extension = NamedExtension | Callable[..., Any]
 @hookspec
 def tilecraft_register_passes() -> list[Extension]:
     """Graph passes: each is called ``graph_pass(graph) -> Graph`` and must return an
-    equivalent graph (simplification, constant folding, layout changes).
+    equivalent graph (simplification, constant folding, layout changes); the first stage of
+    ``tilecraft.compile`` runs them in order (:mod:`tilecraft.pipeline.graph_passes`).
 
     >>> from tilecraft.target.plugins import collect, make_plugin_manager
     >>> class KeepGraph:
@@ -66,11 +67,16 @@ def tilecraft_register_passes() -> list[Extension]:
 @hookspec
 def tilecraft_register_cost_models() -> list[Extension]:
     """Cost models: each predicts the cost of a candidate (a schedule of a kernel on a
-    target) so a search can rank candidates without measuring all of them.
+    target) so a search can rank candidates without measuring all of them. The AMOS mapping
+    stage of ``tilecraft.compile`` ranks mappings with the one named ``cost_model`` (default
+    ``"amos"``): ``rank(compute, intrinsic, spec, mappings, *, thorough)`` (see
+    :mod:`tilecraft.cost`).
 
     >>> from tilecraft.target.plugins import collect, make_plugin_manager
     >>> class RooflineModel:
     ...     name = "roofline"
+    ...     def rank(self, compute, intrinsic, spec, mappings, *, thorough=True):
+    ...         return []
     >>> class MyPlugin:
     ...     @hookimpl
     ...     def tilecraft_register_cost_models(self):
@@ -84,26 +90,31 @@ def tilecraft_register_cost_models() -> list[Extension]:
 @hookspec
 def tilecraft_register_search_engines() -> list[Extension]:
     """Search engines: each explores a search space given only the space and a cost
-    function, with an explicit seed (simulated annealing, genetic, MCTS, random ...).
+    function, with an explicit seed (simulated annealing, genetic, MCTS, random ...). The
+    tuner runs the one its options name (``TuningOptions.engine``), looked up here by
+    :func:`tilecraft.search.get_engine`: a :class:`tilecraft.search.SearchEngine` (built afresh
+    with the options) or any object with ``search(space, cost, budget_trials, seed,
+    budget_seconds=None) -> SearchResult``.
 
-    >>> from tilecraft.target.plugins import collect, make_plugin_manager
+    >>> from tilecraft.search import RandomSearch, get_engine
+    >>> from tilecraft.target.plugins import make_plugin_manager
+    >>> class Exhaustive(RandomSearch):
+    ...     name = "exhaustive"
     >>> class MyPlugin:
     ...     @hookimpl
     ...     def tilecraft_register_search_engines(self):
-    ...         def exhaustive(space, cost, seed=0):
-    ...             return min(space, key=cost)
-    ...         return [exhaustive]
-    >>> manager = make_plugin_manager([MyPlugin()], entry_points=False, builtins=False)
-    >>> engine = collect("search_engines", manager)["exhaustive"]
-    >>> engine([3, 1, 2], cost=lambda x: x)
-    1
+    ...         return [Exhaustive()]
+    >>> manager = make_plugin_manager([MyPlugin()], entry_points=False)
+    >>> type(get_engine("exhaustive", manager=manager, batch_size=4)).__name__
+    'Exhaustive'
     """
 
 
 @hookspec
 def tilecraft_register_operators() -> list[Extension]:
-    """Operators: functions building te tensors (``gemm(A, B) -> Tensor``), found by name
-    by the ONNX importer and the CLI.
+    """Operators: functions building te tensors (``gemm(A, B) -> Tensor``), found by name:
+    ``tilecraft compile`` gives the program file them as ``operators`` (an ONNX importer
+    would look them up the same way).
 
     >>> from tilecraft import te
     >>> from tilecraft.target.plugins import collect, make_plugin_manager
@@ -122,12 +133,16 @@ def tilecraft_register_operators() -> list[Extension]:
 
 @hookspec
 def tilecraft_register_runners() -> list[Extension]:
-    """Runners: each runs a loaded kernel on arrays and times it
-    (``runner.run(function, arrays, repeat=...)``), e.g. in-process or in an isolated worker.
+    """Runners: each runs a loaded kernel on arrays and times it (``runner.run(function,
+    arrays, *, repeat, warmup, number=1) -> seconds per call of each measurement``); the
+    tuner's measurement uses the one ``MeasureSettings.runner`` names (default
+    ``in_process``, see :mod:`tilecraft.runtime.runners`).
 
     >>> from tilecraft.target.plugins import collect, make_plugin_manager
     >>> class SerialRunner:
     ...     name = "serial"
+    ...     def run(self, function, arrays, *, repeat=3, warmup=1, number=1):
+    ...         return [0.0] * repeat
     >>> class MyPlugin:
     ...     @hookimpl
     ...     def tilecraft_register_runners(self):

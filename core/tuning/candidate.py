@@ -103,6 +103,9 @@ class MeasureSettings:
     memory_limit_bytes: int | None = None
     recycle_after: int | None = 500
     recycle_rss_bytes: int | None = None
+    #: the runner timing each candidate, by its name registered through the runners hook
+    #: (:mod:`tilecraft.runtime.runners`)
+    runner: str = "in_process"
 
     def __post_init__(self) -> None:
         problems = []
@@ -125,6 +128,8 @@ class MeasureSettings:
                                                or self.recycle_after < 1):
             problems.append(f"recycle_after={self.recycle_after!r} (use 1 or more candidates, "
                             "or None for never)")
+        if not isinstance(self.runner, str) or not self.runner:
+            problems.append(f"runner={self.runner!r} (use a registered runner's name)")
         if problems:
             raise TuningError(f"MeasureSettings: invalid {'; '.join(problems)}")
 
@@ -420,23 +425,20 @@ def _compare(name: str, actual: np.ndarray, expected: np.ndarray, rtol: float,
 def time_candidate(prepared: PreparedCandidate, settings: MeasureSettings,
                    on_stage: StageCallback = lambda s: None) -> tuple[float, ...]:
     """Warm-up runs, then ``settings.repeats`` measurements of at least
-    ``settings.min_seconds`` each; seconds per run of each measurement."""
+    ``settings.min_seconds`` each; seconds per run of each measurement. The runner named by
+    ``settings.runner`` (registered through the runners hook) runs and times the calls."""
+    from tilecraft.runtime.runners import get_runner
 
     def measure() -> tuple[float, ...]:
-        clock = time.perf_counter
-        for _ in range(settings.warmup):
+        runner = get_runner(settings.runner)
+
+        def call(_arrays: Any) -> None:
             prepared.run()
-        start = clock()
-        prepared.run()
-        first = clock() - start
+
+        (first,) = runner.run(call, {}, repeat=1, warmup=settings.warmup, number=1)
         number = max(1, min(1_000_000, math.ceil(settings.min_seconds / max(first, 1e-9))))
-        costs = []
-        for _ in range(settings.repeats):
-            start = clock()
-            for _ in range(number):
-                prepared.run()
-            costs.append(max((clock() - start) / number, 1e-12))
-        return tuple(costs)
+        costs = runner.run(call, {}, repeat=settings.repeats, warmup=0, number=number)
+        return tuple(max(float(cost), 1e-12) for cost in costs)
 
     return _step(Stage.TIME, on_stage, measure)
 

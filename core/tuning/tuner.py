@@ -96,10 +96,13 @@ def _target_ref(target: Target) -> str:
 
 def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
          options: TuningOptions | str | Mapping[str, Any] | bool | None = None,
-         target_ref: str | None = None, skip: Sequence[str] = ()) -> TuningResult:
+         target_ref: str | None = None, skip: Sequence[str] = (),
+         plugins: Any = None) -> TuningResult:
     """Tune every compute of ``program`` that ``target`` has a template for, except those named
     in ``skip`` (see the module docstring). ``target_ref`` names the target for worker processes
-    (its registered name by default; ``"module:factory"`` for a target built in-process)."""
+    (its registered name by default; ``"module:factory"`` for a target built in-process). The
+    engine named in the options is looked up in the search engines registered through the
+    plugin hook of ``plugins`` (a plugin manager; default: the process's)."""
     from tilecraft.search import get_engine
 
     opts = TuningOptions.coerce(options)
@@ -120,7 +123,8 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
                     continue
                 tasks.append(_tune_task(tensor, template, builder, target, target_ref or
                                         _target_ref(target), opts, measurer, database, events,
-                                        get_engine(opts.engine), deadline))
+                                        get_engine(opts.engine, manager=plugins),
+                                        deadline))
     finally:
         if database is not None:
             database.close()

@@ -33,7 +33,8 @@ from tilecraft.search.engines.qnetwork import AdaDelta, QNetwork
 from tilecraft.search.engines.random_search import RandomSearch
 from tilecraft.search.errors import SearchError
 
-#: engine classes by registry name
+#: the core's engine classes by name (registered through the plugin hook as
+#: ``tilecraft.search.DEFAULT_SEARCH_ENGINES``; :func:`get_engine` reads the hook's registry)
 ENGINES: dict[str, type[SearchEngine]] = {
     QMethodSearch.name: QMethodSearch,
     PMethodSearch.name: PMethodSearch,
@@ -41,18 +42,34 @@ ENGINES: dict[str, type[SearchEngine]] = {
 }
 
 
-def get_engine(name: str, **options: Any) -> SearchEngine:
-    """A new engine of the registry name ``name``, built with ``options``."""
-    try:
-        engine_class = ENGINES[name]
-    except (KeyError, TypeError):
+def get_engine(name: str, manager: Any = None, **options: Any) -> SearchEngine:
+    """A new engine of the name ``name``, built with ``options``, from the one registry of
+    search engines: the ``tilecraft_register_search_engines`` hook of ``manager`` (default:
+    the process's plugin manager), where the core's engines register too. A registered
+    :class:`SearchEngine` instance (or class) is built afresh with ``options``; another object
+    with a ``search`` method is used as it is (it takes no options)."""
+    from tilecraft.target.plugins import collect
+
+    registered = collect("search_engines", manager)
+    if not isinstance(name, str) or name not in registered:
         raise SearchError(f"unknown search engine {name!r}; the engines are "
-                          f"{', '.join(sorted(ENGINES))}") from None
-    try:
-        return engine_class(**options)
-    except TypeError as err:
-        raise SearchError(f"search engine {name!r}: {err}; see "
-                          f"{engine_class.__name__}'s parameters") from None
+                          f"{', '.join(sorted(registered))}")
+    entry = registered[name]
+    engine_class = entry if isinstance(entry, type) else type(entry)
+    if isinstance(entry, type) or isinstance(entry, SearchEngine):
+        try:
+            return engine_class(**options)
+        except TypeError as err:
+            raise SearchError(f"search engine {name!r}: {err}; see "
+                              f"{engine_class.__name__}'s parameters") from None
+    if not callable(getattr(entry, "search", None)):
+        raise SearchError(f"search engine {name!r} ({engine_class.__name__}) has no search("
+                          "space, cost, budget_trials, seed, budget_seconds=None) method; "
+                          "register a tilecraft.search.SearchEngine")
+    if options:
+        raise SearchError(f"search engine {name!r} is a registered instance and takes no "
+                          f"options, got {', '.join(sorted(options))}")
+    return entry
 
 
 __all__ = ["ENGINES", "AdaDelta", "CostFunction", "PMethodSearch", "QMethodSearch",

@@ -1,0 +1,57 @@
+"""Stage 7, build / load / emulate: each source built and loaded where this machine executes
+the target, wrapped in the Kernel IR interpreter where it emulates, built only where it can
+compile but not run, kept as source otherwise.
+
+>>> Build.name
+'build'
+"""
+
+from __future__ import annotations
+
+import time
+
+from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.pipeline.state import CompileState
+from tilecraft.runtime.executable import CompiledKernel, KernelRunner
+from tilecraft.runtime.report import KernelReport
+from tilecraft.target.base import Capability, Source, Target
+
+
+def make_runner(target: Target, kernel: Kernel, source: Source,
+                capability: Capability) -> tuple[KernelRunner | None, str]:
+    """How ``kernel`` runs here, and the report's mode (``native``, ``emulated``, ``source``)."""
+    if capability is Capability.EXECUTE:
+        return target.load(target.build(source)), "native"
+    if capability is Capability.EMULATE:
+        return (lambda arrays, _k=kernel: target.emulate(_k, arrays)), "emulated"
+    if capability is Capability.COMPILE_ONLY:
+        target.build(source)
+    return None, "source"
+
+
+class Build:
+    """Builds and loads (or emulates) every generated source."""
+
+    name = "build"
+
+    def run(self, state: CompileState) -> CompileState:
+        capability = state.availability.capability
+        computes = {tensor.name: tensor for tensor in state.graph.computes}
+        lowering = {lowered.compute: lowered.seconds for lowered in state.lowered}
+        for compute, kernel, source, codegen_seconds in state.sources:
+            start = time.perf_counter()
+            runner, mode = make_runner(state.target, kernel, source, capability)
+            # the first kernel of a compute also carries the compute's lowering time
+            seconds = codegen_seconds + time.perf_counter() - start + lowering.pop(compute, 0.0)
+            state.compiled.append(CompiledKernel(kernel, source, runner))
+            state.kernel_reports.append(KernelReport(
+                name=kernel.name, statement=computes[compute].statement(),
+                schedule=str(kernel.attrs.get("schedule", "default")),
+                language=source.language, source_lines=source.text.count("\n") + 1,
+                source_bytes=len(source.text), mode=mode, compile_seconds=seconds))
+        return state
+
+    def describe(self, state: CompileState) -> str:
+        return "\n".join(f"{report.name}: {report.mode}, {report.compile_seconds * 1e3:.1f} ms, "
+                         f"schedule {report.schedule}" for report in state.kernel_reports)
+
