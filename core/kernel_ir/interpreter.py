@@ -37,14 +37,17 @@ array([0., 2., 4., 6., 8.], dtype=float32)
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from tilecraft.errors import IndexBoundsError, InputError, LoweringError, TargetError
+from tilecraft.kernel_ir.concurrency import SubgroupReduce
+from tilecraft.kernel_ir.interpreter_concurrency import ConcurrentStatements
 from tilecraft.kernel_ir.interpreter_expr import Env, ExprCompiler, StmtFn, accumulate_scalar
 from tilecraft.kernel_ir.interpreter_vector import compile_vector_store
+from tilecraft.kernel_ir.layout import parse_layout
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Barrier,
@@ -64,6 +67,7 @@ from tilecraft.kernel_ir.nodes import (
     StreamPush,
 )
 from tilecraft.kernel_ir.printer import stmt_to_str
+from tilecraft.kernel_ir.visitor import KernelVisitor, walk_stmts
 from tilecraft.te.expr import Const
 
 Semantics = Mapping[str, Callable[..., Any]]
@@ -98,8 +102,8 @@ def run_kernels(kernels: Sequence[Kernel], arrays: Mapping[str, np.ndarray],
         for name in kernel.outputs:
             if name not in namespace:
                 buffer = kernel.param(name)
-                namespace[name] = np.zeros(buffer.shape, buffer.dtype.numpy)
-        run_kernel(kernel, {b.name: _viewed(namespace.get(b.name), b.shape)
+                namespace[name] = np.zeros(buffer.storage_shape, buffer.dtype.numpy)
+        run_kernel(kernel, {b.name: _viewed(namespace.get(b.name), b.storage_shape)
                             for b in kernel.params}, semantics)
     return namespace
 
@@ -128,9 +132,17 @@ def validate_arrays(kernel: Kernel, arrays: Mapping[str, Any]) -> None:
         if not isinstance(array, np.ndarray):
             raise InputError(f"kernel {kernel.name}: parameter {buffer.name} must be a numpy "
                              f"array, got {type(array).__name__}")
-        if array.shape != buffer.shape:
+        if buffer.layout != "row_major":
+            size = parse_layout(buffer.layout).physical_size(buffer.shape)
+            if array.size != size or not array.flags.c_contiguous:
+                raise InputError(f"kernel {kernel.name}: array {buffer.name} must hold the "
+                                 f"{size} elements of its {buffer.layout} layout in one "
+                                 f"C-contiguous array, got shape {array.shape}")
+        elif array.shape != buffer.storage_shape:
             raise InputError(f"kernel {kernel.name}: array {buffer.name} has shape {array.shape} "
-                             f"but the parameter has shape {buffer.shape}")
+                             f"but the parameter has shape {buffer.storage_shape}" +
+                             (f" ({buffer.element_type}: the lanes last)"
+                              if buffer.lanes > 1 else ""))
         if array.dtype != buffer.dtype.numpy:
             raise InputError(f"kernel {kernel.name}: array {buffer.name} has dtype {array.dtype} "
                              f"but the parameter is {buffer.dtype.value}; convert it with "
@@ -140,57 +152,85 @@ def validate_arrays(kernel: Kernel, arrays: Mapping[str, Any]) -> None:
                              "pass a writable array (outputs are written in place)")
 
 
-class CompiledKernel:
+class CompiledKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
     """A kernel compiled into closures; call it with the arrays, like a loaded kernel."""
 
     def __init__(self, kernel: Kernel, semantics: Semantics):
         self.kernel = kernel
         self._semantics = semantics
         self._exprs = ExprCompiler(kernel.name)
-        self._param_slots = [(b.name, self._exprs.bind_buffer(b)) for b in kernel.params]
         self._streams: dict[Stream, int] = {}
+        self._setup_concurrency(kernel)
+        self._param_slots = [(b, self._exprs.bind_buffer(b)) for b in kernel.params]
         self._body = self._stmt(kernel.body)
 
     def __call__(self, arrays: Mapping[str, np.ndarray]) -> None:
         validate_arrays(self.kernel, arrays)
         env: Env = [None] * self._exprs.slot_count
-        for name, slot in self._param_slots:
-            env[slot] = arrays[name]
+        laid_out = []
+        for buffer, slot in self._param_slots:
+            array = arrays[buffer.name]
+            if buffer.layout != "row_major":
+                # the caller passes the physical array; the kernel computes on the logical one
+                offsets = parse_layout(buffer.layout).offsets(buffer.shape)
+                laid_out.append((buffer, array, offsets, slot))
+                array = array.reshape(-1)[offsets]
+            env[slot] = array
         for slot in self._streams.values():
             env[slot] = deque()
+        self._start_concurrency(env)
         with np.errstate(all="ignore"):
             self._body(env)
+        self._finish_concurrency(env)
+        for buffer, array, offsets, slot in laid_out:
+            if buffer.name in self.kernel.outputs:
+                array.reshape(-1)[offsets] = env[slot]
 
     # statements ---------------------------------------------------------------------------
     def _stmt(self, stmt: Stmt) -> StmtFn:
-        if isinstance(stmt, Seq):
-            parts = [self._stmt(s) for s in stmt.stmts]
+        return self.visit(stmt)
 
-            def run_seq(env: Env) -> None:
-                for part in parts:
-                    part(env)
-
-            return run_seq
-        if isinstance(stmt, For):
-            return self._for(stmt)
-        if isinstance(stmt, Store):
-            return self._store(stmt)
-        if isinstance(stmt, Allocate):
-            return self._allocate(stmt)
-        if isinstance(stmt, IfThenElse):
-            return self._if(stmt)
-        if isinstance(stmt, Copy):
-            return self._copy(stmt)
-        if isinstance(stmt, (IntrinsicCall, MicroKernelCall)):
-            return self._call(stmt)
-        if isinstance(stmt, Barrier):
-            return _no_op
-        if isinstance(stmt, StreamPush):
-            return self._push(stmt)
-        if isinstance(stmt, StreamPop):
-            return self._pop(stmt)
+    def generic_visit(self, stmt: Stmt) -> StmtFn:
         raise LoweringError(f"kernel {self.kernel.name}: the interpreter does not know the "
                             f"statement {type(stmt).__name__}; express it with Kernel IR nodes")
+
+    def visit_Seq(self, stmt: Seq) -> StmtFn:
+        parts = [self._stmt(s) for s in stmt.stmts]
+
+        def run_seq(env: Env) -> None:
+            for part in parts:
+                part(env)
+
+        return run_seq
+
+    def visit_For(self, stmt: For) -> StmtFn:
+        return self._for(stmt)
+
+    def visit_Store(self, stmt: Store) -> StmtFn:
+        return self._store(stmt)
+
+    def visit_Allocate(self, stmt: Allocate) -> StmtFn:
+        return self._allocate(stmt)
+
+    def visit_IfThenElse(self, stmt: IfThenElse) -> StmtFn:
+        return self._if(stmt)
+
+    def visit_Copy(self, stmt: Copy) -> StmtFn:
+        return self._copy(stmt)
+
+    def visit_IntrinsicCall(self, stmt: IntrinsicCall | MicroKernelCall) -> StmtFn:
+        return self._call(stmt)
+
+    visit_MicroKernelCall = visit_IntrinsicCall
+
+    def visit_Barrier(self, stmt: Barrier) -> StmtFn:
+        return _no_op
+
+    def visit_StreamPush(self, stmt: StreamPush) -> StmtFn:
+        return self._push(stmt)
+
+    def visit_StreamPop(self, stmt: StreamPop) -> StmtFn:
+        return self._pop(stmt)
 
     def _for(self, loop: For) -> StmtFn:
         extent = self._exprs.compile(loop.extent)
@@ -246,7 +286,7 @@ class CompiledKernel:
         buffer = alloc.buffer
         slot = self._exprs.bind_buffer(buffer)
         body = self._stmt(alloc.body)
-        shape, dtype = buffer.shape, buffer.dtype.numpy
+        shape, dtype = buffer.storage_shape, buffer.dtype.numpy
 
         def run_allocate(env: Env) -> None:
             env[slot] = np.zeros(shape, dtype)
@@ -354,6 +394,8 @@ class CompiledKernel:
     def _lockstep(self, stmt: Stmt) -> LockstepFn:
         """Run ``stmt`` for every thread environment, statement by statement, so that each
         barrier is reached by all threads before any thread goes past it."""
+        if isinstance(stmt, SubgroupReduce):
+            return self._lockstep_subgroup(stmt)
         if not _contains_barrier(stmt) or isinstance(stmt, Barrier):
             single = self._stmt(stmt)
 
@@ -382,7 +424,7 @@ class CompiledKernel:
     def _lockstep_allocate(self, alloc: Allocate) -> LockstepFn:
         slot = self._exprs.bind_buffer(alloc.buffer)
         body = self._lockstep(alloc.body)
-        shape, dtype = alloc.buffer.shape, alloc.buffer.dtype.numpy
+        shape, dtype = alloc.buffer.storage_shape, alloc.buffer.dtype.numpy
 
         def allocate_all(threads: list[Env]) -> None:
             for env in threads:
@@ -448,20 +490,9 @@ def _no_op(env: Env) -> None:
 
 
 def _contains_barrier(stmt: Stmt) -> bool:
-    return any(isinstance(s, Barrier) for s in _statements(stmt))
-
-
-def _statements(stmt: Stmt) -> Iterable[Stmt]:
-    yield stmt
-    if isinstance(stmt, Seq):
-        for s in stmt.stmts:
-            yield from _statements(s)
-    elif isinstance(stmt, (For, Allocate)):
-        yield from _statements(stmt.body)
-    elif isinstance(stmt, IfThenElse):
-        yield from _statements(stmt.then_body)
-        if stmt.else_body is not None:
-            yield from _statements(stmt.else_body)
+    """Whether threads must run ``stmt`` in lockstep: it holds a barrier or a subgroup
+    reduction (both need every thread to arrive before any goes on)."""
+    return any(isinstance(s, (Barrier, SubgroupReduce)) for s in walk_stmts(stmt))
 
 
 __all__ = ["CompiledKernel", "Semantics", "compile_kernel", "run_kernel", "run_kernels",

@@ -31,6 +31,7 @@ import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import IndexBoundsError, LoweringError
+from tilecraft.kernel_ir.concurrency import LaneReduce
 from tilecraft.kernel_ir.nodes import Buffer, BufferLoad
 from tilecraft.reference.numerics import cast_values, const_array
 from tilecraft.reference.numerics import erf as reference_erf
@@ -173,6 +174,12 @@ class ExprCompiler:
         self.slot_count = 0
         self._slots: dict[Any, int] = {}
         self._names: dict[int, str] = {}
+        #: buffer id -> slot of its "copy in flight" mask (destinations of asynchronous copies)
+        self.load_guards: dict[int, int] = {}
+
+    def var_slots(self) -> list[int]:
+        """The slots of every loop variable bound so far."""
+        return [slot for key, slot in self._slots.items() if isinstance(key, Var)]
 
     def new_slot(self) -> int:
         self.slot_count += 1
@@ -211,6 +218,8 @@ class ExprCompiler:
             return operator.itemgetter(slot)
         if isinstance(expr, BufferLoad):
             return self._load(expr, vector)
+        if isinstance(expr, LaneReduce):
+            return self._lane_reduce(expr, vector)
         if isinstance(expr, Binary):
             fn = _binary_fn(expr.op, expr.a.dtype, vector)
             a, b = self.compile(expr.a, vector), self.compile(expr.b, vector)
@@ -342,11 +351,38 @@ class ExprCompiler:
         buffer = load.buffer
         slot = self.buffer_slot(buffer, f"a load of {buffer.name}")
         index = self.index(buffer, load.indices, f"load {load}", vector)
+        guard = self.load_guards.get(id(buffer))
+        if guard is not None:
+            index = self._guarded(index, guard, load)
         if is_half(buffer.dtype):
-            if vector:
+            if vector or buffer.lanes > 1:
                 return lambda env: np.asarray(env[slot][index(env)], dtype=np.float32)
             return lambda env: np.float32(env[slot][index(env)])
+        if buffer.lanes > 1:
+            return lambda env: env[slot][index(env)].copy()
         return lambda env: env[slot][index(env)]
+
+    def _guarded(self, index: ExprFn, mask_slot: int, load: BufferLoad) -> ExprFn:
+        kernel = self.kernel_name
+
+        def checked(env: Env) -> Any:
+            where = index(env)
+            mask = env[mask_slot]
+            if mask is not None and np.any(mask[where]):
+                raise LoweringError(
+                    f"kernel {kernel}: {load} reads {load.buffer.name} while an asynchronous "
+                    "copy into that element is still in flight; commit the copy and wait_group "
+                    "for it before the read")
+            return where
+
+        return checked
+
+    def _lane_reduce(self, expr: LaneReduce, vector: bool) -> ExprFn:
+        x = self.compile(expr.x, vector)
+        reduce = {ReduceOp.SUM: np.add.reduce, ReduceOp.MAX: np.maximum.reduce,
+                  ReduceOp.MIN: np.minimum.reduce}[expr.op]
+        dtype = expr.dtype.compute_numpy
+        return lambda env: dtype.type(reduce(np.asarray(x(env), dtype=dtype), axis=-1))
 
 
 __all__ = ["Env", "ExprCompiler", "ExprFn", "StmtFn", "VectorFallback", "accumulate_scalar",

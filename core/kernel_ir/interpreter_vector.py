@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tilecraft.kernel_ir.concurrency import LaneReduce
 from tilecraft.kernel_ir.interpreter_expr import (
     Env,
     ExprCompiler,
@@ -43,6 +44,10 @@ def compile_vector_store(exprs: ExprCompiler, store: Store, var: Var,
     index_nodes = [node for index in store.indices for node in walk_expr(index)]
     if any(isinstance(node, BufferLoad) for node in index_nodes):
         return None
+    if store.buffer.lanes > 1 or any(
+            isinstance(node, LaneReduce) or (isinstance(node, BufferLoad) and node.buffer.lanes > 1)
+            for node in walk_expr(store.value)):
+        return None  # vector element types: every value is already an array of lanes
     target_moves = var in index_nodes
     own_reads = [node for node in walk_expr(store.value)
                  if isinstance(node, BufferLoad) and node.buffer is store.buffer]

@@ -7,11 +7,17 @@ It is designed against all five targets of DESIGN.md:
   bound (to a hardware axis such as ``blockIdx.x`` or a work-item id), pipelined (with an
   initiation interval), stage (a dataflow stage of an HLS region);
 - buffers are placed in a memory level named in the target spec (``global``, ``L1``,
-  ``shared``, ``fragment``, ``L0A``, ``BRAM`` ...), with a shape, dtype, layout and an optional
-  array partitioning;
+  ``shared``, ``fragment``, ``L0A``, ``BRAM`` ...), with a shape, an element type (a dtype, or
+  a vector of ``lanes`` of it: ``float16x8``), a layout (:mod:`.layout`) and an optional array
+  partitioning;
 - statements: stores (optionally accumulating with a reduce op), copies of regions between
   levels, intrinsic calls on operand regions (base and strides, as AMOS's memory mapping),
-  micro-kernel calls, barriers, stream pushes and pops, conditionals, allocations.
+  micro-kernel calls, barriers, stream pushes and pops, conditionals, allocations; and the
+  statements of concurrent hardware in :mod:`.concurrency` (asynchronous copies with commit /
+  wait groups, multi-stage pipelines, dataflow regions, atomics, subgroup reductions).
+
+Every statement class lists its child statements (``child_fields``) and expressions
+(``expr_fields``) so one visitor (:mod:`.visitor`) walks and rebuilds them all.
 
 Expressions are te expressions over loop variables (:class:`tilecraft.te.Var`) plus
 :class:`BufferLoad`. Everything is frozen and hashable.
@@ -30,7 +36,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tilecraft.dtypes import DType
 from tilecraft.te.expr import Expr, ReduceOp, Var
@@ -65,8 +71,14 @@ class ArrayPartition:
 class Buffer:
     """A named array in a memory level; compared and hashed by identity.
 
-    ``layout`` names how the logical shape is laid out (``row_major`` unless a target's
-    lowering chose e.g. ``fractal_zZ`` for Ascend's 16x16 blocks).
+    ``layout`` names how the logical shape is laid out in memory (``row_major`` unless a
+    target's lowering chose e.g. ``fractal_zZ`` for Ascend's 16x16 blocks; see
+    :func:`~tilecraft.kernel_ir.layout.parse_layout`; a Layout object is stored by its name).
+    ``lanes`` > 1 makes every element a vector of ``lanes`` values of ``dtype`` (OpenCL's
+    ``char4``, CUDA's ``half2``): a load of one element is a vector value.
+
+    >>> Buffer("V", (4,), DType.INT8, lanes=4).element_type
+    'int8x4'
     """
 
     name: str
@@ -75,6 +87,21 @@ class Buffer:
     level: str = "global"
     layout: str = "row_major"
     partitions: tuple[ArrayPartition, ...] = ()
+    lanes: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.layout, str):
+            object.__setattr__(self, "layout", self.layout.name)
+
+    @property
+    def element_type(self) -> str:
+        """``float32``, or ``float16x8`` for a vector element type."""
+        return self.dtype.value if self.lanes == 1 else f"{self.dtype.value}x{self.lanes}"
+
+    @property
+    def storage_shape(self) -> tuple[int, ...]:
+        """The numpy shape holding the buffer: the shape, plus the lanes of a vector type."""
+        return self.shape if self.lanes == 1 else (*self.shape, self.lanes)
 
     @property
     def ndim(self) -> int:
@@ -100,7 +127,7 @@ class Buffer:
         return tuple(reversed(strides))
 
     def __repr__(self) -> str:
-        return f"Buffer({self.name}, {list(self.shape)}, {self.dtype.value}, {self.level})"
+        return f"Buffer({self.name}, {list(self.shape)}, {self.element_type}, {self.level})"
 
 
 @dataclass(frozen=True, eq=True)
@@ -145,9 +172,16 @@ class Region:
 
 
 class Stmt:
-    """Base of every Kernel IR statement."""
+    """Base of every Kernel IR statement.
+
+    ``child_fields`` name the fields holding statements (a statement, a tuple of them, or
+    None), ``expr_fields`` those holding expressions (an expression or a tuple of them); the
+    :class:`~tilecraft.kernel_ir.visitor.KernelTransformer` rebuilds through them.
+    """
 
     __slots__ = ()
+    child_fields: ClassVar[tuple[str, ...]] = ()
+    expr_fields: ClassVar[tuple[str, ...]] = ()
 
     def __str__(self) -> str:
         from tilecraft.kernel_ir.printer import stmt_to_str
@@ -164,6 +198,9 @@ class For(Stmt):
     ``PIPELINED`` loop.
     """
 
+    child_fields: ClassVar[tuple[str, ...]] = ("body",)
+    expr_fields: ClassVar[tuple[str, ...]] = ("extent",)
+
     var: Var
     extent: Expr
     kind: LoopKind
@@ -175,12 +212,16 @@ class For(Stmt):
 
 @dataclass(frozen=True)
 class Seq(Stmt):
+    child_fields: ClassVar[tuple[str, ...]] = ("stmts",)
+
     stmts: tuple[Stmt, ...]
 
 
 @dataclass(frozen=True)
 class Store(Stmt):
     """``buffer[indices] = value``, or ``buffer[indices] = accumulate(buffer[indices], value)``."""
+
+    expr_fields: ClassVar[tuple[str, ...]] = ("indices", "value")
 
     buffer: Buffer
     indices: tuple[Expr, ...]
@@ -192,12 +233,17 @@ class Store(Stmt):
 class Allocate(Stmt):
     """Declare ``buffer`` in its memory level for the extent of ``body``."""
 
+    child_fields: ClassVar[tuple[str, ...]] = ("body",)
+
     buffer: Buffer
     body: Stmt
 
 
 @dataclass(frozen=True)
 class IfThenElse(Stmt):
+    child_fields: ClassVar[tuple[str, ...]] = ("then_body", "else_body")
+    expr_fields: ClassVar[tuple[str, ...]] = ("cond",)
+
     cond: Expr
     then_body: Stmt
     else_body: Stmt | None = None
@@ -207,6 +253,8 @@ class IfThenElse(Stmt):
 class Copy(Stmt):
     """Copy a region to a region of the same extents (a move between memory levels)."""
 
+    expr_fields: ClassVar[tuple[str, ...]] = ("dst", "src")
+
     dst: Region
     src: Region
 
@@ -214,6 +262,8 @@ class Copy(Stmt):
 @dataclass(frozen=True)
 class IntrinsicCall(Stmt):
     """Invoke a hardware intrinsic declared in the target spec on operand regions."""
+
+    expr_fields: ClassVar[tuple[str, ...]] = ("operands",)
 
     intrinsic: str
     operands: tuple[Region, ...]
@@ -223,6 +273,8 @@ class IntrinsicCall(Stmt):
 @dataclass(frozen=True)
 class MicroKernelCall(Stmt):
     """Invoke a registered micro-kernel implementation on operand regions."""
+
+    expr_fields: ClassVar[tuple[str, ...]] = ("operands",)
 
     micro_kernel: str
     operands: tuple[Region, ...]
@@ -247,6 +299,8 @@ class Stream:
 
 @dataclass(frozen=True)
 class StreamPush(Stmt):
+    expr_fields: ClassVar[tuple[str, ...]] = ("value",)
+
     stream: Stream
     value: Expr
 
@@ -254,6 +308,8 @@ class StreamPush(Stmt):
 @dataclass(frozen=True)
 class StreamPop(Stmt):
     """Pop one element of ``stream`` into ``buffer[indices]``."""
+
+    expr_fields: ClassVar[tuple[str, ...]] = ("indices",)
 
     stream: Stream
     buffer: Buffer

@@ -7,6 +7,15 @@ barrier(block)
 
 from __future__ import annotations
 
+from tilecraft.kernel_ir.concurrency import (
+    AsyncCopy,
+    AtomicUpdate,
+    CommitGroup,
+    Dataflow,
+    Pipeline,
+    SubgroupReduce,
+    WaitGroup,
+)
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Barrier,
@@ -24,6 +33,7 @@ from tilecraft.kernel_ir.nodes import (
     StreamPop,
     StreamPush,
 )
+from tilecraft.kernel_ir.visitor import KernelVisitor
 from tilecraft.te.expr import Expr
 from tilecraft.te.printer import expr_to_str
 
@@ -39,6 +49,10 @@ def _region(region: Region) -> str:
     return f"{region.buffer.name}[{base} : {extents}{steps}]"
 
 
+def _target(buffer_name: str, indices: tuple[Expr, ...]) -> str:
+    return f"{buffer_name}[{', '.join(_expr(i) for i in indices)}]"
+
+
 def _loop_header(loop: For) -> str:
     extra = ""
     if loop.kind is LoopKind.VECTOR or (loop.kind is LoopKind.UNROLLED and loop.lanes):
@@ -50,54 +64,105 @@ def _loop_header(loop: For) -> str:
     return f"for {loop.var.name} in {loop.kind.value}({_expr(loop.extent)}{extra}):"
 
 
-def _lines(stmt: Stmt, depth: int) -> list[str]:
-    pad = "  " * depth
-    if isinstance(stmt, Seq):
-        return [line for s in stmt.stmts for line in _lines(s, depth)]
-    if isinstance(stmt, For):
-        return [pad + _loop_header(stmt)] + _lines(stmt.body, depth + 1)
-    if isinstance(stmt, Store):
-        target = f"{stmt.buffer.name}[{', '.join(_expr(i) for i in stmt.indices)}]"
-        if stmt.accumulate is None:
-            return [f"{pad}{target} = {_expr(stmt.value)}"]
-        return [f"{pad}{target} {stmt.accumulate.value}= {_expr(stmt.value)}"]
-    if isinstance(stmt, Allocate):
+class _Printer(KernelVisitor[list[str]]):
+    """The lines of a statement at indentation ``depth``."""
+
+    def generic_visit(self, stmt: Stmt, depth: int) -> list[str]:
+        return [f"{'  ' * depth}{stmt!r}"]
+
+    def visit_Seq(self, stmt: Seq, depth: int) -> list[str]:
+        return [line for s in stmt.stmts for line in self.visit(s, depth)]
+
+    def visit_For(self, stmt: For, depth: int) -> list[str]:
+        return ["  " * depth + _loop_header(stmt)] + self.visit(stmt.body, depth + 1)
+
+    def visit_Store(self, stmt: Store, depth: int) -> list[str]:
+        target = _target(stmt.buffer.name, stmt.indices)
+        op = "" if stmt.accumulate is None else stmt.accumulate.value
+        return [f"{'  ' * depth}{target} {op}= {_expr(stmt.value)}"]
+
+    def visit_Allocate(self, stmt: Allocate, depth: int) -> list[str]:
         b = stmt.buffer
-        head = f"{pad}alloc {b.name}: {b.dtype.value}{list(b.shape)} in {b.level}"
+        head = f"{'  ' * depth}alloc {b.name}: {b.element_type}{list(b.shape)} in {b.level}"
         if b.layout != "row_major":
             head += f" layout {b.layout}"
-        return [head] + _lines(stmt.body, depth)
-    if isinstance(stmt, IfThenElse):
-        lines = [f"{pad}if {_expr(stmt.cond)}:"] + _lines(stmt.then_body, depth + 1)
+        return [head] + self.visit(stmt.body, depth)
+
+    def visit_IfThenElse(self, stmt: IfThenElse, depth: int) -> list[str]:
+        pad = "  " * depth
+        lines = [f"{pad}if {_expr(stmt.cond)}:"] + self.visit(stmt.then_body, depth + 1)
         if stmt.else_body is not None:
-            lines += [f"{pad}else:"] + _lines(stmt.else_body, depth + 1)
+            lines += [f"{pad}else:"] + self.visit(stmt.else_body, depth + 1)
         return lines
-    if isinstance(stmt, Copy):
-        return [f"{pad}copy {_region(stmt.dst)} <- {_region(stmt.src)}"]
-    if isinstance(stmt, IntrinsicCall):
+
+    def visit_Copy(self, stmt: Copy, depth: int) -> list[str]:
+        return [f"{'  ' * depth}copy {_region(stmt.dst)} <- {_region(stmt.src)}"]
+
+    def visit_IntrinsicCall(self, stmt: IntrinsicCall, depth: int) -> list[str]:
         args = ", ".join(_region(r) for r in stmt.operands)
-        return [f"{pad}intrinsic {stmt.intrinsic}({args})"]
-    if isinstance(stmt, MicroKernelCall):
+        return [f"{'  ' * depth}intrinsic {stmt.intrinsic}({args})"]
+
+    def visit_MicroKernelCall(self, stmt: MicroKernelCall, depth: int) -> list[str]:
         args = ", ".join(_region(r) for r in stmt.operands)
-        return [f"{pad}micro_kernel {stmt.micro_kernel}({args})"]
-    if isinstance(stmt, Barrier):
-        return [f"{pad}barrier({stmt.scope})"]
-    if isinstance(stmt, StreamPush):
-        return [f"{pad}push {stmt.stream.name} <- {_expr(stmt.value)}"]
-    if isinstance(stmt, StreamPop):
-        idx = ", ".join(_expr(i) for i in stmt.indices)
-        return [f"{pad}{stmt.buffer.name}[{idx}] <- pop {stmt.stream.name}"]
-    return [f"{pad}{stmt!r}"]
+        return [f"{'  ' * depth}micro_kernel {stmt.micro_kernel}({args})"]
+
+    def visit_Barrier(self, stmt: Barrier, depth: int) -> list[str]:
+        return [f"{'  ' * depth}barrier({stmt.scope})"]
+
+    def visit_StreamPush(self, stmt: StreamPush, depth: int) -> list[str]:
+        return [f"{'  ' * depth}push {stmt.stream.name} <- {_expr(stmt.value)}"]
+
+    def visit_StreamPop(self, stmt: StreamPop, depth: int) -> list[str]:
+        return [f"{'  ' * depth}{_target(stmt.buffer.name, stmt.indices)} <- pop "
+                f"{stmt.stream.name}"]
+
+    def visit_AsyncCopy(self, stmt: AsyncCopy, depth: int) -> list[str]:
+        return [f"{'  ' * depth}async_copy {_region(stmt.dst)} <- {_region(stmt.src)}"]
+
+    def visit_CommitGroup(self, stmt: CommitGroup, depth: int) -> list[str]:
+        return [f"{'  ' * depth}commit_group"]
+
+    def visit_WaitGroup(self, stmt: WaitGroup, depth: int) -> list[str]:
+        return [f"{'  ' * depth}wait_group({stmt.pending})"]
+
+    def visit_Pipeline(self, stmt: Pipeline, depth: int) -> list[str]:
+        pad = "  " * depth
+        rotating = ", ".join(b.name for b in stmt.buffers)
+        lines = [f"{pad}pipeline {stmt.var.name} in range({_expr(stmt.extent)}), depth="
+                 f"{stmt.depth}" + (f" rotating {rotating}" if rotating else "") + ":"]
+        for number, stage in enumerate(stmt.stages):
+            lines += [f"{pad}  stage {number}:"] + self.visit(stage, depth + 2)
+        return lines
+
+    def visit_Dataflow(self, stmt: Dataflow, depth: int) -> list[str]:
+        pad = "  " * depth
+        streams = ", ".join(f"{s.name}: {s.dtype.value} depth {s.depth}" for s in stmt.streams)
+        lines = [f"{pad}dataflow" + (f" streams {streams}" if streams else "") + ":"]
+        for number, stage in enumerate(stmt.stages):
+            lines += [f"{pad}  stage {number}:"] + self.visit(stage, depth + 2)
+        return lines
+
+    def visit_AtomicUpdate(self, stmt: AtomicUpdate, depth: int) -> list[str]:
+        return [f"{'  ' * depth}atomic {_target(stmt.buffer.name, stmt.indices)} "
+                f"{stmt.op.value}= {_expr(stmt.value)}"]
+
+    def visit_SubgroupReduce(self, stmt: SubgroupReduce, depth: int) -> list[str]:
+        return [f"{'  ' * depth}{_target(stmt.buffer.name, stmt.indices)} = subgroup_"
+                f"{stmt.op.value}({_expr(stmt.value)}, lane={stmt.lane.name}, "
+                f"width={stmt.width})"]
+
+
+_PRINTER = _Printer()
 
 
 def stmt_to_str(stmt: Stmt) -> str:
-    return "\n".join(_lines(stmt, 0))
+    return "\n".join(_PRINTER.visit(stmt, 0))
 
 
 def kernel_to_str(kernel: Kernel) -> str:
-    params = ", ".join(f"{b.name}: {b.dtype.value}{list(b.shape)}" for b in kernel.params)
+    params = ", ".join(f"{b.name}: {b.element_type}{list(b.shape)}" for b in kernel.params)
     head = f"kernel {kernel.name}({params}) -> ({', '.join(kernel.outputs)}):"
-    return "\n".join([head] + _lines(kernel.body, 1))
+    return "\n".join([head] + _PRINTER.visit(kernel.body, 1))
 
 
 __all__ = ["stmt_to_str", "kernel_to_str"]

@@ -14,6 +14,10 @@ expressions (with :class:`~tilecraft.kernel_ir.nodes.BufferLoad`) alike.
 'i'
 >>> str(simplify(const(-7) // 2)), str(simplify(const(-7) % 2))
 ('-4', '1')
+
+:func:`simplify_stmt` simplifies every expression of a statement tree (a
+:class:`~tilecraft.kernel_ir.visitor.KernelTransformer`), returning the very same tree when
+nothing changes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import operator
 from collections.abc import Callable
 
 from tilecraft.dtypes import DType
-from tilecraft.kernel_ir.nodes import BufferLoad
+from tilecraft.kernel_ir.nodes import BufferLoad, Stmt
+from tilecraft.kernel_ir.visitor import KernelTransformer
 from tilecraft.te.expr import (
     Binary,
     BinaryOp,
@@ -194,4 +199,25 @@ def _with_offset(base: Expr, offset: int, dtype: DType) -> Expr:
     return Binary(BinaryOp.ADD, base, Const(wrap_int(offset, dtype), dtype))
 
 
-__all__ = ["simplify", "wrap_int"]
+class _Simplifier(KernelTransformer):
+    def visit_expr(self, expr: Expr) -> Expr:
+        return simplify(expr)
+
+
+def simplify_stmt(stmt: Stmt) -> Stmt:
+    """``stmt`` with every index, value, condition, extent and region base simplified.
+
+    >>> from tilecraft.dtypes import DType
+    >>> from tilecraft.kernel_ir.nodes import Buffer, For, LoopKind, Store
+    >>> from tilecraft.te import Var, const
+    >>> A = Buffer("A", (4,), DType.FLOAT32)
+    >>> i = Var("i")
+    >>> print(simplify_stmt(For(i, const(2) * 2, LoopKind.SERIAL,
+    ...                         Store(A, ((i + 1) - 1,), const(0.0)))))
+    for i in serial(4):
+      A[i] = 0.0
+    """
+    return _Simplifier().visit(stmt)
+
+
+__all__ = ["simplify", "simplify_stmt", "wrap_int"]

@@ -33,7 +33,6 @@ enclosing loop; bind it with a For loop around this statement or substitute a va
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from tilecraft.dtypes import DType
@@ -59,6 +58,8 @@ from tilecraft.kernel_ir.nodes import (
     expr_children,
 )
 from tilecraft.kernel_ir.printer import stmt_to_str
+from tilecraft.kernel_ir.verify_concurrency import ConcurrencyChecks, Scope
+from tilecraft.kernel_ir.visitor import KernelVisitor
 from tilecraft.te.bounds import Affine, affine, facts_from_condition, index_in_bounds, interval
 from tilecraft.te.bounds import tighten as tighten_ranges
 from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Select, Var
@@ -70,21 +71,16 @@ def verify_kernel(kernel: Kernel, spec: Any = None, *, check_bounds: bool = True
     _Verifier(kernel, spec, check_bounds).run()
 
 
-@dataclass
-class _Scope:
-    ranges: dict[Var, tuple[int, int] | None] = field(default_factory=dict)
-    buffers: set[int] = field(default_factory=set)
-    facts: list[Affine] = field(default_factory=list)
-    loops: tuple[For, ...] = ()
-    under_condition: bool = False
+_Scope = Scope
 
 
 def _describe(stmt: Stmt) -> str:
     return f"`{stmt_to_str(stmt).splitlines()[0].strip()}`"
 
 
-class _Verifier:
+class _Verifier(ConcurrencyChecks, KernelVisitor[None]):
     def __init__(self, kernel: Kernel, spec: Any, check_bounds: bool):
+        super().__init__(spec)
         self.kernel = kernel
         self.check_bounds = check_bounds
         self.levels = [level.name for level in spec.memory.levels] if spec is not None else None
@@ -109,6 +105,7 @@ class _Verifier:
                 self.fail(f"output {name}", f"not a parameter of the kernel (parameters: "
                           f"{', '.join(params)}); add a parameter buffer named {name}")
         self._stmt(self.kernel.body, scope)
+        self.check_all_copies_waited()
 
     def _declare(self, buffer: Buffer, where: str) -> None:
         if buffer.name in self.names:
@@ -117,6 +114,7 @@ class _Verifier:
         self.names.add(buffer.name)
         if any(extent < 1 for extent in buffer.shape):
             self.fail(where, f"shape {list(buffer.shape)} has an extent below 1")
+        self.check_element_type_and_layout(buffer, where)
         if self.levels is not None and buffer.level not in self.levels:
             self.fail(where, f"memory level {buffer.level!r} is not in the memory hierarchy of "
                       f"{self.spec_name} ({', '.join(self.levels)}); place the buffer in one of "
@@ -124,50 +122,77 @@ class _Verifier:
 
     # statements ---------------------------------------------------------------------------
     def _stmt(self, stmt: Stmt, scope: _Scope) -> None:
-        if isinstance(stmt, Seq):
-            for part in stmt.stmts:
-                self._stmt(part, scope)
-        elif isinstance(stmt, For):
-            self._for(stmt, scope)
-        elif isinstance(stmt, Store):
-            where = _describe(stmt)
-            self._access(stmt.buffer, stmt.indices, scope, f"in {where}", "stores into")
-            self._expr(stmt.value, scope, where)
-            if stmt.value.dtype != stmt.buffer.dtype:
-                self.fail(f"in {where}", f"the value has dtype {stmt.value.dtype.value} but "
-                          f"{stmt.buffer.name} holds {stmt.buffer.dtype.value}; cast the value "
-                          f"with .astype('{stmt.buffer.dtype.value}')")
-        elif isinstance(stmt, Allocate):
-            if id(stmt.buffer) in scope.buffers:
-                self.fail(_describe(stmt), f"{stmt.buffer.name} is allocated again inside its "
-                          "own scope; allocate a new buffer object")
-            self._declare(stmt.buffer, f"allocation of {stmt.buffer.name}")
-            inner = _Scope(scope.ranges, scope.buffers | {id(stmt.buffer)}, scope.facts,
-                           scope.loops, scope.under_condition)
-            self._stmt(stmt.body, inner)
-        elif isinstance(stmt, IfThenElse):
-            self._if(stmt, scope)
-        elif isinstance(stmt, Copy):
-            where = _describe(stmt)
-            self._region(stmt.dst, scope, where)
-            self._region(stmt.src, scope, where)
-            if _count(stmt.dst.extents) != _count(stmt.src.extents):
-                self.fail(where, f"copies {_count(stmt.src.extents)} elements into a region of "
-                          f"{_count(stmt.dst.extents)}; give both regions the same extents")
-        elif isinstance(stmt, (IntrinsicCall, MicroKernelCall)):
-            for region in stmt.operands:
-                self._region(region, scope, _describe(stmt))
-        elif isinstance(stmt, StreamPush):
-            self._expr(stmt.value, scope, _describe(stmt))
-        elif isinstance(stmt, StreamPop):
-            where = _describe(stmt)
-            self._access(stmt.buffer, stmt.indices, scope, f"in {where}", "pops into")
-            if stmt.stream.dtype != stmt.buffer.dtype:
-                self.fail(where, f"stream {stmt.stream.name} carries {stmt.stream.dtype.value} "
-                          f"but {stmt.buffer.name} holds {stmt.buffer.dtype.value}")
-        elif not isinstance(stmt, Barrier):
-            self.fail(repr(stmt), f"{type(stmt).__name__} is not a Kernel IR statement; build "
-                      "the body from the nodes in tilecraft.kernel_ir")
+        self.visit(stmt, scope)
+
+    def generic_visit(self, stmt: Stmt, scope: _Scope) -> None:
+        self.fail(repr(stmt), f"{type(stmt).__name__} is not a Kernel IR statement; build "
+                  "the body from the nodes in tilecraft.kernel_ir")
+
+    def visit_Seq(self, stmt: Seq, scope: _Scope) -> None:
+        for part in stmt.stmts:
+            self._stmt(part, scope)
+
+    def visit_For(self, stmt: For, scope: _Scope) -> None:
+        self._for(stmt, scope)
+
+    def visit_Store(self, stmt: Store, scope: _Scope) -> None:
+        where = _describe(stmt)
+        self._access(stmt.buffer, stmt.indices, scope, f"in {where}", "stores into")
+        self._expr(stmt.value, scope, where)
+        if stmt.value.dtype != stmt.buffer.dtype:
+            self.fail(f"in {where}", f"the value has dtype {stmt.value.dtype.value} but "
+                      f"{stmt.buffer.name} holds {stmt.buffer.dtype.value}; cast the value "
+                      f"with .astype('{stmt.buffer.dtype.value}')")
+        self.check_lanes(stmt.buffer, stmt.value, where)
+        if stmt.accumulate is not None:
+            self.check_shared_accumulation(stmt, scope, where)
+
+    def visit_Allocate(self, stmt: Allocate, scope: _Scope) -> None:
+        if id(stmt.buffer) in scope.buffers:
+            self.fail(_describe(stmt), f"{stmt.buffer.name} is allocated again inside its "
+                      "own scope; allocate a new buffer object")
+        self._declare(stmt.buffer, f"allocation of {stmt.buffer.name}")
+        self.alloc_depth[id(stmt.buffer)] = len(scope.loops)
+        inner = _Scope(scope.ranges, scope.buffers | {id(stmt.buffer)}, scope.facts,
+                       scope.loops, scope.under_condition)
+        self._stmt(stmt.body, inner)
+
+    def visit_IfThenElse(self, stmt: IfThenElse, scope: _Scope) -> None:
+        self._if(stmt, scope)
+
+    def visit_Copy(self, stmt: Copy, scope: _Scope) -> None:
+        where = _describe(stmt)
+        self._region(stmt.dst, scope, where)
+        self._region(stmt.src, scope, where)
+        if _count(stmt.dst.extents) != _count(stmt.src.extents):
+            self.fail(where, f"copies {_count(stmt.src.extents)} elements into a region of "
+                      f"{_count(stmt.dst.extents)}; give both regions the same extents")
+
+    def visit_IntrinsicCall(self, stmt: IntrinsicCall | MicroKernelCall, scope: _Scope) -> None:
+        for region in stmt.operands:
+            self._region(region, scope, _describe(stmt))
+
+    visit_MicroKernelCall = visit_IntrinsicCall
+
+    def visit_StreamPush(self, stmt: StreamPush, scope: _Scope) -> None:
+        self._expr(stmt.value, scope, _describe(stmt))
+        if stmt.value.dtype != stmt.stream.dtype:
+            self.fail(_describe(stmt), f"stream {stmt.stream.name} carries "
+                      f"{stmt.stream.dtype.value} but the value has dtype "
+                      f"{stmt.value.dtype.value}; cast the value")
+
+    def visit_StreamPop(self, stmt: StreamPop, scope: _Scope) -> None:
+        where = _describe(stmt)
+        self._access(stmt.buffer, stmt.indices, scope, f"in {where}", "pops into")
+        if stmt.stream.dtype != stmt.buffer.dtype:
+            self.fail(where, f"stream {stmt.stream.name} carries {stmt.stream.dtype.value} "
+                      f"but {stmt.buffer.name} holds {stmt.buffer.dtype.value}")
+
+    def visit_Barrier(self, stmt: Barrier, scope: _Scope) -> None:
+        if self.barrier_scopes is not None and stmt.scope not in self.barrier_scopes:
+            allowed = ", ".join(self.barrier_scopes) or "none: it synchronises no threads"
+            self.fail(_describe(stmt), f"barrier scope {stmt.scope!r} is not one of "
+                      f"{self.spec_name}'s barrier scopes ({allowed}); use one of those")
 
     def _for(self, loop: For, scope: _Scope) -> None:
         where = f"in {_describe(loop)}"
@@ -180,6 +205,8 @@ class _Verifier:
         if not loop.extent.dtype.is_int:
             self.fail(where, f"the extent {loop.extent} is not an integer")
         kind = loop.kind
+        if kind is LoopKind.BOUND and loop.axis:
+            self.check_axis(loop, where)
         if self.loop_kinds is not None and kind.value not in self.loop_kinds:
             self.fail(where, f"loop kind {kind.value} is not offered by {self.spec_name} (it "
                       f"offers {', '.join(sorted(self.loop_kinds))}); use one of those")
@@ -225,6 +252,9 @@ class _Verifier:
         if id(buffer) not in scope.buffers:
             self.fail(where, f"{buffer.name} is neither a parameter nor allocated around this "
                       "statement; add it to the kernel's params or wrap the use in an Allocate")
+        self.check_not_in_flight(buffer, tuple(indices), None, where)
+        if indices:
+            self.check_rotation(buffer, indices[0], where)
         if len(indices) != buffer.ndim:
             self.fail(where, f"{verb} {buffer.name} with {len(indices)} indices but it has "
                       f"{buffer.ndim} dimensions {list(buffer.shape)}; give one index per "
@@ -262,6 +292,9 @@ class _Verifier:
         if id(buffer) not in scope.buffers:
             self.fail(where, f"{buffer.name} is neither a parameter nor allocated around this "
                       "statement")
+        self.check_not_in_flight(buffer, None, tuple(region.base), where)
+        if region.base:
+            self.check_rotation(buffer, region.base[0], where)
         sizes = {len(region.base), len(region.extents), len(region.steps)}
         if sizes != {buffer.ndim}:
             self.fail(where, f"the region of {buffer.name} has {len(region.base)} bases, "

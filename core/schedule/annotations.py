@@ -108,8 +108,9 @@ class LoopAnnotations(StageBase):
     def bind(self, loop: LoopRef, thread_axis: str) -> None:
         """Bind ``loop`` to a hardware axis such as ``blockIdx.x`` or ``threadIdx.y`` (TVM
         ``bind``; Kernel IR ``BOUND``): each iteration runs on its own block or thread. Only
-        targets with BOUND loops (GPUs, OpenCL devices) offer it. Bound ``blockIdx.*`` and
-        ``threadIdx.*`` loops set the kernel's launch grid and block.
+        targets with BOUND loops (GPUs, OpenCL devices) offer it. Loops bound to the axes of
+        the target's thread hierarchy (``spec.threads``) set the kernel's launch grid and
+        block; without a target there is no hierarchy, hence no launch configuration.
 
         >>> from tilecraft import te
         >>> from tilecraft.lower import LoweringOptions
@@ -129,8 +130,8 @@ class LoopAnnotations(StageBase):
           for i_outer in bound(2, axis=blockIdx.x):
             for i_inner in bound(32, axis=threadIdx.x):
               B[(i_outer * 32) + i_inner] = A[((i_outer * 32) + i_inner)] * 2.0
-        >>> kernel.launch
-        LaunchConfig(grid=(2,), block=(32,), shared_bytes=0)
+        >>> kernel.launch is None
+        True
         """
         leaf = self._leaf("bind", loop)
         self._require(SchedulePrimitive.BIND, "bind", leaf)

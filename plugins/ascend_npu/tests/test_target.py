@@ -48,8 +48,11 @@ def test_discovered_and_honest_about_what_it_cannot_do(target: AscendNpuTarget) 
 def cube_gemm_kernel(m1s: int, n1s: int, k1s: int, b_level: str = "L0B") -> Kernel:
     """Eq. 3.5 on fractal-blocked operands: A[m1, k1] and B[k1, n1] (each a 16x16 fractal,
     B's n2-major) stored as rows of fractals, C[m1, n1] likewise."""
+    # the buffers are declared as rows of fractals, so relative to these shapes every layout
+    # is zZ (blocks and their elements row-major); B's fractals hold [n2, k2], the Cube's
+    # n-major right operand
     a = Buffer("A", (m1s * k1s * F, F), DType.FLOAT16, level="GM", layout="fractal_zZ")
-    b = Buffer("B", (k1s * n1s * F, F), DType.FLOAT16, level="GM", layout="fractal_nZ")
+    b = Buffer("B", (k1s * n1s * F, F), DType.FLOAT16, level="GM", layout="fractal_zZ")
     c = Buffer("C", (m1s * n1s * F, F), DType.FLOAT32, level="GM", layout="fractal_zZ")
     a_l1 = Buffer("a_l1", a.shape, DType.FLOAT16, level="L1")
     b_l1 = Buffer("b_l1", b.shape, DType.FLOAT16, level="L1")
