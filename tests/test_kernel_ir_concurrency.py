@@ -350,3 +350,16 @@ def test_bound_axis_barrier_scope_and_level_are_checked_against_the_spec() -> No
     with pytest.raises(LoweringError, match=r"barrier scope 'block' is not one of x86_avx512's "
                                             r"barrier scopes \(none"):
         verify_kernel(Kernel("named", (D,), ("A",), Seq((Barrier("block"),))), x86)
+
+
+def test_x86_codegen_names_the_concurrent_construct_it_cannot_express() -> None:
+    from tilecraft.errors import CodegenError
+
+    A = Buffer("A", (8,), F32, level="DRAM")
+    S = Buffer("S", (8,), F32, level="L1")
+    copy = AsyncCopy(Region(S, (const(0),), (8,)), Region(A, (const(0),), (8,)))
+    kernel = Kernel("staged", (A,), ("A",), Allocate(S, Seq((copy, CommitGroup(),
+                                                              WaitGroup(0)))))
+    with pytest.raises(CodegenError, match="x86_avx512 cannot generate AsyncCopy in kernel "
+                                           "'staged': x86 has no asynchronous copy engine"):
+        get_target("x86_avx512").codegen(kernel)

@@ -21,6 +21,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tilecraft.errors import CodegenError
+from tilecraft.kernel_ir.concurrency import (
+    AsyncCopy,
+    AtomicUpdate,
+    CommitGroup,
+    Dataflow,
+    Pipeline,
+    SubgroupReduce,
+    WaitGroup,
+)
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Barrier,
@@ -38,6 +47,7 @@ from tilecraft.kernel_ir.nodes import (
     StreamPop,
     StreamPush,
 )
+from tilecraft.kernel_ir.visitor import stmt_children, walk_stmts
 from tilecraft.te.expr import (
     Binary,
     BinaryOp,
@@ -130,24 +140,6 @@ def flat_coefficient(buffer: Buffer, indices: Sequence[Expr], var: Var) -> int |
 
 
 # statements ----------------------------------------------------------------------------------
-def stmt_children(stmt: Stmt) -> tuple[Stmt, ...]:
-    if isinstance(stmt, Seq):
-        return stmt.stmts
-    if isinstance(stmt, (For, Allocate)):
-        return (stmt.body,)
-    if isinstance(stmt, IfThenElse):
-        return (stmt.then_body,) + ((stmt.else_body,) if stmt.else_body is not None else ())
-    return ()
-
-
-def walk_stmts(stmt: Stmt) -> Iterator[Stmt]:
-    stack = [stmt]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(stmt_children(node)))
-
-
 def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
     """The expressions a statement evaluates itself (not those of nested statements)."""
     if isinstance(stmt, For):
@@ -165,6 +157,13 @@ _UNSUPPORTED_FIX = {
     Barrier: "x86 threads never synchronise inside a kernel; lower without barriers",
     StreamPush: "dataflow streams are an HLS construct; lower for x86 without stages",
     StreamPop: "dataflow streams are an HLS construct; lower for x86 without stages",
+    Dataflow: "dataflow regions are an HLS construct; lower for x86 without stages",
+    AsyncCopy: "x86 has no asynchronous copy engine; lower with plain copies",
+    CommitGroup: "x86 has no asynchronous copy engine; lower with plain copies",
+    WaitGroup: "x86 has no asynchronous copy engine; lower with plain copies",
+    Pipeline: "x86 overlaps memory and compute in hardware; lower without software pipelines",
+    AtomicUpdate: "x86 kernels give each thread its own outputs; lower without atomics",
+    SubgroupReduce: "x86 has no thread subgroups; reduce in a loop instead",
 }
 
 

@@ -27,6 +27,7 @@ from tilecraft.kernel_ir.nodes import (
     Stmt,
     Store,
 )
+from tilecraft.kernel_ir.visitor import KernelVisitor
 from tilecraft.te.expr import Cast, Expr, Var, const
 from tilecraft_x86_avx512.codegen.analysis import const_int, flat_coefficient
 from tilecraft_x86_avx512.codegen.builder import Value, index_const
@@ -37,7 +38,9 @@ from tilecraft_x86_avx512.codegen.microkernel import emit_micro_kernel_call
 from tilecraft_x86_avx512.codegen.types import storage_type
 
 
-class StmtEmitter:
+class StmtEmitter(KernelVisitor[None]):
+    """Emits one statement with ``emit`` (the Kernel IR visitor's dispatch)."""
+
     def __init__(self, ctx: EmitContext) -> None:
         from tilecraft_x86_avx512.codegen.vector import VectorLoopEmitter
 
@@ -47,26 +50,36 @@ class StmtEmitter:
         self.vector_loops = VectorLoopEmitter(self)
 
     def emit(self, stmt: Stmt) -> None:
-        if isinstance(stmt, Seq):
-            for child in stmt.stmts:
-                self.emit(child)
-        elif isinstance(stmt, For):
-            self.loop(stmt)
-        elif isinstance(stmt, Store):
-            self.store(stmt)
-        elif isinstance(stmt, Allocate):
-            self.open_allocation(stmt)
-            self.emit(stmt.body)
-        elif isinstance(stmt, IfThenElse):
-            self.if_then_else(stmt)
-        elif isinstance(stmt, Copy):
-            self.copy(stmt)
-        elif isinstance(stmt, MicroKernelCall):
-            emit_micro_kernel_call(self, stmt)
-        elif isinstance(stmt, IntrinsicCall):
-            emit_intrinsic_call(self, stmt)
-        else:
-            raise self.ctx.error(f"cannot generate the statement {type(stmt).__name__}")
+        self.visit(stmt)
+
+    def generic_visit(self, stmt: Stmt) -> None:
+        raise self.ctx.error(f"cannot generate the statement {type(stmt).__name__}")
+
+    def visit_Seq(self, stmt: Seq) -> None:
+        for child in stmt.stmts:
+            self.emit(child)
+
+    def visit_For(self, stmt: For) -> None:
+        self.loop(stmt)
+
+    def visit_Store(self, stmt: Store) -> None:
+        self.store(stmt)
+
+    def visit_Allocate(self, stmt: Allocate) -> None:
+        self.open_allocation(stmt)
+        self.emit(stmt.body)
+
+    def visit_IfThenElse(self, stmt: IfThenElse) -> None:
+        self.if_then_else(stmt)
+
+    def visit_Copy(self, stmt: Copy) -> None:
+        self.copy(stmt)
+
+    def visit_MicroKernelCall(self, stmt: MicroKernelCall) -> None:
+        emit_micro_kernel_call(self, stmt)
+
+    def visit_IntrinsicCall(self, stmt: IntrinsicCall) -> None:
+        emit_intrinsic_call(self, stmt)
 
     # loops -----------------------------------------------------------------------------------
     def loop(self, loop: For) -> None:
