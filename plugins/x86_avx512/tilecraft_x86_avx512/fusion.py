@@ -12,6 +12,11 @@ Chains sharing their columns — a convolution, elementwise computes, then a 1x1
 (:func:`~tilecraft.microkernel.column_chain.as_column_chain`, thesis Table 3.6) — are blocked
 by ``NC`` output pixels instead (:func:`column_chain_blocking`). A convolution reading a window
 of another's output (a 3x3 second convolution, chain C6) stays unfused, with a note.
+
+With ``TILECRAFT_X86_CHAIN_BLOCKING=planner`` the GEMM chains take their blocks from Chimera's
+tile solver instead (:mod:`.chain_planning`, :func:`planner_chain_blocking`); the default
+``model`` keeps the model above, which also balances the blocks over the cores (measured
+faster on two threads, see :mod:`.chain_planning`).
 """
 
 from __future__ import annotations
@@ -143,6 +148,34 @@ def chain_blocking(chain: Chain, machine: BlockingMachine,
     return best[1], ""
 
 
+def blocking_choice() -> str:
+    """Where the GEMM chains' blocks come from: ``TILECRAFT_X86_CHAIN_BLOCKING`` (``model``,
+    the default, or ``planner``)."""
+    import os
+
+    from tilecraft_x86_avx512.chain_planning import BLOCKING_CHOICES, BLOCKING_VARIABLE
+
+    choice = os.environ.get(BLOCKING_VARIABLE, "").strip() or "model"
+    if choice not in BLOCKING_CHOICES:
+        raise TargetError(f"{BLOCKING_VARIABLE}={choice!r}: use one of "
+                          f"{', '.join(BLOCKING_CHOICES)} (or leave it unset for 'model')")
+    return choice
+
+
+def planner_chain_blocking(chain: Chain, machine: BlockingMachine, spec: TargetSpec | None,
+                           rows: bool = False) -> tuple[ChainBlocking | None, str]:
+    """Tiles for ``chain`` from Chimera's tile solver (:mod:`.chain_planning`): ``MC`` is the
+    solver's tile of the intermediate's rows at half of L2, register tiles Eq. 3.4's; or
+    ``None`` and why it does not fit."""
+    from tilecraft_x86_avx512.chain_planning import planned_chain_tiles
+
+    if spec is None:
+        raise TargetError("planner_chain_blocking needs the target spec (LoweringOptions.spec "
+                          "is None); build the options with LoweringOptions.from_spec")
+    fields, reason = planned_chain_tiles(chain, _tiles(), machine.l2_bytes, spec, rows)
+    return (None, reason) if fields is None else (ChainBlocking(**fields), "")
+
+
 def column_chain_blocking(chain: ColumnChain, machine: BlockingMachine
                           ) -> tuple[ColumnBlocking | None, str]:
     """Tiles for a column chain (a convolution chain), or ``None`` and the reason it does not
@@ -230,6 +263,7 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
     chain left unfused, with the reason."""
     consumers = {t: list(graph.consumers(t)) for t in graph.computes}
     outputs = set(graph.outputs)
+    choice = blocking_choice()
     groups: list[FusedGroup] = []
     taken: set[str] = set()
     for tensor in reversed(graph.computes):
@@ -265,7 +299,10 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
                 rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
         else:
             rows = rows_applicable(chain, options.param_level)
-            blocking, reason = chain_blocking(chain, machine, rows=rows)
+            if choice == "planner":
+                blocking, reason = planner_chain_blocking(chain, machine, options.spec, rows)
+            else:
+                blocking, reason = chain_blocking(chain, machine, rows=rows)
             if blocking is None:
                 kernels = []
             elif rows:
@@ -281,4 +318,5 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
     return [g for g in groups if g.computes] + [g for g in groups if not g.computes]
 
 
-__all__ = ["BlockingMachine", "chain_blocking", "column_chain_blocking", "fuse_chains"]
+__all__ = ["BlockingMachine", "blocking_choice", "chain_blocking", "column_chain_blocking",
+           "fuse_chains", "planner_chain_blocking"]
