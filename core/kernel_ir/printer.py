@@ -152,11 +152,35 @@ class _Printer(KernelVisitor[list[str]]):
                 f"width={stmt.width})"]
 
 
+class _HeadPrinter(_Printer):
+    """Renders only what stays at the outermost indentation: the first line is that of
+    :class:`_Printer`, without rendering the loop bodies below it."""
+
+    def visit(self, stmt: Stmt, depth: int) -> list[str]:  # type: ignore[override]
+        return [] if depth > 0 else super().visit(stmt, depth)
+
+
 _PRINTER = _Printer()
+_HEAD_PRINTER = _HeadPrinter()
 
 
 def stmt_to_str(stmt: Stmt) -> str:
     return "\n".join(_PRINTER.visit(stmt, 0))
+
+
+def stmt_head(stmt: Stmt) -> str:
+    """The first line of :func:`stmt_to_str` (cheap for a large loop nest: error messages).
+
+    >>> from tilecraft.dtypes import DType
+    >>> from tilecraft.kernel_ir.nodes import Buffer, For, LoopKind, Store
+    >>> from tilecraft.te import Var, const
+    >>> i = Var("i")
+    >>> stmt_head(For(i, const(4), LoopKind.SERIAL, Store(Buffer("A", (4,), DType.INT32),
+    ...                                                   (i,), i)))
+    'for i in serial(4):'
+    """
+    lines = _HEAD_PRINTER.visit(stmt, 0)
+    return lines[0].strip() if lines else ""
 
 
 def kernel_to_str(kernel: Kernel) -> str:
@@ -165,4 +189,4 @@ def kernel_to_str(kernel: Kernel) -> str:
     return "\n".join([head] + _PRINTER.visit(kernel.body, 1))
 
 
-__all__ = ["stmt_to_str", "kernel_to_str"]
+__all__ = ["kernel_to_str", "stmt_head", "stmt_to_str"]

@@ -57,7 +57,7 @@ from tilecraft.kernel_ir.nodes import (
     StreamPush,
     expr_children,
 )
-from tilecraft.kernel_ir.printer import stmt_to_str
+from tilecraft.kernel_ir.printer import stmt_head
 from tilecraft.kernel_ir.verify_concurrency import ConcurrencyChecks, Scope
 from tilecraft.kernel_ir.visitor import KernelVisitor
 from tilecraft.te.bounds import Affine, affine, facts_from_condition, index_in_bounds, interval
@@ -75,7 +75,7 @@ _Scope = Scope
 
 
 def _describe(stmt: Stmt) -> str:
-    return f"`{stmt_to_str(stmt).splitlines()[0].strip()}`"
+    return f"`{stmt_head(stmt)}`"
 
 
 class _Verifier(ConcurrencyChecks, KernelVisitor[None]):

@@ -56,9 +56,9 @@ class Scope:
 
 
 def _describe(stmt: Stmt) -> str:
-    from tilecraft.kernel_ir.printer import stmt_to_str
+    from tilecraft.kernel_ir.printer import stmt_head
 
-    return f"`{stmt_to_str(stmt).splitlines()[0].strip()}`"
+    return f"`{stmt_head(stmt)}`"
 
 
 def _vars(exprs: tuple[Expr, ...]) -> set[Var]:
@@ -88,6 +88,8 @@ class ConcurrencyChecks:
         self.barrier_scopes: tuple[str, ...] | None = \
             tuple(scopes) if isinstance(scopes, (tuple, list)) else None
         self.alloc_depth: dict[int, int] = {}
+        #: whether a buffer with a vector element type was declared (values need lane checks)
+        self.has_vectors = False
         self.rotating: dict[int, tuple[Var, int]] = {}
         self.open_copies: list[AsyncCopy] = []
         self.committed: list[list[AsyncCopy]] = []
@@ -108,9 +110,13 @@ class ConcurrencyChecks:
                       "the loop and bind the parts to two axes")
 
     def check_element_type_and_layout(self, buffer: Buffer, where: str) -> None:
-        if buffer.lanes < 1:
-            self.fail(where, f"{buffer.name} has lanes={buffer.lanes}; a vector element type "
-                      "needs lanes >= 1")
+        if buffer.lanes != 1:
+            if buffer.lanes < 1:
+                self.fail(where, f"{buffer.name} has lanes={buffer.lanes}; a vector element "
+                          "type needs lanes >= 1")
+            self.has_vectors = True
+        if buffer.layout == "row_major":
+            return
         try:
             layout = parse_layout(buffer.layout)
         except LoweringError as err:
@@ -121,6 +127,8 @@ class ConcurrencyChecks:
                       "layout that fits the shape")
 
     def check_lanes(self, buffer: Buffer, value: Expr, where: str) -> None:
+        if not self.has_vectors:
+            return
         try:
             lanes = lanes_of(value)
         except LoweringError as err:
@@ -133,12 +141,16 @@ class ConcurrencyChecks:
     def check_shared_accumulation(self, stmt: Store | AtomicUpdate, scope: Scope,
                                   where: str) -> None:
         """An accumulation into an element that threads of an enclosing bound loop share."""
+        threads = [loop for loop in scope.loops[self.alloc_depth.get(id(stmt.buffer), 0):]
+                   if isinstance(loop, For) and loop.kind is LoopKind.BOUND]
+        if not threads:
+            return
         forms = [affine(index) for index in stmt.indices]
-        for loop in scope.loops[self.alloc_depth.get(id(stmt.buffer), 0):]:
+        for loop in threads:
             # each thread owns its element only when an index moves with the thread's variable
             # (an affine term); a data-dependent index (a histogram's) may collide
-            if isinstance(loop, For) and loop.kind is LoopKind.BOUND and not any(
-                    form is not None and form.terms().get(loop.var, 0) != 0 for form in forms):
+            if not any(form is not None and form.terms().get(loop.var, 0) != 0
+                       for form in forms):
                 self.fail(f"in {where}", f"every thread of {loop.var.name} (axis {loop.axis}) "
                           f"accumulates into the same element of {stmt.buffer.name}, a race; "
                           "use AtomicUpdate, a SubgroupReduce, or give each thread its own "
@@ -152,6 +164,8 @@ class ConcurrencyChecks:
                             base: tuple[Expr, ...] | None, where: str) -> None:
         """Fail when the access certainly touches the destination of a copy still in flight
         (a copy covering the whole dimension, or starting at the same index)."""
+        if not self.open_copies and not self.committed:
+            return
         for copy in self.in_flight():
             dst = copy.dst
             if dst.buffer is not buffer:
