@@ -126,3 +126,16 @@ def test_lowering_options_and_launch_follow_the_spec_hierarchy() -> None:
     out = np.zeros((6, 8), np.float32)
     run_kernel(kernel, {"A": a, "B": out})
     np.testing.assert_array_equal(out, a * 2.0)
+
+
+def test_binding_to_an_axis_the_spec_lacks_is_refused_at_the_step() -> None:
+    from tilecraft.schedule.errors import ScheduleError
+
+    A = te.placeholder((6, 8), "float32", name="A")
+    B = te.compute((6, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    s = create_schedule(B, _spec(threads=_threads()))
+    s[B].bind(s[B].axes[0], "blockIdx.x")
+    with pytest.raises(ScheduleError, match=r"bind on stage B, loop i: 'blockIdx.x' is not a "
+                                            r"bindable axis of toy_cl; bind to one of "
+                                            r"group_id.x, local_id.x, local_id.y"):
+        s.lower()

@@ -83,6 +83,12 @@ def check_trace(schedule: Any, view: TargetView) -> None:
         view.require(primitive, verb, stage_name, loop)
         if verb in ("cache_read", "cache_write", "buffer"):
             view.require_level(verb, stage_name, step["level"])
+        threads = getattr(view.spec, "threads", None)
+        if verb == "bind" and threads is not None and \
+                step["thread_axis"] not in threads.axis_names:
+            raise schedule_error(verb, stage_name, loop, f"{step['thread_axis']!r} is not a "
+                                 f"bindable axis of {view.name}; bind to one of "
+                                 f"{', '.join(threads.axis_names)}")
         if verb == "vectorize":
             stage = schedule.stage(step["stage"], verb)
             if stage.loop(loop).is_reduce:
