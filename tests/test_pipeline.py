@@ -180,3 +180,13 @@ def test_known_parameters_become_the_schedule_choice(x86: Any, program: str,
         inputs = random_inputs(graph)
         np.testing.assert_allclose(exe(**inputs), reference_run(graph, **inputs), rtol=2e-4,
                                    atol=2e-5)
+
+
+def test_every_stage_output_prints(x86: Any) -> None:
+    graph = chain_and_tail()
+    state = run_pipeline(graph, x86)
+    text = Pipeline(default_stages()).describe(state)
+    headers = [line[3:-3] for line in text.splitlines() if line.startswith("== ")]
+    assert headers == STAGES
+    assert "1 fused group(s)\n  C -> R -> E: kernels" in text
+    assert "passes applied: none registered" in text

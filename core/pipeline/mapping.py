@@ -3,10 +3,12 @@ one of the target's intrinsics, and the mapping report of every compute.
 
 Which computes: those ``tensorize=`` names (``True``/``"auto"``: every compute with a usable
 mapping, see :mod:`tilecraft.intrin.tensorize`). Without ``tensorize=`` nothing is tensorized,
-even where the model predicts a mapping pays: on x86 the target's own templates (VNNI, BF16
-micro-kernels) already use those instructions and are faster than the generic mapped loop nest,
-so choosing automatically would change and slow the x86 kernels. Tensorized computes leave
-their fusion groups.
+even where the model predicts a mapping pays: on x86 the target's own templates already use
+those instructions and ran 3-7x faster than the mapped loop nests (measured on this 2-core Zen
+4: 256^3 uint8 x int8 GEMM 712 vs 150 GOP/s through vpdpbusd, fp32 182 vs 55 GFLOP/s through
+fma_f32x16_bcast, 128x512x128 bf16 272 vs 39 GFLOP/s through vdpbf16ps), so choosing by the
+model alone would change and slow the x86 kernels. Tensorized computes leave their fusion
+groups.
 
 The mappings are ranked by the cost model named ``cost_model`` (default ``"amos"``, AMOS's
 analytical model), found among those registered through the ``tilecraft_register_cost_models``

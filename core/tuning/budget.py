@@ -57,7 +57,8 @@ class TuningOptions:
     """Everything a tuning run is told (see the module docstring for the presets).
 
     A preset field left ``None`` takes the preset's value; ``math.inf`` lifts a limit.
-    ``engine`` names the search engine (``tilecraft.search.ENGINES``: "q", "p", "random"),
+    ``engine`` names the search engine (registered through the search-engine hook, see
+    :func:`tilecraft.search.get_engine`: "q", "p", "random" or a plugin's),
     ``seed`` makes the search repeatable, ``database`` is the tuning-database file (None: no
     database), ``n_workers`` the processes building candidates, ``events`` a JSON Lines file
     or a callback receiving every :class:`~tilecraft.tuning.events.TuningEvent`, ``progress``
