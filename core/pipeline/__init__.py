@@ -38,7 +38,13 @@ from tilecraft.pipeline.mapping import AmosMapping
 from tilecraft.pipeline.report import ReportAssembly
 from tilecraft.pipeline.schedule import ScheduleSelection
 from tilecraft.pipeline.stage import Pipeline, Stage, StageDumpError
-from tilecraft.pipeline.state import CompileState, LoweredCompute, ScheduleChoice, ScheduleKind
+from tilecraft.pipeline.state import (
+    CompileState,
+    GeneratedSource,
+    LoweredCompute,
+    ScheduleChoice,
+    ScheduleKind,
+)
 from tilecraft.target.base import Target
 
 
@@ -70,7 +76,8 @@ def run_pipeline(graph: Graph, target: Target, *, tuning: Any = None,
 
 
 __all__ = [
-    "AmosMapping", "Build", "Codegen", "CompileState", "FusionPlanning", "GraphPasses",
+    "AmosMapping", "Build", "Codegen", "CompileState", "FusionPlanning", "GeneratedSource",
+    "GraphPasses",
     "LoweredCompute", "Lowering", "Pipeline", "ReportAssembly", "ScheduleChoice",
     "ScheduleKind", "ScheduleSelection", "Stage", "StageDumpError", "default_stages",
     "make_runner", "run_pipeline", "source_suffix",

@@ -38,14 +38,16 @@ class Build:
         capability = state.availability.capability
         computes = {tensor.name: tensor for tensor in state.graph.computes}
         lowering = {lowered.compute: lowered.seconds for lowered in state.lowered}
-        for compute, kernel, source, codegen_seconds in state.sources:
+        for item in state.sources:
+            kernel, source = item.kernel, item.source
             start = time.perf_counter()
             runner, mode = make_runner(state.target, kernel, source, capability)
             # the first kernel of a compute also carries the compute's lowering time
-            seconds = codegen_seconds + time.perf_counter() - start + lowering.pop(compute, 0.0)
+            seconds = item.seconds + time.perf_counter() - start + \
+                lowering.pop(item.compute, 0.0)
             state.compiled.append(CompiledKernel(kernel, source, runner))
             state.kernel_reports.append(KernelReport(
-                name=kernel.name, statement=computes[compute].statement(),
+                name=kernel.name, statement=computes[item.compute].statement(),
                 schedule=str(kernel.attrs.get("schedule", "default")),
                 language=source.language, source_lines=source.text.count("\n") + 1,
                 source_bytes=len(source.text), mode=mode, compile_seconds=seconds))

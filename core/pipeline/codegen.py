@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from tilecraft.pipeline.state import CompileState
+from tilecraft.pipeline.state import CompileState, GeneratedSource
 from tilecraft.target.base import Source
 
 #: file suffixes of the source languages the installed targets emit (a Source of another
@@ -41,16 +41,16 @@ class Codegen:
             for kernel in lowered.kernels:
                 start = time.perf_counter()
                 source = state.target.codegen(kernel)
-                state.sources.append((lowered.compute, kernel, source,
-                                      time.perf_counter() - start))
+                state.sources.append(GeneratedSource(lowered.compute, kernel, source,
+                                                     time.perf_counter() - start))
         return state
 
     def describe(self, state: CompileState) -> str:
-        return "\n".join(f"{kernel.name}: {source.language}, {source.text.count(chr(10)) + 1} "
-                         f"lines (entry {source.entry})"
-                         for _, kernel, source, _ in state.sources)
+        return "\n".join(f"{item.kernel.name}: {item.source.language}, "
+                         f"{item.source.text.count(chr(10)) + 1} lines (entry {item.source.entry})"
+                         for item in state.sources)
 
     def dump_files(self, state: CompileState) -> dict[str, str]:
         """Each kernel's source, as ``<kernel>.<suffix>``."""
-        return {f"{kernel.name}.{source_suffix(source)}": source.text
-                for _, kernel, source, _ in state.sources}
+        return {f"{item.kernel.name}.{source_suffix(item.source)}": item.source.text
+                for item in state.sources}

@@ -62,6 +62,16 @@ class LoweredCompute:
     seconds: float
 
 
+@dataclass(frozen=True)
+class GeneratedSource:
+    """The source of one kernel, the compute it belongs to and the seconds codegen took."""
+
+    compute: str
+    kernel: Kernel
+    source: Source
+    seconds: float
+
+
 @dataclass
 class CompileState:
     """Everything the stages of one compile produce (see :mod:`tilecraft.pipeline`)."""
@@ -93,7 +103,7 @@ class CompileState:
     #: lowering: Kernel IR per compute (a fusion group under its last compute)
     lowered: list[LoweredCompute] = field(default_factory=list)
     #: codegen: one source per kernel, parallel to the lowered kernels in order
-    sources: list[tuple[str, Kernel, Source, float]] = field(default_factory=list)
+    sources: list[GeneratedSource] = field(default_factory=list)
     #: build: the compiled kernels and their report rows
     compiled: list[CompiledKernel] = field(default_factory=list)
     kernel_reports: list[KernelReport] = field(default_factory=list)
@@ -112,4 +122,5 @@ class CompileState:
         return [kernel for lowered in self.lowered for kernel in lowered.kernels]
 
 
-__all__ = ["CompileState", "LoweredCompute", "ScheduleChoice", "ScheduleKind"]
+__all__ = ["CompileState", "GeneratedSource", "LoweredCompute", "ScheduleChoice",
+           "ScheduleKind"]
