@@ -363,3 +363,33 @@ def test_x86_codegen_names_the_concurrent_construct_it_cannot_express() -> None:
     with pytest.raises(CodegenError, match="x86_avx512 cannot generate AsyncCopy in kernel "
                                            "'staged': x86 has no asynchronous copy engine"):
         get_target("x86_avx512").codegen(kernel)
+
+
+def _block_exchange(wait_before_read: bool) -> Kernel:
+    """Each thread of a block copies one element into shared memory asynchronously, then reads
+    the element its mirror thread copied: legal only after a wait and a barrier."""
+    A, B = Buffer("A", (16,), F32), Buffer("B", (16,), F32)
+    S = Buffer("S", (8,), F32, level="shared")
+    b, t = Var("b"), Var("t")
+    copy = AsyncCopy(Region(S, (t,), (1,)), Region(A, (b * 8 + t,), (1,)))
+    read = Store(B, (b * 8 + t,), BufferLoad(S, (7 - t,)) * 2.0)
+    steps = (copy, CommitGroup(), WaitGroup(0), Barrier("block"), read) if wait_before_read \
+        else (copy, CommitGroup(), Barrier("block"), read, WaitGroup(0))
+    body = _bound(b, 2, Allocate(S, _bound(t, 8, Seq(steps))), axis="blockIdx.x")
+    return Kernel("exchange", (A, B), ("B",), body)
+
+
+def test_threads_exchange_through_async_copies_after_wait_and_barrier() -> None:
+    kernel = _block_exchange(wait_before_read=True)
+    verify_kernel(kernel, get_target("nvidia_tc").spec)
+    a = RNG.standard_normal(16).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    run_kernel(kernel, {"A": a, "B": out})
+    np.testing.assert_array_equal(out, a.reshape(2, 8)[:, ::-1].reshape(-1) * 2.0)
+
+
+def test_reading_another_threads_copy_before_its_wait_is_caught() -> None:
+    kernel = _block_exchange(wait_before_read=False)
+    with pytest.raises(LoweringError, match=r"kernel exchange: S\[\(7 - t\)\] reads S while an "
+                                            r"asynchronous copy into that element is still"):
+        run_kernel(kernel, {"A": np.ones(16, np.float32), "B": np.zeros(16, np.float32)})

@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from tilecraft.errors import IndexBoundsError, InputError, LoweringError, TargetError
-from tilecraft.kernel_ir.concurrency import SubgroupReduce
 from tilecraft.kernel_ir.interpreter_concurrency import ConcurrentStatements
 from tilecraft.kernel_ir.interpreter_expr import Env, ExprCompiler, StmtFn, accumulate_scalar
+from tilecraft.kernel_ir.interpreter_lockstep import Lockstep, LockstepFn, contains_sync
 from tilecraft.kernel_ir.interpreter_vector import compile_vector_store
 from tilecraft.kernel_ir.layout import parse_layout
 from tilecraft.kernel_ir.nodes import (
@@ -67,11 +67,10 @@ from tilecraft.kernel_ir.nodes import (
     StreamPush,
 )
 from tilecraft.kernel_ir.printer import stmt_to_str
-from tilecraft.kernel_ir.visitor import KernelVisitor, walk_stmts
+from tilecraft.kernel_ir.visitor import KernelVisitor
 from tilecraft.te.expr import Const
 
 Semantics = Mapping[str, Callable[..., Any]]
-LockstepFn = Callable[[list[Env]], None]
 
 
 def run_kernel(kernel: Kernel, arrays: Mapping[str, np.ndarray],
@@ -236,8 +235,9 @@ class CompiledKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
         extent = self._exprs.compile(loop.extent)
         fixed = int(loop.extent.value) if isinstance(loop.extent, Const) else None
         slot = self._exprs.bind_var(loop.var)
-        if loop.kind is LoopKind.BOUND and _contains_barrier(loop.body):
+        if loop.kind is LoopKind.BOUND and contains_sync(loop.body):
             body_all = self._lockstep(loop.body)
+            fork, join = self._fork_threads, self._join_threads
 
             def run_threads(env: Env) -> None:
                 count = fixed if fixed is not None else int(extent(env))
@@ -246,7 +246,9 @@ class CompiledKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
                     thread = list(env)
                     thread[slot] = value
                     threads.append(thread)
+                fork(threads)
                 body_all(threads)
+                join(threads)
 
             return run_threads
         body = self._stmt(loop.body)
@@ -288,8 +290,12 @@ class CompiledKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
         body = self._stmt(alloc.body)
         shape, dtype = buffer.storage_shape, buffer.dtype.numpy
 
+        guard = self._exprs.load_guards.get(id(buffer))
+
         def run_allocate(env: Env) -> None:
             env[slot] = np.zeros(shape, dtype)
+            if guard is not None:
+                env[guard] = np.zeros(shape, bool)
             body(env)
 
         return run_allocate
@@ -390,109 +396,12 @@ class CompiledKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
 
         return run_pop
 
-    # lockstep execution of thread loops with barriers -------------------------------------
     def _lockstep(self, stmt: Stmt) -> LockstepFn:
-        """Run ``stmt`` for every thread environment, statement by statement, so that each
-        barrier is reached by all threads before any thread goes past it."""
-        if isinstance(stmt, SubgroupReduce):
-            return self._lockstep_subgroup(stmt)
-        if not _contains_barrier(stmt) or isinstance(stmt, Barrier):
-            single = self._stmt(stmt)
-
-            def each(threads: list[Env]) -> None:
-                for env in threads:
-                    single(env)
-
-            return each
-        if isinstance(stmt, Seq):
-            parts = [self._lockstep(s) for s in stmt.stmts]
-
-            def seq_all(threads: list[Env]) -> None:
-                for part in parts:
-                    part(threads)
-
-            return seq_all
-        if isinstance(stmt, Allocate):
-            return self._lockstep_allocate(stmt)
-        if isinstance(stmt, IfThenElse):
-            return self._lockstep_if(stmt)
-        if isinstance(stmt, For):
-            return self._lockstep_for(stmt)
-        raise LoweringError(f"kernel {self.kernel.name}: unexpected barrier inside "
-                            f"{type(stmt).__name__}")
-
-    def _lockstep_allocate(self, alloc: Allocate) -> LockstepFn:
-        slot = self._exprs.bind_buffer(alloc.buffer)
-        body = self._lockstep(alloc.body)
-        shape, dtype = alloc.buffer.storage_shape, alloc.buffer.dtype.numpy
-
-        def allocate_all(threads: list[Env]) -> None:
-            for env in threads:
-                env[slot] = np.zeros(shape, dtype)
-            body(threads)
-
-        return allocate_all
-
-    def _lockstep_if(self, branch: IfThenElse) -> LockstepFn:
-        cond = self._exprs.compile(branch.cond)
-        then_body = self._lockstep(branch.then_body)
-        else_body = self._lockstep(branch.else_body) if branch.else_body is not None else None
-        kernel = self.kernel.name
-
-        def if_all(threads: list[Env]) -> None:
-            taken = {bool(cond(env)) for env in threads}
-            if len(taken) > 1:
-                raise LoweringError(
-                    f"kernel {kernel}: a barrier sits under `if {branch.cond}`, which differs "
-                    "between threads; every thread must reach the same barriers (move the "
-                    "barrier out of the condition)")
-            if True in taken:
-                then_body(threads)
-            elif else_body is not None:
-                else_body(threads)
-
-        return if_all
-
-    def _lockstep_for(self, loop: For) -> LockstepFn:
-        extent = self._exprs.compile(loop.extent)
-        slot = self._exprs.bind_var(loop.var)
-        body = self._lockstep(loop.body)
-        kernel = self.kernel.name
-        if loop.kind is LoopKind.BOUND:
-
-            def spawn_all(threads: list[Env]) -> None:
-                inner = []
-                for env in threads:
-                    for value in range(int(extent(env))):
-                        thread = list(env)
-                        thread[slot] = value
-                        inner.append(thread)
-                body(inner)
-
-            return spawn_all
-
-        def loop_all(threads: list[Env]) -> None:
-            counts = {int(extent(env)) for env in threads}
-            if len(counts) > 1:
-                raise LoweringError(
-                    f"kernel {kernel}: loop {loop.var.name} contains a barrier but its extent "
-                    f"{loop.extent} differs between threads; make the trip count uniform")
-            for value in range(counts.pop() if counts else 0):
-                for env in threads:
-                    env[slot] = value
-                body(threads)
-
-        return loop_all
+        return Lockstep(self).visit(stmt)
 
 
 def _no_op(env: Env) -> None:
     return None
-
-
-def _contains_barrier(stmt: Stmt) -> bool:
-    """Whether threads must run ``stmt`` in lockstep: it holds a barrier or a subgroup
-    reduction (both need every thread to arrive before any goes on)."""
-    return any(isinstance(s, (Barrier, SubgroupReduce)) for s in walk_stmts(stmt))
 
 
 __all__ = ["CompiledKernel", "Semantics", "compile_kernel", "run_kernel", "run_kernels",

@@ -7,17 +7,18 @@ Mixed into :class:`~tilecraft.kernel_ir.interpreter.CompiledKernel`, which suppl
   ``WaitGroup`` retires its group (groups retire oldest first; ``CommitGroup`` closes one).
   Until then the destination elements are *in flight*: a load of one raises a
   :class:`~tilecraft.errors.LoweringError` naming the load — the race a device would have.
-  The copy state is shared by the threads of a kernel; barriers and lockstep execution give
-  every thread's copies the same order. Copies still in flight at the end are an error.
+  Threads running in lockstep (a bound loop with a barrier) each commit and wait for their own
+  groups, as CUDA threads do; copies still in flight when a thread or the kernel ends are an
+  error.
 - ``Pipeline``: at step ``t`` stage ``s`` runs iteration ``t - s``, earlier stages first: the
   order in which overlapped hardware stages can overwrite a rotating copy a later stage still
   needs, so a pipeline with too few copies computes a wrong result here as on the device.
 - ``Dataflow``: stages run one after another over unbounded FIFOs (the result of the
   concurrent stages of an acyclic region); a stream left non-empty is an error.
 - ``AtomicUpdate``: a read-modify-write of one element (sequential execution is atomic).
-- ``SubgroupReduce``: under lockstep execution, the threads are grouped by the values of every
-  other loop variable and by ``lane // width``; each gets its group's reduction, combined in
-  lane order.
+- ``SubgroupReduce`` runs under lockstep execution (:mod:`.interpreter_lockstep`): the
+  threads are grouped by the values of every other loop variable and by ``lane // width``; each
+  gets its group's reduction, combined in lane order.
 """
 
 from __future__ import annotations
@@ -38,11 +39,9 @@ from tilecraft.kernel_ir.concurrency import (
     SubgroupReduce,
     WaitGroup,
 )
-from tilecraft.kernel_ir.interpreter_expr import Env, StmtFn, accumulate_scalar, combine_fn
+from tilecraft.kernel_ir.interpreter_expr import Env, StmtFn, accumulate_scalar
 from tilecraft.kernel_ir.nodes import Kernel, Region
 from tilecraft.kernel_ir.visitor import walk_stmts
-
-LockstepFn = Callable[[list[Env]], None]
 
 
 @dataclass
@@ -77,12 +76,27 @@ class ConcurrentStatements:
         env[self._async_slot] = _AsyncState()
         for slot in self._exprs.load_guards.values():
             env[slot] = None
+        for buffer in self.kernel.params:
+            guard = self._exprs.load_guards.get(id(buffer))
+            if guard is not None:
+                env[guard] = np.zeros(buffer.storage_shape, bool)
 
-    def _finish_concurrency(self, env: Env) -> None:
+    def _fork_threads(self, threads: list[Env]) -> None:
+        """Threads running in lockstep each commit and wait for their own copy groups."""
+        if self._exprs.load_guards:
+            for env in threads:
+                env[self._async_slot] = _AsyncState()
+
+    def _join_threads(self, threads: list[Env]) -> None:
+        if self._exprs.load_guards:
+            for env in threads:
+                self._finish_concurrency(env, "its thread ends")
+
+    def _finish_concurrency(self, env: Env, when: str = "the kernel ends") -> None:
         state: _AsyncState = env[self._async_slot]
         if state.open or any(state.committed):
             raise LoweringError(f"kernel {self.kernel.name}: asynchronous copies are still in "
-                                "flight when the kernel ends; end with wait_group(0)")
+                                f"flight when {when}; end with wait_group(0)")
 
     def _slices(self, region: Region, what: str) -> Callable[[Env], tuple[slice, ...]]:
         bases = [self._exprs.compile(b) for b in region.base]
@@ -195,28 +209,3 @@ class ConcurrentStatements:
         raise LoweringError(f"kernel {self.kernel.name}: a subgroup reduction over "
                             f"{stmt.lane.name} runs outside the bound loop of its lanes; put it "
                             "inside a BOUND loop over the lane variable")
-
-    def _lockstep_subgroup(self, stmt: SubgroupReduce) -> LockstepFn:
-        slot = self._exprs.buffer_slot(stmt.buffer, stmt)
-        index = self._exprs.index(stmt.buffer, stmt.indices, f"subgroup reduce into "
-                                  f"{stmt.buffer.name}")
-        value = self._exprs.compile(stmt.value)
-        lane = self._exprs.bind_var(stmt.lane)
-        others = [s for s in self._exprs.var_slots() if s != lane]
-        combine = combine_fn(stmt.op, stmt.value.dtype)
-        width = stmt.width
-
-        def reduce_all(threads: list[Env]) -> None:
-            groups: dict[tuple[Any, ...], list[Env]] = {}
-            for env in threads:
-                key = tuple(env[s] for s in others) + (env[lane] // width,)
-                groups.setdefault(key, []).append(env)
-            for members in groups.values():
-                members.sort(key=lambda env: env[lane])
-                total = None
-                for env in members:
-                    total = value(env) if total is None else combine(total, value(env))
-                for env in members:
-                    env[slot][index(env)] = total
-
-        return reduce_all
