@@ -95,6 +95,7 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[str] = []
         recorder = self
+        self.extensions: dict[str, Any] = {}
 
         class Pass:
             name = "recording_pass"
@@ -138,9 +139,12 @@ class Recorder:
             recorder.calls.append("operators")
             return te.compute(tensor.shape, lambda *i: tensor[i] * 3.0, name="tripled")
 
-        self.extensions = {"passes": Pass(), "cost_models": CostModel(),
-                           "search_engines": Engine(), "runners": Runner(),
-                           "operators": recording_operator}
+        self.extensions.update(passes=Pass(), cost_models=CostModel(), search_engines=Engine(),
+                               runners=Runner(), operators=recording_operator)
+
+    @property
+    def seen(self) -> set[str]:
+        return set(self.calls)
 
     @hookimpl
     def tilecraft_register_passes(self) -> list[Any]:
@@ -202,11 +206,12 @@ def test_every_hook_is_called_by_the_pipeline(recorder: Recorder, tmp_path: Path
     graph = tc.Graph.from_outputs([C])
     state = run_pipeline(graph, target)
     assert state.passes_applied == ["recording_pass"] and recorder.calls == ["passes"]
-    if target.spec.intrinsics:  # the mapping stage ranks mappings with the model named
-        ranked = run_pipeline(graph, target, cost_model="recording_cost_model")
-        assert "cost_models" in recorder.calls
-        assert [e.to_dict() for e in ranked.mapping_entries] == \
-            [e.to_dict() for e in state.mapping_entries]
+    assert target.spec.intrinsics, "x86_avx512 declares its FMA intrinsics on every host"
+    # the mapping stage ranks mappings with the model named; the same model, the same entries
+    ranked = run_pipeline(graph, target, cost_model="recording_cost_model")
+    assert "cost_models" in recorder.calls
+    assert [e.to_dict() for e in ranked.mapping_entries] == \
+        [e.to_dict() for e in state.mapping_entries]
 
     program = tmp_path / "prog.py"
     program.write_text("from tilecraft import te\nx = te.placeholder((8,), name='x')\n"
@@ -219,14 +224,16 @@ def test_every_hook_is_called_by_the_pipeline(recorder: Recorder, tmp_path: Path
     result = tune(y, target, {"preset": "quick", "trials": 2, "engine": "recording_engine",
                               "progress": False, "repeats": 1})
     assert "search_engines" in recorder.calls and result.tasks
+    assert {"passes", "cost_models", "operators", "search_engines"} <= recorder.seen
 
-    recorder.calls.clear()
     workload = compute_workload(ops.relu(x, name="r"))
     measured = evaluate_in_process(MeasureInput(workload, "x86_avx512", {}),
                                    MeasureSettings(repeats=2, min_seconds=0.0,
                                                    runner="recording_runner"))
     assert measured.ok and len(measured.costs) == 2, measured.error_message
-    assert recorder.calls == ["runners", "runners"]  # calibration, then the measurements
+    assert recorder.calls.count("runners") == 2  # calibration, then the measurements
+    # the meta-check: every kind of hook was called by its consumer
+    assert recorder.seen == {kind.value for kind in ExtensionKind}
 
 
 def test_unknown_extensions_are_named_with_the_registered_ones(recorder: Recorder) -> None:
