@@ -80,7 +80,8 @@ def test_gpu_blocks_threads_and_shared_tiles() -> None:
     s[C].unroll(ki)
     check_schedule(s, inputs)
     (kernel,) = s.lower()
-    assert kernel.launch == LaunchConfig(grid=(3, 3), block=(4, 8))
+    # the shared tile of A, (1, 4) float32, is the block's shared memory
+    assert kernel.launch == LaunchConfig(grid=(3, 3), block=(4, 8), shared_bytes=16)
     bound = [(st.var.name, st.axis) for st in _statements(kernel.body)
              if isinstance(st, For) and st.kind is LoopKind.BOUND]
     assert bound == [("i_outer", "blockIdx.y"), ("j_outer", "blockIdx.x"),

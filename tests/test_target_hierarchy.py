@@ -139,3 +139,26 @@ def test_binding_to_an_axis_the_spec_lacks_is_refused_at_the_step() -> None:
                                             r"bindable axis of toy_cl; bind to one of "
                                             r"group_id.x, local_id.x, local_id.y"):
         s.lower()
+
+
+def test_block_threads_and_shared_memory_are_checked_against_the_hierarchy() -> None:
+    from tilecraft.dtypes import DType
+    from tilecraft.errors import LoweringError
+    from tilecraft.kernel_ir import Allocate, Buffer, For, Kernel, LoopKind, Store
+    from tilecraft.kernel_ir.verify import verify_kernel
+    from tilecraft.te import Var, const
+
+    spec = _spec(threads=_threads())   # 256 threads, 32 KB of local memory per work-group
+    A = Buffer("A", (32, 16), DType.FLOAT32)
+    x, y = Var("x"), Var("y")
+    store = Store(A, (y, x), const(1.0))
+    block = For(y, const(32), LoopKind.BOUND, For(x, const(16), LoopKind.BOUND, store,
+                                                  axis="local_id.x"), axis="local_id.y")
+    with pytest.raises(LoweringError, match="the block has 512 threads but toy_cl runs at "
+                                            "most 256 per block"):
+        verify_kernel(Kernel("big_block", (A,), ("A",), block), spec)
+    tile = Buffer("T", (96, 96), DType.FLOAT32, level="local")
+    with pytest.raises(LoweringError, match=r"local allocations take 36864 bytes but a block of "
+                                            r"toy_cl gets at most 32768"):
+        verify_kernel(Kernel("big_tile", (A,), ("A",), Allocate(tile, Store(
+            A, (const(0), const(0)), const(1.0)))), spec)

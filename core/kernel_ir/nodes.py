@@ -116,7 +116,8 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.bytes
+        """Bytes of the buffer (all lanes of a vector element type)."""
+        return self.size * self.dtype.bytes * self.lanes
 
     def strides(self) -> tuple[int, ...]:
         """Row-major element strides of the logical shape."""

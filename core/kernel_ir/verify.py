@@ -153,6 +153,7 @@ class _Verifier(ConcurrencyChecks, KernelVisitor[None]):
                       "own scope; allocate a new buffer object")
         self._declare(stmt.buffer, f"allocation of {stmt.buffer.name}")
         self.alloc_depth[id(stmt.buffer)] = len(scope.loops)
+        self.check_shared_memory(stmt.buffer, _describe(stmt))
         inner = _Scope(scope.ranges, scope.buffers | {id(stmt.buffer)}, scope.facts,
                        scope.loops, scope.under_condition)
         self._stmt(stmt.body, inner)
@@ -206,7 +207,7 @@ class _Verifier(ConcurrencyChecks, KernelVisitor[None]):
             self.fail(where, f"the extent {loop.extent} is not an integer")
         kind = loop.kind
         if kind is LoopKind.BOUND and loop.axis:
-            self.check_axis(loop, where)
+            self.check_axis(loop, where, scope.loops)
         if self.loop_kinds is not None and kind.value not in self.loop_kinds:
             self.fail(where, f"loop kind {kind.value} is not offered by {self.spec_name} (it "
                       f"offers {', '.join(sorted(self.loop_kinds))}); use one of those")

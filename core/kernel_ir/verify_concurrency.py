@@ -42,6 +42,7 @@ from tilecraft.kernel_ir.nodes import (
     walk_expr,
 )
 from tilecraft.kernel_ir.visitor import stmt_children, walk_stmts
+from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.te.bounds import Affine, affine
 from tilecraft.te.expr import Binary, BinaryOp, Const, Expr, Var
 
@@ -88,6 +89,7 @@ class ConcurrencyChecks:
         self.barrier_scopes: tuple[str, ...] | None = \
             tuple(scopes) if isinstance(scopes, (tuple, list)) else None
         self.alloc_depth: dict[int, int] = {}
+        self.shared_bytes = 0
         #: whether a buffer with a vector element type was declared (values need lane checks)
         self.has_vectors = False
         self.rotating: dict[int, tuple[Var, int]] = {}
@@ -95,7 +97,7 @@ class ConcurrencyChecks:
         self.committed: list[list[AsyncCopy]] = []
 
     # names against the spec -------------------------------------------------------------
-    def check_axis(self, loop: For, where: str) -> None:
+    def check_axis(self, loop: For, where: str, enclosing: tuple[Any, ...] = ()) -> None:
         if self.threads is None:
             return
         axes = {axis.name: axis for axis in self.threads.axes}
@@ -108,6 +110,28 @@ class ConcurrencyChecks:
             self.fail(where, f"loop {loop.var.name} has {loop.extent.value} iterations but axis "
                       f"{axis.name} of {self.spec_name} allows at most {axis.max_extent}; split "
                       "the loop and bind the parts to two axes")
+        if axis.scope is LaunchScope.BLOCK:
+            threads = 1
+            for outer in (*enclosing, loop):
+                if isinstance(outer, For) and outer.kind is LoopKind.BOUND and \
+                        isinstance(outer.extent, Const) and outer.axis in axes and \
+                        axes[outer.axis].scope is LaunchScope.BLOCK:
+                    threads *= int(outer.extent.value)
+            limit = self.threads.max_threads_per_block
+            if threads > limit:
+                self.fail(where, f"the block has {threads} threads but {self.spec_name} runs at "
+                          f"most {limit} per block; bind fewer iterations to thread axes")
+
+    def check_shared_memory(self, buffer: Buffer, where: str) -> None:
+        """Block-shared allocations together fit the most shared memory a block can get."""
+        if self.threads is None or buffer.level != self.threads.shared_level:
+            return
+        self.shared_bytes += buffer.nbytes
+        limit = self.threads.max_shared_bytes_per_block
+        if limit is not None and self.shared_bytes > limit:
+            self.fail(where, f"the kernel's {buffer.level} allocations take "
+                      f"{self.shared_bytes} bytes but a block of {self.spec_name} gets at most "
+                      f"{limit}; use smaller tiles")
 
     def check_element_type_and_layout(self, buffer: Buffer, where: str) -> None:
         if buffer.lanes != 1:

@@ -228,7 +228,8 @@ def _check_placement(root: Stage, body: Stmt, emitter: KernelEmitter) -> None:
 
 def _launch(body: Stmt, threads: Any) -> LaunchConfig | None:
     """The grid and block extents of the loops bound to the axes of the target's thread
-    hierarchy (each axis names its launch scope and dimension); None without bound loops."""
+    hierarchy (each axis names its launch scope and dimension) and the bytes of the buffers
+    allocated in its shared level; None without bound loops."""
     if threads is None:
         return None
     dims: dict[str, dict[int, int]] = {"grid": {}, "block": {}}
@@ -239,13 +240,16 @@ def _launch(body: Stmt, threads: Any) -> LaunchConfig | None:
             dims[axis.scope.value][axis.dim] = int(getattr(stmt.extent, "value", 1))
     if not dims["grid"] and not dims["block"]:
         return None
+    shared = sum(stmt.buffer.nbytes for stmt, _ in _statements(body)
+                 if isinstance(stmt, Allocate) and stmt.buffer.level == threads.shared_level)
 
     def shape(found: dict[int, int]) -> tuple[int, ...]:
         if not found:
             return (1,)
         return tuple(found.get(d, 1) for d in range(max(found) + 1))
 
-    return LaunchConfig(grid=shape(dims["grid"]), block=shape(dims["block"]))
+    return LaunchConfig(grid=shape(dims["grid"]), block=shape(dims["block"]),
+                        shared_bytes=shared)
 
 
 __all__ = ["STEP_PRIMITIVES", "check_trace", "lower_schedule"]
