@@ -14,7 +14,17 @@ kernel, the statement and the fix when:
 - (with ``check_bounds``) an index provably can leave its buffer: its range, given the loop
   extents and the conditions guarding it, is known and exceeds the buffer;
 - (with a target spec) a buffer lives in a memory level the spec does not have, or a loop
-  kind is not among the spec's ``loop_kinds``.
+  kind is not among the spec's ``loop_kinds``; a bound loop's axis is not one of the spec's
+  bindable axes (``spec.threads``) or exceeds its limit, a block has more threads than
+  ``max_threads_per_block``, the shared level's allocations exceed a block's shared memory, a
+  barrier's scope is not one of ``spec.barrier_scopes``, a subgroup reduction is wider than the
+  subgroup;
+- a layout does not fit its buffer's shape, a vector value meets a buffer of other lanes, an
+  accumulation that threads of a bound loop share is not atomic, an asynchronous copy's data is
+  read before a wait covers it (where one statement sequence shows it) or never waited for, a
+  pipeline has fewer rotating copies than stages a buffer is live across, a dataflow region's
+  streams do not link one producer to one later consumer with as many pops as pushes (see
+  :mod:`.verify_concurrency`).
 
 >>> from tilecraft.dtypes import DType
 >>> from tilecraft.kernel_ir.nodes import Buffer, For, Kernel, LoopKind, Store
