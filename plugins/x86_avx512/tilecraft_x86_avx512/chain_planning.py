@@ -10,10 +10,12 @@ highest intensity times the share of useful work after padding ``L`` (first prod
 (second product).
 
 Chimera's model minimises the data one core moves; it has no term for spreading the blocks
-over the cores, which the x86 model has. Measured on the bench chains (thesis Table 3.5) the
-planner's blocks are as fast on one thread and 3-12% slower on some chains on two (G12: 7
-blocks on 2 cores), so :func:`tilecraft_x86_avx512.fusion.fuse_chains` uses these blocks only
-when ``TILECRAFT_X86_CHAIN_BLOCKING=planner``.
+over the cores, which the x86 model has. Measured on the bench chains (thesis Table 3.5, this
+2-core Zen 4, quiet, best of 11 interleaved medians): on one thread the planner's blocks are as
+fast or up to 4% slower (G7, G8: 96 vs 99-100 GFLOP/s); on two threads 1-2% slower on G4-G6
+and G9, 5% on G7/G8 and 13% on G12 (7 blocks on 2 cores: 176 vs 202 GFLOP/s), equal on G1-G3,
+G10, G11. So :func:`tilecraft_x86_avx512.fusion.fuse_chains` uses these blocks only when
+``TILECRAFT_X86_CHAIN_BLOCKING=planner``.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.graph import Graph
