@@ -12,23 +12,15 @@ import time
 from tilecraft.pipeline.state import CompileState, GeneratedSource
 from tilecraft.target.base import Source
 
-#: file suffixes of the source languages the installed targets emit (a Source of another
-#: language is written with its language as the suffix)
-LANGUAGE_SUFFIX = {"llvm-ir": "ll", "cuda": "cu", "opencl": "cl", "hls-cpp": "cpp",
-                   "ascendc": "cpp", "text": "txt"}
-
 
 def source_suffix(source: Source) -> str:
-    """The file suffix of ``source``: its own ``suffix`` where it carries one, else the one of
-    its language.
+    """The file suffix of ``source``, which its code generator chose (the core keeps no table
+    of languages).
 
-    >>> source_suffix(Source("x86_avx512", "k", "llvm-ir", "", "k"))
+    >>> source_suffix(Source("x86_avx512", "k", "llvm-ir", "", "k", suffix="ll"))
     'll'
     """
-    own = getattr(source, "suffix", None)
-    if isinstance(own, str) and own:
-        return own.lstrip(".")
-    return LANGUAGE_SUFFIX.get(source.language, source.language)
+    return source.file_suffix
 
 
 class Codegen:

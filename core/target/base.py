@@ -83,7 +83,14 @@ class Availability:
 
 @dataclass(frozen=True)
 class Source:
-    """Generated code for one kernel; ``language`` doubles as the dump-file suffix."""
+    """Generated code for one kernel. ``suffix`` is the file suffix its code generator gives
+    it (``"ll"``, ``"cu"``, ``"cl"``); without one, the language names the file.
+
+    >>> Source("toy", "k", "opencl", "", "k", suffix="cl").file_name
+    'k.cl'
+    >>> Source("toy", "k", "text", "", "k").file_name
+    'k.text'
+    """
 
     target: str
     kernel_name: str
@@ -91,6 +98,15 @@ class Source:
     text: str
     entry: str
     meta: Mapping[str, Any] = field(default_factory=dict)
+    suffix: str = ""
+
+    @property
+    def file_suffix(self) -> str:
+        return (self.suffix or self.language).lstrip(".")
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.kernel_name}.{self.file_suffix}"
 
 
 @dataclass(frozen=True)

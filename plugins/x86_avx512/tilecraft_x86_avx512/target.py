@@ -76,6 +76,8 @@ from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, defaul
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
 
 LANGUAGE = "llvm-ir"
+#: the file suffix of the LLVM IR this target writes (dumps, --output-dir)
+SOURCE_SUFFIX = "ll"
 #: the micro-kernels of int8 and bfloat16 contractions (VNNI, BF16)
 _DOT_PRODUCT_MICRO_KERNELS = frozenset(decl.name for decl in (
     DOT_BF16, VNNI_U8S8, VNNI_S8U8, VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8))
@@ -202,7 +204,8 @@ class X86Avx512Target(Target):
     def codegen(self, kernel: Kernel) -> Source:
         generated = generate_llvm_ir(kernel, self.options)
         return Source(target=self.name, kernel_name=kernel.name, language=LANGUAGE,
-                      text=generated.text, entry=generated.entry, meta=generated.meta)
+                      text=generated.text, entry=generated.entry, meta=generated.meta,
+                      suffix=SOURCE_SUFFIX)
 
     def build(self, source: Source) -> Artifact:
         """Machine code in memory (JIT) where this host can run it; for a named CPU it cannot
