@@ -34,7 +34,8 @@ class LoweringOptions:
       reductions) go, or ``None`` to put them in ``param_level``; ``register_bytes`` is its
       capacity (``None``: unlimited) — a buffer that does not fit goes to ``param_level``;
     - ``vector_lanes``: lanes of a vector loop per element type — an int for every type, a
-      mapping from dtype (or its name) to lanes (missing types get 1), or a callable;
+      mapping from dtype (or its name) to lanes (missing types get 1), or a callable; the
+      default, 1, assumes no SIMD unit (``from_spec`` reads the spec's vector width);
     - ``parallel`` / ``cores``: whether to make the outermost loop PARALLEL, over how many
       cores; leading spatial axes are fused until the parallel loop has at least
       ``min_parallel_extent`` iterations (default ``4 * cores``);
@@ -51,7 +52,7 @@ class LoweringOptions:
     param_level: str = "global"
     register_level: str | None = None
     register_bytes: int | None = None
-    vector_lanes: LanesSpec = 16
+    vector_lanes: LanesSpec = 1
     parallel: bool = True
     cores: int = 1
     vectorize: bool = True
