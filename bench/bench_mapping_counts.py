@@ -23,11 +23,9 @@ import tilecraft as tc  # noqa: E402
 from tilecraft import ops, te  # noqa: E402
 from tilecraft.intrin import execute, generate, match, verify  # noqa: E402
 from tilecraft.intrin.examples import wmma  # noqa: E402
-from tilecraft.ops.amos_ops import (  # noqa: E402
-    batched_conv2d,
-    conv_transpose2d_zero_insert,
-    grouped_dense,
-)
+from tilecraft.ops.conv_transpose import conv_transpose2d_zero_insert  # noqa: E402
+from tilecraft.ops.conv_variants import batched_conv2d  # noqa: E402
+from tilecraft.ops.linalg import grouped_dense  # noqa: E402
 
 F32 = "float32"
 

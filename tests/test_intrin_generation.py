@@ -20,7 +20,7 @@ from tilecraft.intrin import (
 )
 from tilecraft.intrin.examples import arm_dot, ascend_cube, vpdpbusd, wmma
 from tilecraft.kernel_ir.nodes import IntrinsicCall
-from tilecraft.ops.amos_ops import conv_transpose2d_zero_insert
+from tilecraft.ops.conv_transpose import conv_transpose2d_zero_insert
 from tilecraft.target.intrinsic import IntrinsicDecl
 
 WMMA = wmma(16, 16, 16)

@@ -11,7 +11,9 @@ from tilecraft import ops, te
 from tilecraft.errors import ShapeError
 from tilecraft.intrin import ReasonKind, match, match_graph
 from tilecraft.intrin.examples import arm_dot, ascend_cube, vpdpbusd, wmma
-from tilecraft.ops.amos_ops import batched_conv2d, conv_transpose2d_zero_insert, grouped_dense
+from tilecraft.ops.conv_transpose import conv_transpose2d_zero_insert
+from tilecraft.ops.conv_variants import batched_conv2d
+from tilecraft.ops.linalg import grouped_dense
 from tilecraft.target.intrinsic import IntrinsicDecl
 
 F32 = "float32"
@@ -285,7 +287,7 @@ def test_zero_insert_transposed_conv_equals_pytorch_semantics(stride, padding, o
                                tc.reference.run(core, x=x, w=w), rtol=1e-5, atol=1e-5)
 
 
-def test_amos_ops_reject_bad_shapes() -> None:
+def test_amos_benchmark_operators_reject_bad_shapes() -> None:
     x = te.placeholder((2, 3, 6, 6), name="x")
     with pytest.raises(ShapeError, match=r"must be \(N, K, C, R, S\) with N=2 and C=3"):
         batched_conv2d(x, te.placeholder((1, 4, 3, 3, 3), name="w"))

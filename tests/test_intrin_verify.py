@@ -21,7 +21,7 @@ from tilecraft.intrin import (
 )
 from tilecraft.intrin.examples import wmma
 from tilecraft.intrin.verify import boolean_product, mapping_from_names
-from tilecraft.ops.amos_ops import conv_transpose2d_zero_insert
+from tilecraft.ops.conv_transpose import conv_transpose2d_zero_insert
 
 WMMA = wmma(16, 16, 16)
 F32 = "float32"

@@ -16,10 +16,14 @@ array([[3., 3., 3., 3.],
 
 from tilecraft.ops import catalog
 from tilecraft.ops.activation import gelu, leaky_relu, relu, sigmoid, tanh
-from tilecraft.ops.amos_ops import batched_conv2d, conv_transpose2d_zero_insert, grouped_dense
 from tilecraft.ops.conv import conv1d, conv2d, conv3d
-from tilecraft.ops.conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose3d
-from tilecraft.ops.conv_variants import capsule_conv2d, depthwise_conv2d
+from tilecraft.ops.conv_transpose import (
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose2d_zero_insert,
+    conv_transpose3d,
+)
+from tilecraft.ops.conv_variants import batched_conv2d, capsule_conv2d, depthwise_conv2d
 from tilecraft.ops.elementwise import (
     add,
     bias_add,
@@ -32,7 +36,7 @@ from tilecraft.ops.elementwise import (
     sub,
 )
 from tilecraft.ops.layout import concat, depth_to_space, pad, reshape, space_to_depth, transpose
-from tilecraft.ops.linalg import batch_matmul, bilinear, dense, gemv, matmul
+from tilecraft.ops.linalg import batch_matmul, bilinear, dense, gemv, grouped_dense, matmul
 from tilecraft.ops.normalization import batch_norm, layer_norm
 from tilecraft.ops.pooling import avg_pool2d, global_avg_pool2d, max_pool2d
 from tilecraft.ops.reduction import mean, reduce_max, reduce_min, reduce_sum, variance

@@ -33,7 +33,13 @@ from tilecraft.ops._util import (
     output_name,
     product_dtype,
 )
-from tilecraft.ops.conv import KERNEL_NAMES, SPATIAL_NAMES, check_groups
+from tilecraft.ops.conv import (
+    KERNEL_NAMES,
+    SPATIAL_NAMES,
+    check_groups,
+    window_index,
+)
+from tilecraft.ops.layout import pad
 from tilecraft.te.tensor import Tensor
 
 IntOrTuple = int | Sequence[int]
@@ -121,3 +127,78 @@ def conv_transpose3d(x: Tensor, w: Tensor, stride: IntOrTuple = 1, padding: IntO
     """PyTorch ``conv_transpose3d``: x (N, C_in, D, H, W), w (C_in, C_out/groups, T, R, S)."""
     return _conv_transpose_nd(x, w, 3, stride, padding, output_padding, dilation, groups,
                               out_dtype, "conv_transpose3d", name)
+
+
+def conv_transpose2d_zero_insert(x: Tensor, w: Tensor, stride: IntOrTuple = 1,
+                                 padding: IntOrTuple = 0, output_padding: IntOrTuple = 0,
+                                 dilation: IntOrTuple = 1, out_dtype: DType | str | None = None,
+                                 name: str | None = None) -> Tensor:
+    """PyTorch's ``conv_transpose2d`` (groups=1) written as AMOS does: insert ``stride - 1``
+    zeros between input pixels (``<name>_expand``), pad by ``dilation*(kernel-1) - padding``
+    (plus ``output_padding`` after; ``<name>_pad``), then correlate with the flipped kernel::
+
+        y[n, o, h, w] = sum_{c, r, s} x_pad[n, c, h + r*dh, w + s*dw] * w[c, o, R-1-r, S-1-s]
+
+    x (N, C_in, H, W), w (C_in, C_out, R, S) -> (N, C_out, H_out, W_out). The kernel taps index
+    the weights with a negative coefficient, so they never map onto an intrinsic loop.
+
+    One of the AMOS benchmark operators (thesis Table 5.3).
+
+    >>> x = te.placeholder((2, 3, 6, 6), name="x")
+    >>> t = conv_transpose2d_zero_insert(x, te.placeholder((3, 5, 3, 3), name="wt"), stride=2,
+    ...                                  padding=1, name="t")
+    >>> print(t.statement())
+    t[n, o, h, w] = sum(t_pad[n, rc, (h + rh), (w + rw)] * wt[rc, o, (2 - rh), (2 - rw)],
+        axis=[rc, rh, rw])
+    >>> t.shape
+    (2, 5, 11, 11)
+    """
+    op = "conv_transpose2d_zero_insert"
+    check_tensor(x, op, "x", 4)
+    check_tensor(w, op, "w", 4)
+    batch, channels, height, width = x.shape
+    w_channels, out_channels, kernel_h, kernel_w = w.shape
+    if w_channels != channels:
+        raise ShapeError(f"{op}: w ({w.name}, shape {w.shape}) has {w_channels} input channels "
+                         f"but x ({x.name}) has {channels}; weights are (C_in, C_out, R, S)")
+    strides = normalize_tuple(stride, 2, op, "stride")
+    pads = normalize_tuple(padding, 2, op, "padding", minimum=0)
+    extra = normalize_tuple(output_padding, 2, op, "output_padding", minimum=0)
+    dilations = normalize_tuple(dilation, 2, op, "dilation")
+    kernel = (kernel_h, kernel_w)
+    borders = []
+    for d in range(2):
+        if extra[d] >= max(strides[d], dilations[d]):
+            raise ShapeError(f"{op}: output_padding {extra[d]} in spatial dimension {d} must be "
+                             f"smaller than stride ({strides[d]}) or dilation ({dilations[d]})")
+        border = dilations[d] * (kernel[d] - 1) - pads[d]
+        if border < 0:
+            raise ShapeError(f"{op}: padding {pads[d]} exceeds dilation*(kernel-1) = "
+                             f"{dilations[d] * (kernel[d] - 1)} in spatial dimension {d}; the "
+                             "zero-insertion form cannot crop, use ops.conv_transpose2d")
+        borders.append((border, border + extra[d]))
+    dtype = product_dtype(op, x, w, out_dtype)
+    final = output_name(name, op)
+    source = x
+    if strides != (1, 1):
+        sh, sw = strides
+        source = named_compute(
+            (batch, channels, (height - 1) * sh + 1, (width - 1) * sw + 1), ["n", "c", "h", "w"],
+            lambda n, c, h, w_: te.select(te.all_of(te.eq(h % sh, 0), te.eq(w_ % sw, 0)),
+                                          x[n, c, h // sh, w_ // sw], te.const(0, x.dtype)),
+            f"{final}_expand")
+    if any(b or a for b, a in borders):
+        source = pad(source, [(0, 0), (0, 0), *borders], name=f"{final}_pad")
+    out_h = source.shape[2] - dilations[0] * (kernel_h - 1)
+    out_w = source.shape[3] - dilations[1] * (kernel_w - 1)
+    rc = te.reduce_axis(channels, "rc")
+    rh = te.reduce_axis(kernel_h, "rh")
+    rw = te.reduce_axis(kernel_w, "rw")
+    dh, dw = dilations
+
+    def body(n: te.Expr, o: te.Expr, h: te.Expr, w_: te.Expr) -> te.Expr:
+        value = source[n, rc, window_index(h, 1, rh, dh), window_index(w_, 1, rw, dw)]
+        weight = w[rc, o, (kernel_h - 1) - rh, (kernel_w - 1) - rw]
+        return te.sum(operand(value, dtype) * operand(weight, dtype), axis=[rc, rh, rw])
+
+    return named_compute((batch, out_channels, out_h, out_w), ["n", "o", "h", "w"], body, final)

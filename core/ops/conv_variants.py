@@ -98,3 +98,42 @@ def capsule_conv2d(x: Tensor, w: Tensor, stride: IntOrTuple = 1, padding: Paddin
 
     return named_compute((batch, out_channels, *geometry.out_spatial, capsules),
                          ["b", "k", "h", "w", "s"], body, final)
+
+
+def batched_conv2d(x: Tensor, w: Tensor, stride: IntOrTuple = 1, padding: Padding = 0,
+                   out_dtype: DType | str | None = None, name: str | None = None) -> Tensor:
+    """2-d convolution where every sample has its own filters (AMOS's BCV):
+    x (N, C, H, W), w (N, K, C, R, S) -> (N, K, H_out, W_out),
+    ``y[n, k, h, w] = sum_{c, r, s} x[n, c, h*sh + r, w*sw + s] * w[n, k, c, r, s]``
+    (one of the AMOS benchmark operators, thesis Table 5.3).
+
+    >>> x = te.placeholder((2, 3, 6, 6), name="x")
+    >>> w = te.placeholder((2, 4, 3, 3, 3), name="w")
+    >>> print(batched_conv2d(x, w, name="y").statement())
+    y[n, k, h, w] = sum(x[n, rc, (h + rh), (w + rw)] * w[n, k, rc, rh, rw], axis=[rc, rh, rw])
+    """
+    op = "batched_conv2d"
+    check_tensor(x, op, "x", 4)
+    check_tensor(w, op, "w", 5)
+    batch, channels, height, width = x.shape
+    w_batch, out_channels, w_channels, kernel_h, kernel_w = w.shape
+    if (w_batch, w_channels) != (batch, channels):
+        raise ShapeError(f"{op}: w ({w.name}, shape {w.shape}) must be (N, K, C, R, S) with "
+                         f"N={batch} and C={channels} of x ({x.name}, shape {x.shape})")
+    geometry = conv_geometry(op, x, (height, width), (kernel_h, kernel_w), stride, padding, 1)
+    dtype = product_dtype(op, x, w, out_dtype)
+    final = output_name(name, op)
+    source = (pad(x, [(0, 0), (0, 0), *geometry.padding], name=f"{final}_pad")
+              if geometry.padded else x)
+    rc = te.reduce_axis(channels, "rc")
+    rh = te.reduce_axis(kernel_h, "rh")
+    rw = te.reduce_axis(kernel_w, "rw")
+    sh, sw = geometry.stride
+
+    def body(n: te.Expr, k: te.Expr, h: te.Expr, w_: te.Expr) -> te.Expr:
+        value = source[n, rc, window_index(h, sh, rh, 1), window_index(w_, sw, rw, 1)]
+        return te.sum(operand(value, dtype) * operand(w[n, k, rc, rh, rw], dtype),
+                      axis=[rc, rh, rw])
+
+    return named_compute((batch, out_channels, *geometry.out_spatial), ["n", "k", "h", "w"],
+                         body, final)

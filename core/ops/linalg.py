@@ -144,3 +144,24 @@ def dense(x: Tensor, W: Tensor,  # noqa: N803
     if bias is None:
         return out
     return bias_add(out, bias, axis=1, name=final)
+
+
+def grouped_dense(x: Tensor, w: Tensor, out_dtype: DType | str | None = None,
+                  name: str | None = None) -> Tensor:
+    """Grouped fully connected layer (AMOS's GFC): x (N, G, C), w (G, K, C) -> (N, G, K),
+    ``y[n, g, k] = sum_c x[n, g, c] * w[g, k, c]``."""
+    op = "grouped_dense"
+    check_tensor(x, op, "x", 3)
+    check_tensor(w, op, "w", 3)
+    batch, groups, channels = x.shape
+    w_groups, out_features, w_channels = w.shape
+    if (w_groups, w_channels) != (groups, channels):
+        raise ShapeError(f"{op}: w ({w.name}, shape {w.shape}) must be (G, K, C) with "
+                         f"G={groups} and C={channels} of x ({x.name}, shape {x.shape})")
+    dtype = product_dtype(op, x, w, out_dtype)
+    rc = te.reduce_axis(channels, "rc")
+    return named_compute(
+        (batch, groups, out_features), ["n", "g", "k"],
+        lambda n, g, k: te.sum(operand(x[n, g, rc], dtype) * operand(w[g, k, rc], dtype),
+                               axis=rc),
+        output_name(name, op))
