@@ -13,6 +13,7 @@ from tilecraft.errors import TargetError
 from tilecraft.fusion import (
     FusionError,
     LoopConstraint,
+    ParallelExecution,
     TileTree,
     all_orders,
     analyze,
@@ -344,3 +345,59 @@ def test_bad_requests_are_rejected():
         solve_chain(chain, spec=spec, levels=["DRAM"])
     with pytest.raises(TargetError, match="unknown memory level 'L9'"):
         solve_chain(chain, spec=spec, levels=["L9"])
+
+
+@pytest.mark.parametrize("units", [1, 2, 3, 4, 5])
+def test_parallel_blocks_spread_evenly_over_the_units(units):
+    """Chimera alone keeps all 1024 rows in one block (the fewest bytes); with the blocks
+    spread over ``units`` units the most loaded unit's time decides, and the rows split into a
+    multiple of ``units`` blocks."""
+    chain = gemm_chain(1024, 64, 512, 64)
+    rows = {"m": LoopConstraint(multiple_of=6)}
+    alone = solve_chain(chain, capacity_bytes=512 * 1024, constraints=rows)
+    assert alone.tiles["m"] == 1024 and alone.level.blocks is None
+    run = ParallelExecution(("m",), units, 16.0)
+    spread = solve_chain(chain, capacity_bytes=512 * 1024, constraints=rows, parallel=run)
+    level = spread.level
+    assert level.blocks == math.ceil(1024 / level.tiles["m"])
+    assert level.blocks % units == 0
+    assert level.tiles["m"] == 1024 or level.tiles["m"] % 6 == 0
+    assert level.makespan_cycles == pytest.approx(run.compute_cycles(chain) / units)
+    assert f"{level.blocks} blocks, the most loaded unit" in level.describe()
+
+
+def test_parallel_time_weighs_the_bytes_moved_with_a_spec():
+    """With a spec the movement term counts: of the balanced splits, the one moving fewest
+    bytes wins, and the makespan is (arithmetic + DV / bw) * ceil(B / P) / B."""
+    spec = toy_spec(l2_bytes=1 << 20)
+    chain = gemm_chain(1024, 64, 64, 512)
+    run = ParallelExecution(("m",), 2, 32.0)
+    solution = solve_chain(chain, spec=spec, levels=["L2"], parallel=run,
+                           constraints={"l": LoopConstraint(minimum=512)})
+    level = solution.level
+    blocks = level.blocks
+    assert blocks % 2 == 0
+    expected = (run.compute_cycles(chain) + level.volume_bytes / level.bandwidth_bytes_per_cycle
+                ) * math.ceil(blocks / 2) / blocks
+    assert level.makespan_cycles == pytest.approx(expected)
+
+
+def test_a_maximum_bounds_the_tile():
+    chain = gemm_chain(1024, 64, 512, 64)
+    solution = solve_chain(chain, capacity_bytes=512 * 1024,
+                           constraints={"m": LoopConstraint(multiple_of=6, maximum=200)})
+    assert solution.tiles["m"] <= 200 and solution.tiles["m"] % 6 == 0
+    with pytest.raises(FusionError, match="maximum 4 is below the smallest tile 6"):
+        LoopConstraint(multiple_of=6, maximum=4)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(loops=("q",), units=2), "parallel loops q are not loops of chain"),
+    (dict(loops=("m",), units=0), "units = 0 must be a positive int"),
+    (dict(loops=("m",), units=2, flops_per_cycle=0.0), "must be positive"),
+    (dict(loops=("m",), units=2, flops_per_cycle={"C": 8.0}), "no rate for operators E"),
+])
+def test_parallel_execution_rejects_what_the_chain_does_not_have(kwargs, message):
+    with pytest.raises(FusionError, match=message):
+        run = ParallelExecution(**kwargs)
+        solve_chain(gemm_chain(64, 64, 64, 64), capacity_bytes=1 << 20, parallel=run)

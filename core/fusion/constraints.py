@@ -5,11 +5,14 @@ tiles of the loops it covers should be multiples of those.
 >>> merged = merge_constraints({"m": LoopConstraint(multiple_of=6)},
 ...                            {"m": LoopConstraint(minimum=8, multiple_of=4)})
 >>> merged["m"]
-LoopConstraint(minimum=8, multiple_of=12)
+LoopConstraint(minimum=8, multiple_of=12, maximum=None)
 >>> merged["m"].smallest(100), merged["m"].smallest(5)
 (12, 5)
 >>> merged["m"].candidates(40.0, 100)
 [36, 48, 60]
+>>> one_at_a_time = LoopConstraint(maximum=1)   # a kernel that takes one batch per block
+>>> one_at_a_time.largest(12), one_at_a_time.candidates(5.0, 12), one_at_a_time.allowed(12, 12)
+(1, [1], False)
 """
 
 from __future__ import annotations
@@ -25,33 +28,51 @@ from tilecraft.target.microkernel import MicroKernelDecl
 @dataclass(frozen=True)
 class LoopConstraint:
     """A tile of the loop is at least ``minimum`` and a multiple of ``multiple_of`` — or the
-    whole extent (the code generator handles the remainder of a loop shorter than that)."""
+    whole extent (the code generator handles the remainder of a loop shorter than that) —
+    and at most ``maximum`` when one is given (a kernel that takes one batch per block)."""
 
     minimum: int = 1
     multiple_of: int = 1
+    maximum: int | None = None
 
     def __post_init__(self) -> None:
-        for field_name in ("minimum", "multiple_of"):
+        for field_name in ("minimum", "multiple_of", "maximum"):
             value = getattr(self, field_name)
+            if field_name == "maximum" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise FusionError(f"LoopConstraint.{field_name} = {value!r} must be a positive "
                                   "int")
+        if self.maximum is not None and self.maximum < self._lowest():
+            raise FusionError(f"LoopConstraint: maximum {self.maximum} is below the smallest "
+                              f"tile {self._lowest()} that minimum {self.minimum} and "
+                              f"multiple_of {self.multiple_of} allow")
+
+    def _lowest(self) -> int:
+        return self.multiple_of * math.ceil(self.minimum / self.multiple_of)
 
     def smallest(self, extent: int) -> int:
         """The smallest allowed tile for a loop of ``extent``."""
-        size = self.multiple_of * math.ceil(self.minimum / self.multiple_of)
-        return min(size, extent)
+        return min(self._lowest(), extent)
+
+    def largest(self, extent: int) -> int:
+        """The largest allowed tile for a loop of ``extent``."""
+        if self.maximum is None or self.maximum >= extent:
+            return extent
+        return max(self.smallest(extent), self.maximum // self.multiple_of * self.multiple_of)
 
     def allowed(self, tile: int, extent: int) -> bool:
+        if tile > self.largest(extent):
+            return False
         return tile == extent or (self.smallest(extent) <= tile <= extent
                                   and tile % self.multiple_of == 0)
 
     def candidates(self, real: float, extent: int) -> list[int]:
         """Allowed integer tiles around the real ``real``: the neighbouring multiples, the
         smallest tile with the same trip counts, the whole extent when close."""
-        low = self.smallest(extent)
-        if low >= extent:
-            return [extent]
+        low, high = self.smallest(extent), self.largest(extent)
+        if low >= high:
+            return [high]
         values = set()
         step = self.multiple_of
         for value in (step * math.floor(real / step), step * math.ceil(real / step)):
@@ -61,7 +82,8 @@ class LoopConstraint:
         result = set()
         for value in values:
             value = max(low, value)
-            result.add(extent if value >= extent else value)
+            value = extent if value >= extent else value
+            result.add(min(value, high))
         return sorted(result)
 
 
@@ -77,8 +99,10 @@ def merge_constraints(*groups: Constraints) -> dict[str, LoopConstraint]:
             if known is None:
                 merged[loop] = constraint
             else:
+                maxima = [m for m in (known.maximum, constraint.maximum) if m is not None]
                 merged[loop] = LoopConstraint(max(known.minimum, constraint.minimum),
-                                              math.lcm(known.multiple_of, constraint.multiple_of))
+                                              math.lcm(known.multiple_of, constraint.multiple_of),
+                                              min(maxima) if maxima else None)
     return merged
 
 
@@ -119,7 +143,7 @@ def micro_kernel_constraints(kernel: MicroKernelDecl,
     ...     parameters={"MI": {"default": 6}, "NV": {"default": 64}})
     >>> bounds = micro_kernel_constraints(gemm, {"m": "m", "n": ["l", "n"]})
     >>> bounds["m"], bounds["n"] == bounds["l"] == LoopConstraint(64, 64)
-    (LoopConstraint(minimum=6, multiple_of=6), True)
+    (LoopConstraint(minimum=6, multiple_of=6, maximum=None), True)
     """
     compute = kernel.instantiate(**parameters)
     extents = {loop.name: loop.extent for loop in compute.loops}

@@ -14,6 +14,12 @@ are multiples of the inner level's, and at outer levels a producer's private loo
 level with the largest cost. A level too small for even the smallest tiles is skipped; a chain
 that fits no level falls back to unfused code, and the solution says why.
 
+On a chip with several compute units, ``parallel`` (a
+:class:`~tilecraft.fusion.parallel.ParallelExecution`) says which loops' outermost tiles are
+the blocks dealt out to the units: the outermost level's integer tiles are then scored by the
+most loaded unit's time (arithmetic plus ``DV / bw``, times ``ceil(B / P) / B``) instead of by
+``DV`` alone, and every trip count of those loops is a candidate.
+
 >>> from tilecraft.fusion.examples import gemm_chain
 >>> chain = gemm_chain(1024, 512, 768, 512)
 >>> solution = solve_chain(chain, capacity_bytes=256 * 1024)
@@ -51,6 +57,7 @@ from tilecraft.fusion.constraints import (
 )
 from tilecraft.fusion.dataflow import DataMovement, analyze
 from tilecraft.fusion.orders import dataflow_classes
+from tilecraft.fusion.parallel import ParallelExecution
 from tilecraft.fusion.polynomial import SymbolKind
 from tilecraft.fusion.relaxed import Monomials, minimize
 from tilecraft.target.memory import MemoryKind
@@ -75,6 +82,9 @@ class LevelSolution:
     movement: DataMovement = field(repr=False)
     bandwidth_bytes_per_cycle: float | None = None
     structures: int = 0
+    #: with a :class:`ParallelExecution`: the blocks and the most loaded unit's cycles
+    blocks: int | None = None
+    makespan_cycles: float | None = None
 
     @property
     def cost_cycles(self) -> float | None:
@@ -86,9 +96,11 @@ class LevelSolution:
     def describe(self) -> str:
         tiles = " ".join(f"{loop}={tile}" for loop, tile in self.tiles.items())
         cost = "" if self.cost_cycles is None else f", {self.cost_cycles:,.0f} cycles"
+        spread = "" if self.makespan_cycles is None else (
+            f"; {self.blocks} blocks, the most loaded unit {self.makespan_cycles:,.0f} cycles")
         return (f"{self.level}: order {' '.join(self.order)}, tiles {tiles}; moves "
                 f"{self.volume_bytes:,.0f} bytes{cost}, uses {self.usage_bytes:,.0f} of "
-                f"{self.capacity_bytes:,.0f} bytes")
+                f"{self.capacity_bytes:,.0f} bytes{spread}")
 
 
 @dataclass(frozen=True)
@@ -145,12 +157,15 @@ class ChainSolution:
 def solve_chain(chain: Chain, capacity_bytes: float | None = None, *,
                 spec: TargetSpec | None = None, levels: Sequence[str] | None = None,
                 constraints: Constraints | None = None, capacity_fraction: float = 1.0,
-                legal_only: bool = True) -> ChainSolution:
+                legal_only: bool = True,
+                parallel: ParallelExecution | None = None) -> ChainSolution:
     """Choose loop orders and tile sizes for ``chain``.
 
     Give either ``capacity_bytes`` (one on-chip level) or a target ``spec``, whose memory
     ``levels`` (default: its bounded cache and scratchpad levels) are solved by Eq. 3.21;
     ``capacity_fraction`` of each level's size is usable. ``constraints`` bound tiles per loop.
+    ``parallel``: how the outermost level's blocks spread over the chip's units (see the
+    module docstring).
     """
     started = time.perf_counter()
     if (capacity_bytes is None) == (spec is None):
@@ -159,6 +174,8 @@ def solve_chain(chain: Chain, capacity_bytes: float | None = None, *,
     if not 0 < capacity_fraction <= 1:
         raise FusionError(f"capacity_fraction = {capacity_fraction} must lie in (0, 1]")
     checked = check_constraints(chain, constraints)
+    if parallel is not None:
+        parallel.check(chain)
     if spec is None:
         assert capacity_bytes is not None
         if not capacity_bytes > 0:
@@ -170,11 +187,13 @@ def solve_chain(chain: Chain, capacity_bytes: float | None = None, *,
     skipped: list[tuple[str, str]] = []
     inner_tiles: dict[str, int] | None = None
     whole = {lp for i in range(len(chain.ops) - 1) for lp in chain.private_loops(i)}
+    outermost = targets[0][0]
     for name, capacity, bandwidth in reversed(targets):
         level_constraints = checked if inner_tiles is None else merge_constraints(
             checked, {lp: LoopConstraint(t, t) for lp, t in inner_tiles.items()})
         result = _solve_level(chain, name, capacity, bandwidth, level_constraints,
-                              whole if solved else set(), legal_only)
+                              whole if solved else set(), legal_only,
+                              parallel if name == outermost else None)
         if isinstance(result, str):
             skipped.append((name, result))
             continue
@@ -224,7 +243,7 @@ def solve_order(chain: Chain, order: Sequence[str] | str, capacity_bytes: float,
     relaxed optimum and the best integer tiles around it. A :class:`FusionError` says when
     even the smallest tiles do not fit."""
     problem = _LevelProblem(chain, level, capacity_bytes, None,
-                            check_constraints(chain, constraints), set())
+                            check_constraints(chain, constraints), set(), None)
     if problem.infeasible:
         raise FusionError(problem.infeasible)
     return problem.solve(tuple(order), structures=1)
@@ -234,14 +253,17 @@ class _LevelProblem:
     """One memory level: bounds, usage constraints and the per-order solve."""
 
     def __init__(self, chain: Chain, level: str, capacity: float, bandwidth: float | None,
-                 constraints: Mapping[str, LoopConstraint], whole: set[str]) -> None:
+                 constraints: Mapping[str, LoopConstraint], whole: set[str],
+                 parallel: ParallelExecution | None) -> None:
         self.chain, self.level, self.capacity = chain, level, capacity
-        self.bandwidth, self.constraints = bandwidth, constraints
+        self.bandwidth, self.constraints, self.parallel = bandwidth, constraints, parallel
         extents = self.extents = chain.extents
         fixed = set(chain.fixed_loops()) | whole
         self.lower = {lp: extents[lp] if lp in fixed else constraints[lp].smallest(extents[lp])
                       for lp in chain.loop_names}
-        self.variables = [lp for lp in chain.loop_names if self.lower[lp] < extents[lp]]
+        self.upper = {lp: self.lower[lp] if lp in fixed else constraints[lp].largest(extents[lp])
+                      for lp in chain.loop_names}
+        self.variables = [lp for lp in chain.loop_names if self.lower[lp] < self.upper[lp]]
         self.pinned = {lp: self.lower[lp] for lp in chain.loop_names
                        if lp not in self.variables}
         probe = analyze(chain, chain.loop_names)
@@ -258,7 +280,7 @@ class _LevelProblem:
         self.usages = [Monomials(*probe.usage(i, True).relaxed_arrays(
             extents, self.variables, self.pinned)) for i in range(len(chain.ops))]
         self.low = np.array([self.lower[lp] for lp in self.variables], dtype=float)
-        self.high = np.array([extents[lp] for lp in self.variables], dtype=float)
+        self.high = np.array([self.upper[lp] for lp in self.variables], dtype=float)
 
     def solve(self, order: tuple[str, ...], structures: int) -> LevelSolution:
         chain, extents = self.chain, self.extents
@@ -271,45 +293,103 @@ class _LevelProblem:
         for lp in self.variables:
             if lp not in used:  # a tile that moves nothing only costs memory
                 real[lp] = float(self.lower[lp])
-        tiles, moved, usage = _round(movement, real, self.constraints, self.pinned,
-                                     self.capacity)
+        scorer = _Scorer(chain, self.parallel, self.bandwidth, self.capacity)
+        tiles, moved, usage = _round(movement, real, self.constraints, self.pinned, scorer)
         relaxed_full = {lp: float(real[lp]) if lp in real else float(self.pinned[lp])
                         for lp in chain.loop_names}
         relaxed_volume = float(movement.evaluate(relaxed_full, relaxed=True).volume_bytes)
+        blocks = makespan = None
+        if self.parallel is not None:
+            blocks = self.parallel.blocks(chain, tiles)
+            makespan = scorer.cycles(moved, self.parallel.makespan_fraction(chain, tiles))
         return LevelSolution(self.level, self.capacity, movement.order, tiles, moved, usage,
                              relaxed_full, relaxed_volume, movement, self.bandwidth,
-                             structures)
+                             structures, blocks, makespan)
 
 
 def _solve_level(chain: Chain, level: str, capacity: float, bandwidth: float | None,
                  constraints: Mapping[str, LoopConstraint], whole: set[str],
-                 legal_only: bool) -> LevelSolution | str:
+                 legal_only: bool, parallel: ParallelExecution | None) -> LevelSolution | str:
     """The best order and tiles for one level, or why nothing fits."""
-    problem = _LevelProblem(chain, level, capacity, bandwidth, constraints, whole)
+    problem = _LevelProblem(chain, level, capacity, bandwidth, constraints, whole, parallel)
     if problem.infeasible:
         return problem.infeasible
     classes = dataflow_classes(chain, legal_only=legal_only)
-    best: tuple[tuple[float, float, str], LevelSolution] | None = None
+    best: tuple[tuple[float, float, float, str], LevelSolution] | None = None
     for cls in classes:
         solution = problem.solve(cls.order, len(classes))
-        key = (solution.volume_bytes, solution.usage_bytes, " ".join(cls.order))
+        key = (solution.makespan_cycles or 0.0, solution.volume_bytes, solution.usage_bytes,
+               " ".join(cls.order))
         if best is None or key < best[0]:
             best = (key, solution)
     assert best is not None
     return best[1]
 
 
+class _Scorer:
+    """What the integer rounding minimises: the bytes moved, or — with a
+    :class:`ParallelExecution` — the most loaded unit's cycles (ties: fewer bytes, less
+    memory)."""
+
+    def __init__(self, chain: Chain, parallel: ParallelExecution | None,
+                 bandwidth: float | None, capacity: float) -> None:
+        self.chain, self.parallel, self.capacity = chain, parallel, capacity
+        self.bandwidth = bandwidth
+        self.compute = 0.0 if parallel is None else parallel.compute_cycles(chain)
+
+    def cycles(self, moved, fraction):  # floats or arrays
+        """One unit's cycles for the chain, times the most loaded unit's share."""
+        movement = 0.0 if self.bandwidth is None else moved / self.bandwidth
+        return (self.compute + movement) * fraction
+
+    def extra_candidates(self, loop: str, constraint: LoopConstraint, extent: int) -> list[int]:
+        """Every trip count of a parallel loop (tiles rounded up to the constraint's multiple),
+        so that splits balancing the units are reachable."""
+        if self.parallel is None or loop not in self.parallel.loops:
+            return []
+        low = constraint.smallest(extent)
+        result = set()
+        for trips in range(1, min(extent, _MAX_TRIP_CANDIDATES) + 1):
+            tile = constraint.multiple_of * math.ceil(math.ceil(extent / trips)
+                                                      / constraint.multiple_of)
+            tile = max(low, tile)
+            result.add(min(extent if tile >= extent else tile, constraint.largest(extent)))
+        return sorted(result)
+
+    def grid(self, moved: np.ndarray, usage: np.ndarray,
+             tiles: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Scores of many candidates (``inf`` where they do not fit)."""
+        if self.parallel is None:
+            score = moved
+        else:
+            fraction = self.parallel.makespan_fractions(self.chain, tiles, len(moved))
+            score = self.cycles(moved, fraction)
+        return np.where(usage <= self.capacity, score, np.inf)
+
+    def one(self, moved: float, usage: float, tiles: Mapping[str, int]) -> tuple[float, ...]:
+        if usage > self.capacity:
+            return (math.inf, usage)
+        if self.parallel is None:
+            return (moved, usage)
+        fraction = self.parallel.makespan_fraction(self.chain, tiles)
+        return (self.cycles(moved, fraction), moved, usage)
+
+
+#: a parallel loop offers tiles for up to this many trips
+_MAX_TRIP_CANDIDATES = 64
+
+
 def _round(movement: DataMovement, real: Mapping[str, float],
            constraints: Mapping[str, LoopConstraint], pinned: Mapping[str, int],
-           capacity: float) -> tuple[dict[str, int], float, float]:
-    """The feasible integer tiles near ``real`` that move the fewest bytes."""
+           scorer: _Scorer) -> tuple[dict[str, int], float, float]:
+    """The feasible integer tiles near ``real`` with the best score."""
     chain = movement.chain
     extents = chain.extents
     options = {lp: constraints[lp].candidates(value, extents[lp]) for lp, value in real.items()}
     smallest = {lp: constraints[lp].smallest(extents[lp]) for lp in real}
     for lp in real:  # the all-smallest point is feasible: keep it reachable
-        if smallest[lp] not in options[lp]:
-            options[lp] = sorted({*options[lp], smallest[lp]})
+        extra = scorer.extra_candidates(lp, constraints[lp], extents[lp])
+        options[lp] = sorted({*options[lp], smallest[lp], *extra})
     names = list(options)
     count = math.prod(len(v) for v in options.values())
     if count <= _MAX_COMBINATIONS:
@@ -320,25 +400,26 @@ def _round(movement: DataMovement, real: Mapping[str, float],
         values = movement.evaluate(tiles)
         moved = np.asarray(values.volume_bytes, dtype=float) * np.ones(len(grid))
         usage = np.asarray(values.usage_bytes, dtype=float) * np.ones(len(grid))
-        score = np.where(usage <= capacity, moved, np.inf)
-        pick = int(np.lexsort((usage, score))[0])
+        score = scorer.grid(moved, usage, tiles)
+        pick = int(np.lexsort((usage, moved, score))[0])
         if np.isfinite(score[pick]):
             chosen = {lp: int(columns[pick, i]) for i, lp in enumerate(names)}
             return _ordered(chain, chosen, pinned), float(moved[pick]), float(usage[pick])
-    return _descend(movement, options, smallest, pinned, capacity)
+    return _descend(movement, options, smallest, pinned, scorer)
 
 
 def _descend(movement: DataMovement, options: Mapping[str, list[int]],
              smallest: Mapping[str, int], pinned: Mapping[str, int],
-             capacity: float) -> tuple[dict[str, int], float, float]:
+             scorer: _Scorer) -> tuple[dict[str, int], float, float]:
     """Coordinate descent over the candidates, from the smallest tiles."""
     chain = movement.chain
     current = dict(smallest)
 
-    def score(tiles: Mapping[str, int]) -> tuple[float, float]:
-        values = movement.evaluate({**tiles, **pinned})
-        usage = float(values.usage_bytes)
-        return (float(values.volume_bytes) if usage <= capacity else math.inf, usage)
+    def score(tiles: Mapping[str, int]) -> tuple[tuple[float, ...], float, float]:
+        full = {**tiles, **pinned}
+        values = movement.evaluate(full)
+        moved, usage = float(values.volume_bytes), float(values.usage_bytes)
+        return scorer.one(moved, usage, full), moved, usage
 
     best = score(current)
     for _ in range(3):
@@ -347,11 +428,11 @@ def _descend(movement: DataMovement, options: Mapping[str, list[int]],
             for value in values:
                 trial = {**current, lp: value}
                 trial_score = score(trial)
-                if trial_score < best:
+                if trial_score[0] < best[0]:
                     best, current, improved = trial_score, trial, True
         if not improved:
             break
-    return _ordered(chain, current, pinned), best[0], best[1]
+    return _ordered(chain, current, pinned), best[1], best[2]
 
 
 def _ordered(chain: Chain, chosen: Mapping[str, int], pinned: Mapping[str, int]) -> dict[str, int]:

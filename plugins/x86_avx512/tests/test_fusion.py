@@ -1,6 +1,5 @@
 """Fused GEMM chains on x86: correct on odd shapes, reported, unfused when they cannot fit."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -35,14 +34,24 @@ def test_fused_chain_native(shape, middle):
     np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-3)
 
 
+def _spec_with_l2(l2_bytes):
+    from tilecraft_x86_avx512.host import CacheLevel, HostInfo
+    from tilecraft_x86_avx512.spec import build_spec
+
+    host = HostInfo("test CPU", 2, 3.0e9, "test", (CacheLevel("L1", 32768, False),
+                    CacheLevel("L2", l2_bytes, False), CacheLevel("L3", 32 << 20, True)),
+                    frozenset({"avx512f"}), fma_flops_per_core=100e9, l3_bytes_per_second=50e9)
+    return build_spec(host)
+
+
 def test_chain_that_does_not_fit_is_left_unfused():
     chain = as_chain(_chain(1, 64, 64, 4096, 64, None))
-    small = BlockingMachine(l1_bytes=32768, l2_bytes=256 * 1024, threads=2,
-                            flops_per_core=100e9, reload_bytes_per_second=50e9)
-    blocking, reason = chain_blocking(chain, small)
+    small, large = _spec_with_l2(256 * 1024), _spec_with_l2(8 << 20)
+    machine = BlockingMachine.from_spec(small, threads=2)
+    blocking, reason = chain_blocking(chain, machine, small)
     assert blocking is None and "more than half of L2" in reason
-    blocking, reason = chain_blocking(chain, dataclasses.replace(small, l2_bytes=8 << 20))
-    assert blocking is not None and blocking.mc % blocking.nr1 == 0
+    blocking, reason = chain_blocking(chain, BlockingMachine.from_spec(large, 2), large)
+    assert blocking is not None and blocking.mc % blocking.mi2 == 0, reason
 
 
 def test_intermediate_used_elsewhere_is_not_fused():

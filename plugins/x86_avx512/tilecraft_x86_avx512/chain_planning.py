@@ -1,21 +1,21 @@
 """Block sizes of a fused GEMM chain from Chimera's tile solver (thesis §3.4.3,
-:func:`tilecraft.fusion.solve_chain`) instead of the x86 block-size model of :mod:`.fusion`.
+:func:`tilecraft.fusion.solve_chain`): the translation between the solver's tiles and the x86
+fused kernels' ``ChainBlocking``.
 
-The translation: the chain's intermediate must stay in half of L2 (as the fused kernels
-assume), so the solver gets the L2 level at half its size, the intermediate's reduction loop
-``L`` whole (the kernels keep whole rows of ``T``) and the rows ``M`` in multiples of both
-register tiles; its tile of ``M`` at L2 becomes ``MC`` (rounded down to that multiple). The
-register tiles are Eq. 3.4's: among the micro-kernel's feasible tiles, the one with the
-highest intensity times the share of useful work after padding ``L`` (first product) or ``N``
-(second product).
+The solver gets the chain's loops with the kernels' constraints: the intermediate's reduction
+loop ``L`` whole (the kernels keep whole rows of ``T``), the rows ``M`` in multiples of both
+register tiles and at most as many as keep the ``L x MC`` tile of ``T`` within half of L2, one
+batch per block. It minimises the most loaded core's time
+(:class:`~tilecraft.fusion.ParallelExecution`): the blocks are (batch, ``MC`` rows) pairs
+spread over the threads, each core computing at the spec's measured peak times the register
+tiles' efficiency, plus the bytes moved into L2 over the bandwidth from L3. Its tile of ``M``
+becomes ``MC`` (a tile covering all rows is one block). The register tiles are Eq. 3.4's:
+among the micro-kernel's feasible tiles, the one with the highest intensity times the share of
+useful work after padding ``L`` (first product) or ``N`` (second product).
 
-Chimera's model minimises the data one core moves; it has no term for spreading the blocks
-over the cores, which the x86 model has. Measured on the bench chains (thesis Table 3.5, this
-2-core Zen 4, quiet, best of 11 interleaved medians): on one thread the planner's blocks are as
-fast or up to 4% slower (G7, G8: 96 vs 99-100 GFLOP/s); on two threads 1-2% slower on G4-G6
-and G9, 5% on G7/G8 and 13% on G12 (7 blocks on 2 cores: 176 vs 202 GFLOP/s), equal on G1-G3,
-G10, G11. So :func:`tilecraft_x86_avx512.fusion.fuse_chains` uses these blocks only when
-``TILECRAFT_X86_CHAIN_BLOCKING=planner``.
+Measured against the block-size model it replaces (this 2-core Zen 4, 1 thread, best of 7
+interleaved medians of 9, bench chains G4-G12 of thesis Table 3.5): equal within 1% except G7
+(the model's 3x112 register tile, 4% faster than Eq. 3.4's 5x80).
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.graph import Graph
@@ -36,11 +36,6 @@ from typing import Any
 
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
-
-#: environment variable choosing the fused chains' block sizes: ``model`` (default, the x86
-#: block-size model of :mod:`.fusion`) or ``planner`` (Chimera's solver, this module)
-BLOCKING_VARIABLE = "TILECRAFT_X86_CHAIN_BLOCKING"
-BLOCKING_CHOICES = ("model", "planner")
 
 #: a feasible register tile of the micro-kernel: rows, columns, Eq. 3.4 intensity
 RegisterTile = tuple[int, int, float]
@@ -66,19 +61,31 @@ def _best_tile(tiles: Sequence[RegisterTile], extent: int, padded_by: int) -> Re
     return max(tiles, key=score)
 
 
-def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], l2_bytes: int,
-                        spec: TargetSpec, rows: bool = False) -> tuple[dict[str, Any] | None,
-                                                                        str]:
-    """The fields of a ``ChainBlocking`` for ``chain`` (a micro-kernel chain: ``first`` and
-    ``second`` contractions) from the solver, or ``None`` and why it does not fit. ``tiles``
-    are the micro-kernel's feasible register tiles; ``rows``: the tile of ``T`` has rows
-    ``M`` (see the x86 fusion module)."""
-    from tilecraft.fusion import FusionError, LoopConstraint, chain_from_computes, solve_chain
+def _efficiency(tile: RegisterTile, best: float, extent: int, padded_by: int) -> float:
+    """The share of one core's peak a register tile reaches on a loop of ``extent``: its Eq.
+    3.4 intensity relative to the best tile's, times the useful share after padding."""
+    side = tile[padded_by]
+    return tile[2] / best * extent / (math.ceil(extent / side) * side)
 
-    _, _, l_total, _ = chain.first.extents()
+
+def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: TargetSpec,
+                        threads: int, rows: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """The fields of a ``ChainBlocking`` for ``chain`` (the fused kernels' chain: ``first``
+    and ``second`` contractions) from the solver, or ``None`` and why it does not fit.
+    ``tiles`` are the micro-kernel's feasible register tiles; ``rows``: the tile of ``T`` has
+    rows ``M`` (see the x86 fusion module); ``threads``: the cores the blocks spread over."""
+    from tilecraft.fusion import (
+        FusionError,
+        LoopConstraint,
+        ParallelExecution,
+        chain_from_computes,
+        solve_chain,
+    )
+
+    _, m_total, l_total, _ = chain.first.extents()
     _, _, n_total, _ = chain.second.extents()
-    mi1, nr1, _ = _best_tile(tiles, l_total, 1 if rows else 0)
-    mi2, nr2, _ = _best_tile(tiles, n_total, 1)
+    mi1, nr1, ai1 = _best_tile(tiles, l_total, 1 if rows else 0)
+    mi2, nr2, ai2 = _best_tile(tiles, n_total, 1)
     step = math.lcm(mi1 if rows else nr1, mi2)
     side = nr1 if rows else mi1
     l_padded = math.ceil(l_total / side) * side
@@ -88,16 +95,35 @@ def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], l2_bytes: int
     except FusionError as err:
         return None, f"the fusion planner cannot model the chain: {err}"
     extents = {loop.name: loop.extent for loop in core.loops}
-    constraints = {m_loop: LoopConstraint(multiple_of=step),
+    output = core.ops[-1].output
+    batch_loops = [lp for index in output.indices[:-2] for lp in index.loops]
+    # the kernels keep the L x MC tile of T in half of L2
+    half_l2 = spec.memory.level("L2").size_bytes // 2
+    rows_in_half_l2 = half_l2 // (4 * l_padded) // step * step
+    if rows_in_half_l2 < min(step, m_total):
+        return None, (f"the smallest intermediate tile ({l_total} x {step} rows) needs "
+                      f"{4 * l_padded * step // 1024} KB, more than half of L2 "
+                      f"({half_l2 // 1024} KB)")
+    rows_in_half_l2 = max(step, rows_in_half_l2)
+    constraints = {m_loop: LoopConstraint(multiple_of=step, maximum=rows_in_half_l2),
                    l_loop: LoopConstraint(minimum=extents[l_loop])}
-    solution = solve_chain(core, spec=spec, levels=["L2"], capacity_fraction=0.5,
-                           constraints=constraints)
+    # the kernels take one batch per block
+    constraints.update({lp: LoopConstraint(maximum=1) for lp in batch_loops})
+    best = max(t[2] for t in tiles)
+    peak = spec.compute.flops_per_core("float32") / spec.compute.frequency_hz
+    rates = {core.ops[0].name: peak * _efficiency((mi1, nr1, ai1), best, l_total,
+                                                  1 if rows else 0),
+             core.ops[-1].name: peak * _efficiency((mi2, nr2, ai2), best, n_total, 1)}
+    parallel = ParallelExecution(loops=(*batch_loops, m_loop), units=threads,
+                                 flops_per_cycle=rates)
+    solution = solve_chain(core, spec=spec, levels=["L2"],
+                           constraints=constraints, parallel=parallel)
     if not solution.fused:
         return None, solution.reason
-    mc = max(step, solution.tiles[m_loop] // step * step)
-    while mc > step and 4 * l_padded * mc > l2_bytes // 2:
-        mc -= step  # the kernels' own residency rule: the L x MC tile in half of L2
+    tile = solution.tiles[m_loop]
+    # a tile covering every row is one block (rounded up to whole register tiles)
+    mc = math.ceil(m_total / step) * step if tile >= m_total else tile
     return dict(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc, rows=rows), ""
 
 
-__all__ = ["BLOCKING_CHOICES", "BLOCKING_VARIABLE", "chain_loops", "planned_chain_tiles"]
+__all__ = ["chain_loops", "planned_chain_tiles"]

@@ -1,22 +1,18 @@
 """Fused contraction chains on x86 (thesis ch. 3): which chains, which tiles, fused kernels.
 
 For every chain :func:`~tilecraft.microkernel.chain.as_chain` finds (intermediates used only
-inside it, not graph outputs), the block of ``MC`` rows is sized so that the ``L x MC``
-intermediate tile (and any extra full-size buffers of the computes between) fits half of L2,
-and ``MC`` is a multiple of both register tiles; a chain whose smallest block does not fit is
-left unfused, and the report says so. Register tiles come from Eq. 3.4
-(:func:`.microkernels.register_blocking_candidates`), restricted to column counts that suit the
-problem.
+inside it, not graph outputs), the block of ``MC`` rows is Chimera's tile solver's
+(:func:`tilecraft.fusion.solve_chain`, translated by :mod:`.chain_planning`): the tiles that
+minimise the most loaded core's time — arithmetic plus the bytes moved into L2 — with the
+``L x MC`` intermediate tile within half of L2 and ``MC`` a multiple of both register tiles; a
+chain whose smallest block does not fit is left unfused, and the report says so. Register
+tiles come from Eq. 3.4 (:func:`.microkernels.register_blocking_candidates`), restricted to
+column counts that suit the problem.
 
 Chains sharing their columns — a convolution, elementwise computes, then a 1x1 convolution
 (:func:`~tilecraft.microkernel.column_chain.as_column_chain`, thesis Table 3.6) — are blocked
 by ``NC`` output pixels instead (:func:`column_chain_blocking`). A convolution reading a window
 of another's output (a 3x3 second convolution, chain C6) stays unfused, with a note.
-
-With ``TILECRAFT_X86_CHAIN_BLOCKING=planner`` the GEMM chains take their blocks from Chimera's
-tile solver instead (:mod:`.chain_planning`, :func:`planner_chain_blocking`); the default
-``model`` keeps the model above, which also balances the blocks over the cores (measured
-faster on two threads, see :mod:`.chain_planning`).
 """
 
 from __future__ import annotations
@@ -104,75 +100,18 @@ def _tiles() -> list[tuple[int, int, float]]:
     return tiles
 
 
-def chain_blocking(chain: Chain, machine: BlockingMachine,
+def chain_blocking(chain: Chain, machine: BlockingMachine, spec: TargetSpec | None,
                    rows: bool = False) -> tuple[ChainBlocking | None, str]:
-    """Tiles for ``chain``, or ``None`` and the reason it does not fit.
-
-    Every pair of register tiles (``T^T``'s and ``E``'s) and every block size ``MC`` (a
-    multiple of both, the ``L x MC`` tile within half of L2) is scored by the register tiles'
-    Eq. 3.4 intensities times the fraction of useful work left after padding ``M`` to blocks,
-    ``L`` to strips and ``N`` to panels, by how evenly the blocks spread over the cores, and by
-    the share of a block's time spent computing rather than re-reading the packed ``B1`` and
-    ``D`` (larger blocks reuse them more); the best wins. ``rows``: the tile of ``T`` is
-    ``MC x L`` (:mod:`~tilecraft.microkernel.chain_rows`), ``L`` padded to ``NR1`` columns and
-    ``MC`` a multiple of both tiles' rows.
-    """
-    batch, m_total, l_total, k_total = chain.first.extents()
-    _, _, n_total, _ = chain.second.extents()
-    budget, threads = machine.l2_bytes // 2, machine.threads
-    best: tuple[float, ChainBlocking] | None = None
-    smallest = None
-    for mi1, nr1, ai1 in _tiles():
-        l_padded = math.ceil(l_total / (nr1 if rows else mi1)) * (nr1 if rows else mi1)
-        for mi2, nr2, ai2 in _tiles():
-            step = math.lcm(mi1 if rows else nr1, mi2)
-            need = 4 * l_padded * step
-            smallest = need if smallest is None else min(smallest, need)
-            mc = step
-            while 4 * l_padded * mc <= budget and mc <= max(step, m_total):
-                blocks = batch * math.ceil(m_total / mc)
-                use = (m_total / (math.ceil(m_total / mc) * mc)) * (l_total / l_padded) * \
-                    (n_total / (math.ceil(n_total / nr2) * nr2))
-                balance = blocks / (math.ceil(blocks / threads) * threads)
-                # each block re-reads the packed B1 and D from L3: compute vs reload time
-                compute = 2 * mc * l_total * (k_total + n_total) / machine.flops_per_core
-                reload = 4 * l_total * (k_total + n_total) / machine.reload_bytes_per_second
-                score = min(ai1, ai2) * use * balance * compute / (compute + reload)
-                if best is None or score > best[0] + 1e-9:
-                    best = (score, ChainBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc,
-                                                 rows=rows))
-                mc += step
-    if best is None:
-        return None, (f"the smallest intermediate tile ({l_total} x a block of rows) needs "
-                      f"{(smallest or 0) // 1024} KB, more than half of L2 ({budget // 1024} KB)")
-    return best[1], ""
-
-
-def blocking_choice() -> str:
-    """Where the GEMM chains' blocks come from: ``TILECRAFT_X86_CHAIN_BLOCKING`` (``model``,
-    the default, or ``planner``)."""
-    import os
-
-    from tilecraft_x86_avx512.chain_planning import BLOCKING_CHOICES, BLOCKING_VARIABLE
-
-    choice = os.environ.get(BLOCKING_VARIABLE, "").strip() or "model"
-    if choice not in BLOCKING_CHOICES:
-        raise TargetError(f"{BLOCKING_VARIABLE}={choice!r}: use one of "
-                          f"{', '.join(BLOCKING_CHOICES)} (or leave it unset for 'model')")
-    return choice
-
-
-def planner_chain_blocking(chain: Chain, machine: BlockingMachine, spec: TargetSpec | None,
-                           rows: bool = False) -> tuple[ChainBlocking | None, str]:
     """Tiles for ``chain`` from Chimera's tile solver (:mod:`.chain_planning`): ``MC`` is the
-    solver's tile of the intermediate's rows at half of L2, register tiles Eq. 3.4's; or
-    ``None`` and why it does not fit."""
+    solver's tile of the intermediate's rows in L2, with the blocks spread over
+    ``machine.threads`` cores; register tiles Eq. 3.4's. Or ``None`` and why it does not fit.
+    ``rows``: the tile of ``T`` is ``MC x L`` (:mod:`~tilecraft.microkernel.chain_rows`)."""
     from tilecraft_x86_avx512.chain_planning import planned_chain_tiles
 
     if spec is None:
-        raise TargetError("planner_chain_blocking needs the target spec (LoweringOptions.spec "
-                          "is None); build the options with LoweringOptions.from_spec")
-    fields, reason = planned_chain_tiles(chain, _tiles(), machine.l2_bytes, spec, rows)
+        raise TargetError("chain_blocking needs the target spec (LoweringOptions.spec is "
+                          "None); build the options with LoweringOptions.from_spec")
+    fields, reason = planned_chain_tiles(chain, _tiles(), spec, machine.threads, rows)
     return (None, reason) if fields is None else (ChainBlocking(**fields), "")
 
 
@@ -263,7 +202,6 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
     chain left unfused, with the reason."""
     consumers = {t: list(graph.consumers(t)) for t in graph.computes}
     outputs = set(graph.outputs)
-    choice = blocking_choice()
     groups: list[FusedGroup] = []
     taken: set[str] = set()
     for tensor in reversed(graph.computes):
@@ -299,10 +237,7 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
                 rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
         else:
             rows = rows_applicable(chain, options.param_level)
-            if choice == "planner":
-                blocking, reason = planner_chain_blocking(chain, machine, options.spec, rows)
-            else:
-                blocking, reason = chain_blocking(chain, machine, rows=rows)
+            blocking, reason = chain_blocking(chain, machine, options.spec, rows)
             if blocking is None:
                 kernels = []
             elif rows:
@@ -318,5 +253,4 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
     return [g for g in groups if g.computes] + [g for g in groups if not g.computes]
 
 
-__all__ = ["BlockingMachine", "blocking_choice", "chain_blocking", "column_chain_blocking",
-           "fuse_chains", "planner_chain_blocking"]
+__all__ = ["BlockingMachine", "chain_blocking", "column_chain_blocking", "fuse_chains"]
