@@ -9,6 +9,10 @@ moves into the tile's memory level over that level's bandwidth (Eq. 3.20):
 
 ``T_1 = sum_op flops_op / flops_per_cycle_op + DV / bw``.
 
+A kernel that computes its last, partial block whole (zero-padded, as a GPU block of masked
+threads or a packed CPU panel does) sets ``whole_blocks``: its arithmetic counts the padded
+extents, ``ceil(E / t) * t`` instead of ``E`` along each parallel loop.
+
 Small tiles balance the units but move more (each block re-reads the operands it shares with
 the others); large tiles move less but may leave units idle: 7 blocks on 2 cores run as 4.
 :func:`~tilecraft.fusion.solver.solve_chain` scores its integer tiles at the outermost level by
@@ -24,6 +28,9 @@ loops as a candidate, so balanced splits are reachable.
 (0.571, 0.5)
 >>> run.compute_cycles(chain) == chain.flops() / 32.0
 True
+>>> padded = ParallelExecution(loops=("m",), units=2, flops_per_cycle=32.0, whole_blocks=True)
+>>> round(padded.padding(chain, {"m": 150}), 3)    # 7 blocks of 150 rows for 1024
+1.025
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ class ParallelExecution:
     loops: tuple[str, ...]
     units: int
     flops_per_cycle: float | Mapping[str, float] = field(default=1.0)
+    whole_blocks: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.units, bool) or not isinstance(self.units, int) or self.units < 1:
@@ -77,6 +85,24 @@ class ParallelExecution:
                     else self.flops_per_cycle)
             total += flops / rate
         return total
+
+    def padding(self, chain: Chain, tiles: Mapping[str, int]) -> float:
+        """How much more arithmetic the blocks do than the chain (1 unless ``whole_blocks``)."""
+        if not self.whole_blocks:
+            return 1.0
+        extents = chain.extents
+        return math.prod(math.ceil(extents[lp] / tiles[lp]) * tiles[lp] / extents[lp]
+                         for lp in self.loops)
+
+    def paddings(self, chain: Chain, tiles: Mapping[str, np.ndarray], count: int) -> np.ndarray:
+        """:meth:`padding` of ``count`` candidate tilings at once."""
+        factor = np.ones(count)
+        if self.whole_blocks:
+            extents = chain.extents
+            for lp in self.loops:
+                tile = np.asarray(tiles[lp], dtype=np.int64)
+                factor = factor * (-(-extents[lp] // tile) * tile / extents[lp])
+        return factor
 
     def blocks(self, chain: Chain, tiles: Mapping[str, int]) -> int:
         """How many blocks the tiles of the parallel loops make."""

@@ -301,7 +301,8 @@ class _LevelProblem:
         blocks = makespan = None
         if self.parallel is not None:
             blocks = self.parallel.blocks(chain, tiles)
-            makespan = scorer.cycles(moved, self.parallel.makespan_fraction(chain, tiles))
+            makespan = scorer.cycles(moved, self.parallel.makespan_fraction(chain, tiles),
+                                     self.parallel.padding(chain, tiles))
         return LevelSolution(self.level, self.capacity, movement.order, tiles, moved, usage,
                              relaxed_full, relaxed_volume, movement, self.bandwidth,
                              structures, blocks, makespan)
@@ -337,10 +338,11 @@ class _Scorer:
         self.bandwidth = bandwidth
         self.compute = 0.0 if parallel is None else parallel.compute_cycles(chain)
 
-    def cycles(self, moved, fraction):  # floats or arrays
-        """One unit's cycles for the chain, times the most loaded unit's share."""
+    def cycles(self, moved, fraction, padding=1.0):  # floats or arrays
+        """One unit's cycles for the chain (its arithmetic ``padding`` times the chain's), times
+        the most loaded unit's share."""
         movement = 0.0 if self.bandwidth is None else moved / self.bandwidth
-        return (self.compute + movement) * fraction
+        return (self.compute * padding + movement) * fraction
 
     def extra_candidates(self, loop: str, constraint: LoopConstraint, extent: int) -> list[int]:
         """Every trip count of a parallel loop (tiles rounded up to the constraint's multiple),
@@ -363,7 +365,8 @@ class _Scorer:
             score = moved
         else:
             fraction = self.parallel.makespan_fractions(self.chain, tiles, len(moved))
-            score = self.cycles(moved, fraction)
+            padding = self.parallel.paddings(self.chain, tiles, len(moved))
+            score = self.cycles(moved, fraction, padding)
         return np.where(usage <= self.capacity, score, np.inf)
 
     def one(self, moved: float, usage: float, tiles: Mapping[str, int]) -> tuple[float, ...]:
@@ -372,7 +375,8 @@ class _Scorer:
         if self.parallel is None:
             return (moved, usage)
         fraction = self.parallel.makespan_fraction(self.chain, tiles)
-        return (self.cycles(moved, fraction), moved, usage)
+        padding = self.parallel.padding(self.chain, tiles)
+        return (self.cycles(moved, fraction, padding), moved, usage)
 
 
 #: a parallel loop offers tiles for up to this many trips

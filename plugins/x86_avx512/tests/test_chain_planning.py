@@ -7,7 +7,11 @@ import math
 import numpy as np
 import pytest
 from tilecraft_x86_avx512 import fusion
-from tilecraft_x86_avx512.chain_planning import chain_loops, planned_chain_tiles
+from tilecraft_x86_avx512.chain_planning import (
+    chain_loops,
+    planned_chain_tiles,
+    planned_column_tiles,
+)
 
 import tilecraft as tc
 from tilecraft import ops, te
@@ -88,5 +92,40 @@ def test_chains_blocked_by_the_planner_are_correct(native, shape, middle):
     assert any(f"M/{mc})" in exe.kernels[-1].attrs["schedule"] for mc in planned), \
         (planned, exe.kernels[-1].attrs["schedule"])
     rng = np.random.default_rng(sum(shape))
+    inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
+    np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-3)
+
+
+def _conv_chain(channels, size, oc1, oc2):
+    x = te.placeholder((1, channels, size, size), name="x")
+    w1 = te.placeholder((oc1, channels, 3, 3), name="w1")
+    w2 = te.placeholder((oc2, oc1, 1, 1), name="w2")
+    act = ops.relu(ops.conv2d(x, w1, padding=1, name="conv1"), name="act")
+    return ops.conv2d(act, w2, name="conv2")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_column_chain_tiles_follow_the_kernels_rules_and_balance_the_cores(target, threads):
+    out = _conv_chain(64, 56, 128, 64)
+    graph = tc.Graph.from_outputs([out])
+    chain = fusion.as_column_chain(out, {t: list(graph.consumers(t)) for t in graph.computes})
+    assert chain is not None
+    planned, reason = planned_column_tiles(chain, fusion._tiles(), target.spec, threads)
+    assert planned is not None, reason
+    _, l_total, n_total, _ = chain.first.extents()
+    nc, kc = planned["nc"], planned["kc"]
+    assert nc % planned["nr1"] == 0 and nc % planned["nr2"] == 0
+    l_padded = math.ceil(l_total / planned["mi1"]) * planned["mi1"]
+    assert 4 * (l_padded + kc) * nc <= target.spec.memory.level("L2").size_bytes // 2
+    assert 4 * kc * planned["nr1"] <= target.spec.memory.level("L1").size_bytes // 2
+    assert math.ceil(n_total / nc) % threads == 0
+
+
+def test_column_chains_blocked_by_the_planner_are_correct(native):
+    out = _conv_chain(7, 29, 37, 19)
+    graph = tc.Graph.from_outputs([out])
+    exe = tc.compile(graph, target=native)
+    assert any(k.attrs.get("fused") for k in exe.kernels), exe.report.notes
+    rng = np.random.default_rng(5)
     inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
     np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-3)

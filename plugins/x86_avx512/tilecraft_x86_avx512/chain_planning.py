@@ -13,9 +13,16 @@ becomes ``MC`` (a tile covering all rows is one block). The register tiles are E
 among the micro-kernel's feasible tiles, the one with the highest intensity times the share of
 useful work after padding ``L`` (first product) or ``N`` (second product).
 
-Measured against the block-size model it replaces (this 2-core Zen 4, 1 thread, best of 7
-interleaved medians of 9, bench chains G4-G12 of thesis Table 3.5): equal within 1% except G7
-(the model's 3x112 register tile, 4% faster than Eq. 3.4's 5x80).
+Convolution chains (thesis Table 3.6) are blocked by ``NC`` output pixels
+(:func:`planned_column_tiles`): the solver sees the two matrix products the column kernel
+computes on im2col columns; the packing zero-pads the last block, so every block counts whole
+(``whole_blocks``).
+
+Measured against the block-size model it replaces (AMD EPYC Zen 4, 2 cores, 1 thread, best of
+interleaved medians; the machine was shared, so differences under ~1% are noise): the same
+blocks on G1-G3 and G10 (and on two threads on G11, G12); G4-G6, G9, G11, G12 equal within 1%;
+G7 4% slower (the model's 3x112 register tile beats Eq. 3.4's 5x80); conv chains C1-C5, C7,
+C8: the same blocks or within 1%.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.graph import Graph
@@ -126,4 +133,77 @@ def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: TargetS
     return dict(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc, rows=rows), ""
 
 
-__all__ = ["chain_loops", "planned_chain_tiles"]
+def _matrix_chain(batch: int, rows1: int, columns: int, depth1: int, rows2: int) -> Any:
+    """Chimera's chain of the matrix products a column chain's kernel computes:
+    ``T[b, l, n] = sum_k W1[l, k] X[b, k, n]`` (``X`` the im2col columns the kernel packs) and
+    ``E[b, m, n] = sum_l W2[m, l] T[b, l, n]``; loops named as ``T``'s and ``E``'s axes."""
+    from tilecraft import te
+    from tilecraft.fusion import chain_from_computes
+
+    w1 = te.placeholder((rows1, depth1), name="W1")
+    x = te.placeholder((batch, depth1, columns), name="X")
+    w2 = te.placeholder((rows2, rows1), name="W2")
+    k = te.reduce_axis(depth1, name="k")
+    first = te.compute((batch, rows1, columns),
+                       lambda b, l, n: te.sum(w1[l, k] * x[b, k, n], axis=k),  # noqa: E741
+                       name="T")
+    l_axis = te.reduce_axis(rows1, name="l")
+    second = te.compute((batch, rows2, columns),
+                        lambda b, m, n: te.sum(w2[m, l_axis] * first[b, l_axis, n], axis=l_axis),
+                        name="E")
+    return chain_from_computes([first, second])
+
+
+def planned_column_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: TargetSpec,
+                         threads: int) -> tuple[dict[str, Any] | None, str]:
+    """The fields of a ``ColumnBlocking`` for a column chain (a convolution chain: ``first``
+    computes ``T[l, n]`` from the im2col columns, ``second`` ``E[m, n]`` from ``T``) from the
+    solver, or ``None`` and why it does not fit. The solver sees the matrix products the kernel
+    computes, with its constraints: ``L`` whole, the reduction ``K`` in the kernel's ``kc``
+    slices, one batch per block, ``NC`` columns a multiple of both register tiles' columns and
+    at most as many as keep a ``kc`` slice of packed columns plus the ``L x NC`` intermediate
+    tile within half of L2; blocks of (batch, ``NC`` columns) spread over ``threads`` cores.
+    ``kc`` is the GEMM template's: a ``kc x NR1`` panel of packed columns fills half of L1."""
+    from tilecraft.fusion import FusionError, LoopConstraint, ParallelExecution, solve_chain
+
+    batch, l_total, n_total, k_total = chain.first.extents()
+    _, m_total, _, _ = chain.second.extents()
+    mi1, nr1, ai1 = _best_tile(tiles, l_total, 0)
+    # the second product's columns match the first's where that costs little
+    mi2, nr2, ai2 = _best_tile([t for t in tiles if t[1] == nr1] or list(tiles), m_total, 0)
+    step = math.lcm(nr1, nr2)
+    l_padded = math.ceil(l_total / mi1) * mi1
+    l1_bytes = spec.memory.level("L1").size_bytes
+    kc = max(16, min(k_total, (l1_bytes // 2) // (4 * nr1) // 16 * 16 or 16))
+    half_l2 = spec.memory.level("L2").size_bytes // 2
+    per_column = 4 * (l_padded + kc)
+    columns_in_half_l2 = half_l2 // per_column // step * step
+    if columns_in_half_l2 < step:
+        return None, (f"the smallest block (a slice of packed input rows and {l_total} "
+                      f"intermediate rows of {step} columns) needs {per_column * step // 1024} "
+                      f"KB, more than half of L2 ({half_l2 // 1024} KB)")
+    try:
+        core = _matrix_chain(batch, l_total, n_total, k_total, m_total)
+    except FusionError as err:
+        return None, f"the fusion planner cannot model the chain: {err}"
+    constraints = {"n": LoopConstraint(multiple_of=step, maximum=columns_in_half_l2),
+                   "l": LoopConstraint(minimum=l_total),
+                   "k": LoopConstraint(minimum=kc, maximum=kc),
+                   "b": LoopConstraint(maximum=1)}
+    best = max(t[2] for t in tiles)
+    peak = spec.compute.flops_per_core("float32") / spec.compute.frequency_hz
+    rates = {"T": peak * _efficiency((mi1, nr1, ai1), best, l_total, 0),
+             "E": peak * _efficiency((mi2, nr2, ai2), best, m_total, 0)}
+    # the packing zero-pads the last block's columns: every block computes NC columns
+    parallel = ParallelExecution(loops=("b", "n"), units=threads, flops_per_cycle=rates,
+                                 whole_blocks=True)
+    solution = solve_chain(core, spec=spec, levels=["L2"], constraints=constraints,
+                           parallel=parallel)
+    if not solution.fused:
+        return None, solution.reason
+    tile = solution.tiles["n"]
+    nc = math.ceil(n_total / step) * step if tile >= n_total else tile
+    return dict(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, nc=nc, kc=kc), ""
+
+
+__all__ = ["chain_loops", "planned_chain_tiles", "planned_column_tiles"]

@@ -115,48 +115,20 @@ def chain_blocking(chain: Chain, machine: BlockingMachine, spec: TargetSpec | No
     return (None, reason) if fields is None else (ChainBlocking(**fields), "")
 
 
-def column_chain_blocking(chain: ColumnChain, machine: BlockingMachine
+def column_chain_blocking(chain: ColumnChain, machine: BlockingMachine, spec: TargetSpec | None
                           ) -> tuple[ColumnBlocking | None, str]:
-    """Tiles for a column chain (a convolution chain), or ``None`` and the reason it does not
-    fit. As :func:`chain_blocking`, with blocks of ``NC`` pixels: a ``KC`` slice of the block's
-    packed im2col columns (``KC x NC``) and the ``L x NC`` intermediate tile must fit half of
-    L2; the register
-    tiles' Eq. 3.4 intensities are weighed by the flops each product does, and each block
-    re-reads both packed weights. The first product's reduction is sliced so that a
-    ``KC x NR1`` panel of the packed input fills half of L1 (as in the GEMM template)."""
-    batch, l_total, n_total, k_total = chain.first.extents()
-    _, m_total, _, _ = chain.second.extents()
-    flops1, flops2 = chain.first.flops, chain.second.flops
-    budget, threads, l1_bytes = machine.l2_bytes // 2, machine.threads, machine.l1_bytes
-    best: tuple[float, ColumnBlocking] | None = None
-    smallest = None
-    for mi1, nr1, ai1 in _tiles():
-        l_padded = math.ceil(l_total / mi1) * mi1
-        kc = max(16, min(k_total, (l1_bytes // 2) // (4 * nr1) // 16 * 16 or 16))
-        for mi2, nr2, ai2 in _tiles():
-            step = math.lcm(nr1, nr2)
-            per_column = 4 * (l_padded + kc)
-            smallest = per_column * step if smallest is None else \
-                min(smallest, per_column * step)
-            intensity = (flops1 + flops2) / (flops1 / ai1 + flops2 / ai2)
-            nc = step
-            while per_column * nc <= budget and nc <= max(step, n_total):
-                blocks = batch * math.ceil(n_total / nc)
-                use = (n_total / (math.ceil(n_total / nc) * nc)) * (l_total / l_padded) * \
-                    (m_total / (math.ceil(m_total / mi2) * mi2))
-                balance = blocks / (math.ceil(blocks / threads) * threads)
-                compute = 2 * nc * l_total * (k_total + m_total) / machine.flops_per_core
-                reload = 4 * l_total * (k_total + m_total) / machine.reload_bytes_per_second
-                score = intensity * use * balance * compute / (compute + reload)
-                if best is None or score > best[0] + 1e-9:
-                    best = (score, ColumnBlocking(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, nc=nc,
-                                                  kc=kc))
-                nc += step
-    if best is None:
-        return None, (f"the smallest block (a slice of packed input rows and {l_total} "
-                      f"intermediate rows of a panel of columns) needs {(smallest or 0) // 1024}"
-                      f" KB, more than half of L2 ({budget // 1024} KB)")
-    return best[1], ""
+    """Tiles for a column chain (a convolution chain) from Chimera's tile solver
+    (:func:`.chain_planning.planned_column_tiles`): blocks of ``NC`` pixels, a ``KC`` slice of
+    the block's packed im2col columns (``KC x NC``) and the ``L x NC`` intermediate tile in
+    half of L2, spread over ``machine.threads`` cores; or ``None`` and the reason it does not
+    fit."""
+    from tilecraft_x86_avx512.chain_planning import planned_column_tiles
+
+    if spec is None:
+        raise TargetError("column_chain_blocking needs the target spec (LoweringOptions.spec "
+                          "is None); build the options with LoweringOptions.from_spec")
+    fields, reason = planned_column_tiles(chain, _tiles(), spec, machine.threads)
+    return (None, reason) if fields is None else (ColumnBlocking(**fields), "")
 
 
 def _decide_pad_folding(chain: ColumnChain) -> ColumnChain:
@@ -231,7 +203,7 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
             chain = _decide_pad_folding(chain)
             names = tuple(t.name for t in chain.computes)
             label = " -> ".join(names)
-            column_blocking, reason = column_chain_blocking(chain, machine)
+            column_blocking, reason = column_chain_blocking(chain, machine, options.spec)
             kernels = [] if column_blocking is None else lower_column_chain(
                 chain, OUTER_PRODUCT_F32.name, column_blocking, options,
                 rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
