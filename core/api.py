@@ -36,18 +36,20 @@ def _resolve_target(target: str | Target) -> Target:
     if isinstance(target, Target):
         return target
     if not isinstance(target, str):
-        raise TargetError(f"target={target!r}: give a target name such as 'x86_avx512' (see "
-                          "`tilecraft targets`) or a Target instance")
+        raise TargetError(f"target={target!r}: give an installed target's name (`tilecraft "
+                          "targets` lists them) or a Target instance")
     from tilecraft.target.registry import get_target
 
     return get_target(target)
 
 
 def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
-            target: str | Target = "x86_avx512", tuning: Any = None,
+            target: str | Target, tuning: Any = None,
             database: str | None = None, tensorize: Any = None,
             dump_stages: str | Path | None = None) -> Executable:
-    """Compile every compute of ``program`` for ``target`` through the stages of
+    """Compile every compute of ``program`` for ``target`` (an installed target's name, or a
+    :class:`~tilecraft.target.base.Target`; there is no default: ``tilecraft targets`` lists
+    what is installed and what this machine can do with each) through the stages of
     :mod:`tilecraft.pipeline` — graph passes, fusion planning, AMOS mapping, schedule, the
     target's lowering to Kernel IR, codegen, build/load/emulate — and, where this machine can,
     build and load it (or emulate it).

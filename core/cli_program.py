@@ -5,11 +5,13 @@ file defines ``graph`` (a Graph, a Tensor or a list of Tensors) or a function ``
 returning one; ``--graph NAME`` picks another variable. The file sees ``operators``: every
 operator registered through the ``tilecraft_register_operators`` hook, by name (the core's
 ``tilecraft.ops`` and the plugins'), e.g. ``operators["matmul"](A, B)``.
-``--target NAME:VARIANT`` compiles for a target's variant (``x86_avx512:skylake-avx512``: that
-CPU). ``--dump-stages DIR`` writes what each compile stage produced
-(:mod:`tilecraft.pipeline`). ``--output-dir DIR`` writes each kernel's source and whatever the
-target exports ahead of time (``Target.export``: the x86 target writes ``lib<file stem>.so``
-and ``<file stem>.h``); nothing is run unless ``--run``.
+``--target NAME`` names the target; without it the command takes the best installed target
+this machine executes and says which (:mod:`tilecraft.cli_target`). ``--target NAME:VARIANT``
+compiles for a target's variant (``x86_avx512:skylake-avx512``: that CPU). ``--dump-stages
+DIR`` writes what each compile stage produced (:mod:`tilecraft.pipeline`). ``--output-dir
+DIR`` writes each kernel's source and whatever the target exports ahead of time
+(``Target.export``: the x86 target writes ``lib<file stem>.so`` and ``<file stem>.h``);
+nothing is run unless ``--run``.
 """
 
 from __future__ import annotations
@@ -21,21 +23,19 @@ from typing import Any
 
 import numpy as np
 
+from tilecraft.cli_target import TARGET_HELP, target_for_command
 from tilecraft.errors import TilecraftError
 
 
 def configure_compile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Python file that builds the program")
-    parser.add_argument("--target", default="x86_avx512",
-                        help="installed target name, or NAME:VARIANT for a variant such as "
-                             "x86_avx512:znver4 (`tilecraft targets` lists them)")
+    parser.add_argument("--target", default=None, help=TARGET_HELP)
     parser.add_argument("--graph", default=None, metavar="NAME",
                         help="variable or zero-argument function of the file holding the "
                              "program (default: graph, then build)")
     parser.add_argument("--output-dir", type=Path, default=None,
                         help="write each kernel's generated source here, and what the target "
-                             "exports ahead of time (a shared library and a C header for "
-                             "x86_avx512)")
+                             "exports ahead of time (e.g. a shared library and a C header)")
     parser.add_argument("--run", action="store_true",
                         help="run on random inputs and check against the reference interpreter")
     parser.add_argument("--database", type=Path, default=None,
@@ -67,11 +67,10 @@ def run_compile(args: argparse.Namespace) -> int:
     import tilecraft as tc
     from tilecraft.api import _as_graph
     from tilecraft.pipeline import source_suffix
-    from tilecraft.target.registry import get_target
 
     graph = _as_graph(_load_program(args.file, args.graph))
     database = getattr(args, "database", None)
-    target = get_target(args.target)
+    target = target_for_command(args.target)
     dump_stages = getattr(args, "dump_stages", None)
     exe = tc.compile(graph, target=target,
                      database=str(database) if database is not None else None,

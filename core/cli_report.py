@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tilecraft.cli_target import TARGET_HELP, target_for_command
+
 
 def configure_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Python file that builds the program")
-    parser.add_argument("--target", default="x86_avx512", help="installed target name")
+    parser.add_argument("--target", default=None, help=TARGET_HELP)
     parser.add_argument("--intrinsic", action="append", default=None, metavar="NAME",
                         help="report only this intrinsic of the target (repeatable)")
     parser.add_argument("--graph", default=None, metavar="NAME",
@@ -44,11 +46,10 @@ def run_report(args: argparse.Namespace) -> int:
     from tilecraft.errors import InputError
     from tilecraft.intrin.report import format_mapping_table, mapping_report
     from tilecraft.intrin.tensorize import native_measure
-    from tilecraft.target.registry import get_target
 
     if args.explore < 0:
         raise InputError(f"--explore {args.explore}: give a number of trials >= 0")
-    target = get_target(args.target)
+    target = target_for_command(args.target)
     spec = target.spec
     measured = native_measure(target) if args.measure else None
     if args.measure and measured is None:

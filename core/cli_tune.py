@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tilecraft.cli_target import TARGET_HELP, target_for_command
 from tilecraft.errors import TilecraftError
 
 
 def configure_tune(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Python file that builds the program")
-    parser.add_argument("--target", default="x86_avx512", help="installed target name")
+    parser.add_argument("--target", default=None, help=TARGET_HELP)
     parser.add_argument("--graph", default=None, metavar="NAME",
                         help="variable or function of the file holding the program")
     parser.add_argument("--preset", default="default", choices=("quick", "default", "thorough"))
@@ -33,13 +34,13 @@ def configure_tune(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    from tilecraft.api import _as_graph, _resolve_target
+    from tilecraft.api import _as_graph
     from tilecraft.cli_program import _load_program
     from tilecraft.tuning.budget import TuningOptions
     from tilecraft.tuning.tuner import tune
 
     graph = _as_graph(_load_program(args.file, args.graph))
-    target = _resolve_target(args.target)
+    target = target_for_command(args.target)
     options = TuningOptions(preset=args.preset, trials=args.trials, seconds=args.seconds,
                             engine=args.engine, seed=args.seed, database=args.database,
                             events=args.events, n_workers=args.workers,

@@ -24,7 +24,7 @@ def scale_add() -> tc.Executable:
     A = te.placeholder((6, 40), name="A")
     B = te.placeholder((6, 40), name="B")
     C = te.compute((6, 40), lambda i, j: A[i, j] * 2.0 + B[i, j], name="C")
-    return tc.compile(C)
+    return tc.compile(C, target="x86_avx512")
 
 
 @cache
@@ -32,17 +32,19 @@ def matmul() -> tc.Executable:
     """A (33, 20) @ (20, 47): the GEMM template path."""
     A = te.placeholder((33, 20), name="A")
     B = te.placeholder((20, 47), name="B")
-    return tc.compile(ops.matmul(A, B, name="C"))
+    return tc.compile(ops.matmul(A, B, name="C"), target="x86_avx512")
 
 
 @cache
 def softmax(shape: tuple[int, ...], axis: int) -> tc.Executable:
-    return tc.compile(ops.softmax(te.placeholder(shape, name="X"), axis=axis, name="Y"))
+    return tc.compile(ops.softmax(te.placeholder(shape, name="X"), axis=axis, name="Y"),
+                      target="x86_avx512")
 
 
 @cache
 def layer_norm(shape: tuple[int, ...]) -> tc.Executable:
-    return tc.compile(ops.layer_norm(te.placeholder(shape, name="X"), name="Y"))
+    return tc.compile(ops.layer_norm(te.placeholder(shape, name="X"), name="Y"),
+                      target="x86_avx512")
 
 
 @cache
@@ -52,7 +54,7 @@ def attention_row() -> tc.Executable:
     K = te.placeholder((32, 24), name="K")
     V = te.placeholder((24, 32), name="V")
     S = ops.matmul(Q, K, name="S")
-    return tc.compile(ops.matmul(ops.softmax(S, name="P"), V, name="O"))
+    return tc.compile(ops.matmul(ops.softmax(S, name="P"), V, name="O"), target="x86_avx512")
 
 
 def passed_through() -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +63,7 @@ def passed_through() -> tuple[np.ndarray, np.ndarray]:
     B = te.compute((6, 40), lambda i, j: A[i, j] + 1.0, name="B")
     a = a6x40()
     kept = a.copy()
-    out_a, out_b = tc.compile(tc.Graph.from_outputs([A, B]))(a)
+    out_a, out_b = tc.compile(tc.Graph.from_outputs([A, B]), target="x86_avx512")(a)
     assert out_a is not a and not np.shares_memory(out_a, a)
     out_a[...] = 0.0  # the caller's input is untouched
     return np.concatenate([a, out_b]), np.concatenate([kept, kept + 1])
@@ -175,7 +177,7 @@ def specials_through(build: Callable[[te.Tensor], te.Tensor],
     with np.errstate(all="ignore"):
         want = numpy_op(x)
     assert_ieee_equal(tc.reference.run(output, X=x), want, 1e-6)
-    return tc.compile(output)(x), want
+    return tc.compile(output, target="x86_avx512")(x), want
 
 
 def numpy_max_pool(x: np.ndarray) -> np.ndarray:
@@ -190,14 +192,15 @@ HUGE = 1 << 20  # an outer product of two 4 MiB vectors: a 4 TiB result
 def outer_product() -> tc.Executable:
     X = te.placeholder((HUGE,), name="X")
     Y = te.compute((HUGE, HUGE), lambda i, j: X[i] * X[j], name="Y")
-    return tc.compile(Y)
+    return tc.compile(Y, target="x86_avx512")
 
 
 @cache
 def huge_identity() -> tc.Executable:
     """Y = X + 1 on (HUGE, HUGE): compiled, never called with a real 4 TiB array."""
     X = te.placeholder((HUGE, HUGE), name="X")
-    return tc.compile(te.compute((HUGE, HUGE), lambda i, j: X[i, j] + 1.0, name="Y"))
+    return tc.compile(te.compute((HUGE, HUGE), lambda i, j: X[i, j] + 1.0, name="Y"),
+                      target="x86_avx512")
 
 
 def ones_huge() -> np.ndarray:

@@ -182,7 +182,7 @@ def test_compile_attaches_the_mapping_report() -> None:
     D = ops.relu(ops.matmul(A, B, name="C"), name="D")
     graph = tc.Graph.from_outputs([D])
     mapping_report(graph, get_target("x86_avx512").spec, thorough=False)  # warm the caches
-    exe = tc.compile(graph)
+    exe = tc.compile(graph, target="x86_avx512")
     entries = exe.report.mappings
     if not entries:  # the compile-time report is cut at 50 ms a compute of wall time: on a
         # loaded machine it may be skipped, and then it says so
@@ -204,7 +204,7 @@ def test_a_model_failure_never_breaks_compile(monkeypatch) -> None:
 
     monkeypatch.setattr(mapping_module, "mapping_report", broken)
     X = te.placeholder((3, 5), name="X")
-    exe = tc.compile(ops.relu(X, name="R"))
+    exe = tc.compile(ops.relu(X, name="R"), target="x86_avx512")
     assert exe.report.mappings == []
     assert "mapping report failed: the model is broken" in exe.report.notes
     np.testing.assert_array_equal(exe(X=-np.ones((3, 5), np.float32)), np.zeros((3, 5)))
