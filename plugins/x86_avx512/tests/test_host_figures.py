@@ -132,20 +132,22 @@ def test_without_figures_the_spec_estimates_and_says_so():
     assert "fp32 FMA rate data, the rest estimated" in partly.description
 
 
-def test_block_size_model_reads_the_spec():
+def test_chain_blocking_reads_the_spec():
     measured = build_spec(fake_host(fma_flops_per_core=1.2e11, l3_bytes_per_second=8e10))
     machine = BlockingMachine.from_spec(measured, threads=3)
-    assert machine == BlockingMachine(l1_bytes=32768, l2_bytes=1 << 20, threads=3,
-                                      flops_per_core=1.2e11, reload_bytes_per_second=8e10)
-    # a chain whose intermediate tile fits half of this L2 but not half of a 2 KiB one
+    assert machine == BlockingMachine(l1_bytes=32768, l2_bytes=1 << 20, threads=3)
+    # a chain whose intermediate tile fits half of this L2 but not half of a 4 KiB one
     a, b = te.placeholder((256, 512), name="A"), te.placeholder((512, 512), name="B")
     d = te.placeholder((512, 64), name="D")
     graph = Graph.from_outputs([ops.matmul(ops.matmul(a, b, name="T"), d, name="E")])
-    options = LoweringOptions.from_spec(measured)
-    small_l2 = dataclasses.replace(machine, l2_bytes=2048)  # 2 rows of T need 4 KB
-    [note] = fuse_chains(graph, options, small_l2)
-    assert not note.computes and "more than half of L2 (1 KB)" in note.notes[0]
-    fused = fuse_chains(graph, options, machine)
+    small = build_spec(HostInfo("Test CPU 9000", 2, 4.0e9, "test", tuple(
+        dataclasses.replace(c, size_bytes={"L1": 2048, "L2": 4096}.get(c.name, c.size_bytes))
+        for c in CACHES),
+        FLAGS, fma_flops_per_core=1.2e11, l3_bytes_per_second=8e10))
+    [note] = fuse_chains(graph, LoweringOptions.from_spec(small),
+                         BlockingMachine.from_spec(small, threads=3))
+    assert not note.computes and "more than half of L2 (2 KB)" in note.notes[0]
+    fused = fuse_chains(graph, LoweringOptions.from_spec(measured), machine)
     assert fused[0].computes == ("T", "E")
 
 

@@ -50,35 +50,25 @@ MIN_CHAIN_FLOPS = 2 * 64 * 64 * 64
 
 @dataclass(frozen=True)
 class BlockingMachine:
-    """The machine figures the block-size model reads, all from the target's spec: the L1 and
-    L2 sizes, the threads, one core's fp32 peak and what one core reads per second from the
-    level outside L2 (the L3), where each block re-reads the packed operands.
+    """The machine figures the x86 blocking reads, from the target's spec: the L1 and L2
+    sizes and the threads.
 
     >>> from tilecraft_x86_avx512.host import CacheLevel, HostInfo
     >>> from tilecraft_x86_avx512.spec import build_spec
     >>> host = HostInfo("test CPU", 2, 4.0e9, "test", (CacheLevel("L1", 32768, False),
     ...                 CacheLevel("L2", 1 << 20, False), CacheLevel("L3", 32 << 20, True)),
-    ...                 frozenset({"avx512f"}), fma_flops_per_core=128e9,
-    ...                 l3_bytes_per_second=80e9)
-    >>> machine = BlockingMachine.from_spec(build_spec(host), threads=2)
-    >>> machine.l1_bytes, machine.flops_per_core / 1e9, machine.reload_bytes_per_second / 1e9
-    (32768, 128.0, 80.0)
+    ...                 frozenset({"avx512f"}))
+    >>> BlockingMachine.from_spec(build_spec(host), threads=2)
+    BlockingMachine(l1_bytes=32768, l2_bytes=1048576, threads=2)
     """
 
     l1_bytes: int
     l2_bytes: int
     threads: int
-    flops_per_core: float
-    reload_bytes_per_second: float
 
     @classmethod
     def from_spec(cls, spec: TargetSpec, threads: int) -> BlockingMachine:
-        memory = spec.memory
-        outer = memory.levels[memory.index("L2") - 1]
-        return cls(l1_bytes=_size(spec, "L1"), l2_bytes=_size(spec, "L2"), threads=threads,
-                   flops_per_core=spec.compute.flops_per_core("float32"),
-                   reload_bytes_per_second=outer.bandwidth_bytes_per_cycle
-                   * spec.compute.frequency_hz)
+        return cls(l1_bytes=_size(spec, "L1"), l2_bytes=_size(spec, "L2"), threads=threads)
 
 
 def _size(spec: TargetSpec, level: str) -> int:
