@@ -172,10 +172,10 @@ def test_pipeline_with_too_few_buffers_is_refused_and_would_be_wrong() -> None:
                                             r".*use depth >= 3"):
         verify_kernel(kernel)
     # the interpreter shows why: the overlapped stages read overwritten copies
-    from tilecraft.kernel_ir.interpreter import CompiledKernel
+    from tilecraft.kernel_ir.interpreter import InterpretedKernel
     a = RNG.standard_normal((6, 16)).astype(np.float32)
     out = np.zeros((6, 16), np.float32)
-    CompiledKernel(kernel, {})({"A": a, "C": out})
+    InterpretedKernel(kernel, {})({"A": a, "C": out})
     assert not np.allclose(out, a * 4.0 + 1.0)
     # Y alone spans two stages: with X not read by the copy-out, depth 2 is enough
     verify_kernel(_pipeline(depth=2, stages=2))

@@ -80,12 +80,12 @@ def run_kernel(kernel: Kernel, arrays: Mapping[str, np.ndarray],
     compile_kernel(kernel, semantics)(arrays)
 
 
-def compile_kernel(kernel: Kernel, semantics: Semantics | None = None) -> CompiledKernel:
+def compile_kernel(kernel: Kernel, semantics: Semantics | None = None) -> InterpretedKernel:
     """Verify and compile ``kernel`` once, to run it many times."""
     from tilecraft.kernel_ir.verify import verify_kernel
 
     verify_kernel(kernel, check_bounds=False)
-    return CompiledKernel(kernel, semantics or {})
+    return InterpretedKernel(kernel, semantics or {})
 
 
 def run_kernels(kernels: Sequence[Kernel], arrays: Mapping[str, np.ndarray],
@@ -151,8 +151,10 @@ def validate_arrays(kernel: Kernel, arrays: Mapping[str, Any]) -> None:
                              "pass a writable array (outputs are written in place)")
 
 
-class CompiledKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
-    """A kernel compiled into closures; call it with the arrays, like a loaded kernel."""
+class InterpretedKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
+    """A kernel the interpreter turned into Python closures, once; call it with the arrays,
+    like a loaded kernel (``Target.emulate`` runs one by default). Not to be confused with
+    :class:`~tilecraft.runtime.executable.CompiledKernel`, a kernel with its source and runner."""
 
     def __init__(self, kernel: Kernel, semantics: Semantics):
         self.kernel = kernel
@@ -404,5 +406,5 @@ def _no_op(env: Env) -> None:
     return None
 
 
-__all__ = ["CompiledKernel", "Semantics", "compile_kernel", "run_kernel", "run_kernels",
+__all__ = ["InterpretedKernel", "Semantics", "compile_kernel", "run_kernel", "run_kernels",
            "validate_arrays"]

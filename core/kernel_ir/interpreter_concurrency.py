@@ -1,6 +1,6 @@
 """How the interpreter executes the statements of concurrent hardware (:mod:`.concurrency`).
 
-Mixed into :class:`~tilecraft.kernel_ir.interpreter.CompiledKernel`, which supplies
+Mixed into :class:`~tilecraft.kernel_ir.interpreter.InterpretedKernel`, which supplies
 ``kernel``, ``_exprs``, ``_stmt``, ``_stream_slot`` and ``_streams``. The semantics:
 
 - ``AsyncCopy`` reads its source when issued and writes its destination only when a

@@ -32,7 +32,7 @@ def contains_sync(stmt: Stmt) -> bool:
 
 class Lockstep(KernelVisitor[LockstepFn]):
     """Closures running a statement over every thread environment (module docstring);
-    ``compiled`` is the :class:`~tilecraft.kernel_ir.interpreter.CompiledKernel`."""
+    ``compiled`` is the :class:`~tilecraft.kernel_ir.interpreter.InterpretedKernel`."""
 
     def __init__(self, compiled: Any) -> None:
         self.compiled = compiled

@@ -1,4 +1,4 @@
-"""The cheap per-call path of CompiledKernel and Executable keeps every check: arrays the
+"""The cheap per-call path of NativeKernel and Executable keeps every check: arrays the
 fast test does not accept go through the detailed checks, which still accept ndarray subclasses
 and still reject overlapping, read-only, wrongly typed or non-contiguous arrays."""
 

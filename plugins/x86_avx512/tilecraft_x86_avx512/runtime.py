@@ -5,7 +5,7 @@ A compiled kernel's entry is ``void NAME(void **args, int64 begin, int64 end)``.
 persistent thread pool run on all cores at once. Small ranges (little estimated work) and
 kernels whose parallel iterations would race run inline in one call.
 
-A CompiledKernel keeps no state between calls (the native ``args`` array is built per call),
+A NativeKernel keeps no state between calls (the native ``args`` array is built per call),
 so several threads may call one at the same time; each then launches its own parallel region
 (libgomp gives every launching thread its own team).
 
@@ -111,9 +111,11 @@ def _read_data_address() -> Callable[[np.ndarray], int]:
 _data_address = _read_data_address()
 
 
-class CompiledKernel:
-    """A loaded kernel (the :class:`~tilecraft.target.base.KernelFunction` protocol): call it
-    with a mapping from parameter name to numpy array; outputs are written in place.
+class NativeKernel:
+    """A kernel's machine code, loaded (the :class:`~tilecraft.target.base.KernelFunction`
+    protocol): call it with a mapping from parameter name to numpy array; outputs are written
+    in place. (The runtime's :class:`~tilecraft.runtime.executable.CompiledKernel` holds one as
+    its runner, next to the kernel and its source.)
 
     Every call checks every array. The common case (exact ``np.ndarray``, the declared dtype
     object, shape, C-contiguous, writeable where written) is tested in one expression per

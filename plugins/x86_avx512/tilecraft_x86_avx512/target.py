@@ -5,7 +5,7 @@ Stages (the :class:`~tilecraft.target.base.Target` contract):
 - ``codegen(kernel) -> Source(language="llvm-ir")``: see :mod:`.codegen`;
 - ``build(source) -> Artifact``: MCJIT machine code in memory (the artifact's ``handle`` keeps
   the engine alive; engines are cached by the source's hash);
-- ``load(artifact) -> KernelFunction``: a :class:`~.runtime.CompiledKernel` calling the entry
+- ``load(artifact) -> KernelFunction``: a :class:`~.runtime.NativeKernel` calling the entry
   through ctypes, splitting the PARALLEL loop across threads;
 - ``export_shared_library(kernels, path)`` / ``load_shared_library(path)``: ahead of time, an
   object file linked by ``gcc -shared``, carrying a JSON manifest of its kernels so that it
@@ -72,7 +72,7 @@ from tilecraft_x86_avx512.microkernels import (
     VNNI_S8U8,
     VNNI_U8S8,
 )
-from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, CompiledKernel, default_threads
+from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, NativeKernel, default_threads
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
 
 LANGUAGE = "llvm-ir"
@@ -222,7 +222,7 @@ class X86Avx512Target(Target):
         return Artifact(target=self.name, kernel_name=source.kernel_name, handle=compiled,
                         meta=meta)
 
-    def load(self, artifact: Artifact) -> CompiledKernel:
+    def load(self, artifact: Artifact) -> NativeKernel:
         if artifact.target != self.name:
             raise TargetError(f"artifact of kernel {artifact.kernel_name!r} was built for "
                               f"target {artifact.target}, not {self.name}; build it with "
@@ -239,9 +239,9 @@ class X86Avx512Target(Target):
             return kernels[artifact.kernel_name]
         meta = artifact.meta
         entry = ENTRY_PROTOTYPE(artifact.handle.address(meta["entry"]))
-        return CompiledKernel(meta, entry, self.threads, keepalive=artifact.handle)
+        return NativeKernel(meta, entry, self.threads, keepalive=artifact.handle)
 
-    def compile_kernel(self, kernel: Kernel) -> CompiledKernel:
+    def compile_kernel(self, kernel: Kernel) -> NativeKernel:
         """codegen, build and load in one call."""
         return self.load(self.build(self.codegen(kernel)))
 
@@ -299,7 +299,7 @@ class X86Avx512Target(Target):
         partial.replace(header)  # never a half-written header
         return [library, header]
 
-    def load_shared_library(self, path: str | os.PathLike[str]) -> dict[str, CompiledKernel]:
+    def load_shared_library(self, path: str | os.PathLike[str]) -> dict[str, NativeKernel]:
         """The kernels of a library written by :meth:`export_shared_library`, by name."""
         self._require("execute")
         location = Path(path).resolve()
@@ -329,8 +329,8 @@ class X86Avx512Target(Target):
         kernels = {}
         for meta in manifest["kernels"]:
             entry = ENTRY_PROTOTYPE((meta["entry"], library))
-            kernels[meta["kernel"]] = CompiledKernel(meta, entry, self.threads,
-                                                     keepalive=library)
+            kernels[meta["kernel"]] = NativeKernel(meta, entry, self.threads,
+                                                   keepalive=library)
         return kernels
 
     # helpers ---------------------------------------------------------------------------------

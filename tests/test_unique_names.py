@@ -1,0 +1,30 @@
+"""Names that explain themselves: a class name the public API uses is defined once, across the
+core and every target plugin (two ``CompiledKernel`` classes once meant three different things)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: class names that must name exactly one class in the core and the plugins
+DEFINED_ONCE = ("CompiledKernel", "InterpretedKernel", "NativeKernel", "Executable")
+
+
+def _class_definitions(name: str) -> list[str]:
+    packages = [ROOT / "core", *sorted((ROOT / "plugins").glob("*/tilecraft_*"))]
+    found = []
+    for package in packages:
+        for path in sorted(package.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
+                      if isinstance(node, ast.ClassDef) and node.name == name]
+    return found
+
+
+def test_each_name_is_one_class() -> None:
+    where = {name: _class_definitions(name) for name in DEFINED_ONCE}
+    assert {name: len(places) for name, places in where.items()} == \
+        dict.fromkeys(DEFINED_ONCE, 1), where
+    assert where["CompiledKernel"][0].startswith("core/runtime/executable.py:")
