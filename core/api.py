@@ -21,7 +21,15 @@ from tilecraft.target.base import Capability, Target
 from tilecraft.te.tensor import Tensor
 
 
-def _as_graph(program: Graph | Tensor | Sequence[Tensor]) -> Graph:
+def as_graph(program: Graph | Tensor | Sequence[Tensor]) -> Graph:
+    """What :func:`compile` accepts as a program, as a Graph: a Graph as it is, a Tensor or a
+    list of Tensors as the graph computing them; a GraphError for anything else.
+
+    >>> from tilecraft import te
+    >>> X = te.placeholder((4,), name="X")
+    >>> [t.name for t in as_graph(te.compute((4,), lambda i: X[i] * 2.0, name="Y")).computes]
+    ['Y']
+    """
     if isinstance(program, Graph):
         return program
     if isinstance(program, Tensor):
@@ -65,7 +73,7 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     """
     from tilecraft.pipeline import run_pipeline
 
-    graph = _as_graph(program)
+    graph = as_graph(program)
     tgt = _resolve_target(target)
     state = run_pipeline(graph, tgt, tuning=tuning, database=database, tensorize=tensorize,
                          dump_stages=dump_stages)

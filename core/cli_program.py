@@ -1,10 +1,7 @@
 """The ``tilecraft compile`` and ``tilecraft conformance`` subcommands.
 
-``tilecraft compile prog.py`` runs a Python file that builds a program and compiles it: the
-file defines ``graph`` (a Graph, a Tensor or a list of Tensors) or a function ``build()``
-returning one; ``--graph NAME`` picks another variable. The file sees ``operators``: every
-operator registered through the ``tilecraft_register_operators`` hook, by name (the core's
-``tilecraft.ops`` and the plugins'), e.g. ``operators["matmul"](A, B)``.
+``tilecraft compile prog.py`` runs a Python file that builds a program and compiles it (the
+file defines ``graph`` or ``build()``: :mod:`tilecraft.cli_program_file`).
 ``--target NAME`` names the target; without it the command takes the best installed target
 this machine executes and says which (:mod:`tilecraft.cli_target`). ``--target NAME:VARIANT``
 compiles for a target's variant (``x86_avx512:skylake-avx512``: that CPU). ``--dump-stages
@@ -17,14 +14,12 @@ nothing is run unless ``--run``.
 from __future__ import annotations
 
 import argparse
-import runpy
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from tilecraft.cli_program_file import load_program
 from tilecraft.cli_target import TARGET_HELP, target_for_command
-from tilecraft.errors import TilecraftError
 
 
 def configure_compile(parser: argparse.ArgumentParser) -> None:
@@ -46,29 +41,11 @@ def configure_compile(parser: argparse.ArgumentParser) -> None:
                              "the sources, build, report)")
 
 
-def _load_program(path: Path, name: str | None) -> Any:
-    if not path.is_file():
-        raise TilecraftError(f"{path}: no such file; pass the Python file that builds the graph")
-    from tilecraft.target.plugins import collect
-
-    # the operators registered through the hook (the core's and the plugins'), by name
-    namespace = runpy.run_path(str(path), init_globals={"operators": collect("operators")},
-                               run_name="__tilecraft_compile__")
-    candidates = [name] if name else ["graph", "build"]
-    for candidate in candidates:
-        if candidate in namespace:
-            value = namespace[candidate]
-            return value() if callable(value) and not hasattr(value, "computes") else value
-    raise TilecraftError(f"{path} defines none of {', '.join(candidates)}; define `graph = "
-                         "tc.Graph.from_outputs([...])` or pass --graph NAME")
-
-
 def run_compile(args: argparse.Namespace) -> int:
     import tilecraft as tc
-    from tilecraft.api import _as_graph
     from tilecraft.pipeline import source_suffix
 
-    graph = _as_graph(_load_program(args.file, args.graph))
+    graph = load_program(args.file, args.graph)
     database = getattr(args, "database", None)
     target = target_for_command(args.target)
     dump_stages = getattr(args, "dump_stages", None)

@@ -41,8 +41,7 @@ def configure_report(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from tilecraft.api import _as_graph
-    from tilecraft.cli_program import _load_program
+    from tilecraft.cli_program_file import load_program
     from tilecraft.errors import InputError
     from tilecraft.intrin.report import format_mapping_table, mapping_report
     from tilecraft.intrin.tensorize import native_measure
@@ -56,7 +55,7 @@ def run_report(args: argparse.Namespace) -> int:
         raise InputError(f"--measure: target {spec.name} cannot execute on this machine "
                          f"({target.available().explain()}); drop --measure")
     intrinsics = None if args.intrinsic is None else [spec.intrinsic(n) for n in args.intrinsic]
-    graph = _as_graph(_load_program(args.file, args.graph))
+    graph = load_program(args.file, args.graph)
     report = mapping_report(graph, spec, intrinsics, check=args.check,
                             explore_trials=args.explore, measured=measured)
     if args.matched_only:

@@ -34,12 +34,11 @@ def configure_tune(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    from tilecraft.api import _as_graph
-    from tilecraft.cli_program import _load_program
+    from tilecraft.cli_program_file import load_program
     from tilecraft.tuning.budget import TuningOptions
     from tilecraft.tuning.tuner import tune
 
-    graph = _as_graph(_load_program(args.file, args.graph))
+    graph = load_program(args.file, args.graph)
     target = target_for_command(args.target)
     options = TuningOptions(preset=args.preset, trials=args.trials, seconds=args.seconds,
                             engine=args.engine, seed=args.seed, database=args.database,

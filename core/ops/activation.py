@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from tilecraft import te
-from tilecraft.ops._util import check_float, check_tensor
+from tilecraft.ops.building import check_float, check_tensor
 from tilecraft.ops.elementwise import map_unary
 from tilecraft.te.tensor import Tensor
 

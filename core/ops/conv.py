@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from tilecraft import te
 from tilecraft.dtypes import DType
 from tilecraft.errors import ShapeError
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     check_tensor,
     named_compute,
     normalize_padding,

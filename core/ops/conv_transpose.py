@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from tilecraft import te
 from tilecraft.dtypes import DType
 from tilecraft.errors import ShapeError
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     check_tensor,
     named_compute,
     normalize_tuple,

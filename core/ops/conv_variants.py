@@ -16,7 +16,7 @@ from __future__ import annotations
 from tilecraft import te
 from tilecraft.dtypes import DType
 from tilecraft.errors import ShapeError
-from tilecraft.ops._util import check_tensor, named_compute, operand, output_name, product_dtype
+from tilecraft.ops.building import check_tensor, named_compute, operand, output_name, product_dtype
 from tilecraft.ops.conv import IntOrTuple, Padding, conv_geometry, window_index
 from tilecraft.ops.layout import pad
 from tilecraft.te.tensor import Tensor

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from tilecraft import te
 from tilecraft.dtypes import DType, as_dtype
 from tilecraft.errors import DTypeError, ShapeError
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     broadcast_index,
     broadcast_shape,
     check_tensor,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from tilecraft import te
 from tilecraft.errors import DTypeError, ShapeError
-from tilecraft.ops._util import check_tensor, named_compute, normalize_axis, output_name
+from tilecraft.ops.building import check_tensor, named_compute, normalize_axis, output_name
 from tilecraft.ops.elementwise import axis_names
 from tilecraft.te.tensor import Tensor
 

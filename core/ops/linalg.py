@@ -16,7 +16,7 @@ from __future__ import annotations
 from tilecraft import te
 from tilecraft.dtypes import DType
 from tilecraft.errors import ShapeError
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     check_tensor,
     named_compute,
     operand,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from tilecraft import te
 from tilecraft.errors import DTypeError, ShapeError
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     accumulation_dtype,
     check_float,
     check_tensor,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from tilecraft import te
 from tilecraft.dtypes import DType
 from tilecraft.errors import ShapeError
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     accumulation_dtype,
     check_float,
     check_tensor,

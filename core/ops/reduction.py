@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from tilecraft import te
 from tilecraft.dtypes import DType, as_dtype
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     accumulation_dtype,
     check_float,
     check_tensor,

@@ -18,7 +18,7 @@ graph(x: float32[2, 5]) -> (y):
 from __future__ import annotations
 
 from tilecraft import te
-from tilecraft.ops._util import (
+from tilecraft.ops.building import (
     accumulation_dtype,
     check_float,
     check_tensor,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tilecraft_x86_avx512.runtime import _data_address
+from tilecraft_x86_avx512.runtime import data_address
 from tilecraft_x86_avx512.target import X86Avx512Target
 from x86_kernels import buffer, kernel, load, loop, store, vloop
 
@@ -27,7 +27,7 @@ def add(native):
 def test_data_address_matches_numpy():
     base = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
     for array in (base, base[1], base[2, 3:], base[:, ::2], np.empty(0, np.int8), base.T):
-        assert _data_address(array) == array.ctypes.data
+        assert data_address(array) == array.ctypes.data
 
 
 def test_overlap_is_checked_by_exact_byte_ranges(add):

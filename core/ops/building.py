@@ -1,4 +1,9 @@
-"""Helpers shared by the operator modules: names, argument checking, index plumbing.
+"""What an operator is built with: output names, argument checks that name the operator and
+the argument, numpy-style broadcasting, and the dtype rules of products and statistics.
+
+Every operator of :mod:`tilecraft.ops` is written with these, and so can a plugin's operator
+(offered through the ``tilecraft_register_operators`` hook), so that its errors read like the
+core's.
 
 >>> normalize_tuple(2, 3, op="conv3d", arg="stride")
 (2, 2, 2)
@@ -31,6 +36,11 @@ def fresh_name(op: str) -> str:
 
 
 def output_name(name: str | None, op: str) -> str:
+    """The caller's ``name``, or a fresh one after ``op``.
+
+    >>> output_name("C", "matmul")
+    'C'
+    """
     return name if name is not None else fresh_name(op)
 
 
@@ -61,12 +71,15 @@ def check_tensor(value: Any, op: str, arg: str, ndim: int | Sequence[int] | None
 
 
 def check_float(tensor: Tensor, op: str, arg: str) -> None:
+    """Raise a :class:`~tilecraft.errors.DTypeError` unless ``tensor`` has a float dtype."""
     if not tensor.dtype.is_float:
         raise DTypeError(f"{op}: {arg} ({tensor.name}) has dtype {tensor.dtype.value}, but {op} "
                          "needs a float tensor; convert it first with ops.cast(x, 'float32')")
 
 
 def check_same_dtype(op: str, **tensors: Tensor) -> DType:
+    """The dtype all ``tensors`` (by argument name) share; a DTypeError naming two that
+    differ."""
     dtypes = {name: t.dtype for name, t in tensors.items()}
     first_name, first = next(iter(dtypes.items()))
     for name, dt in dtypes.items():
@@ -120,6 +133,8 @@ def normalize_padding(value: int | Sequence[int] | Sequence[Sequence[int]], n: i
 
 
 def normalize_axis(axis: int, ndim: int, op: str, arg: str = "axis") -> int:
+    """``axis`` of a tensor of ``ndim`` dimensions as a non-negative index (negative ones count
+    from the end, as numpy's); a ShapeError when out of range."""
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise ShapeError(f"{op}: {arg}={axis!r} must be an int")
     if not -ndim <= axis < ndim:
