@@ -1,4 +1,4 @@
-"""Kernel IR statements and expressions of concurrent hardware (DESIGN.md, "Kernel IR").
+"""Kernel IR statements and expressions of concurrent hardware (see :mod:`.nodes` for the rest).
 
 - :class:`AsyncCopy`, :class:`CommitGroup`, :class:`WaitGroup`: CUDA's ``cp.async`` (and an
   NPU's MTE queues): a copy is issued, copies issued since the last commit form a group, and

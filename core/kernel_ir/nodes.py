@@ -1,6 +1,7 @@
 """Kernel IR: the one imperative loop-nest IR every code generator consumes.
 
-It is designed against all five targets of DESIGN.md:
+It is designed against the five kinds of chip tilecraft's target plugins describe (a CPU, a
+GPU with tensor cores, a mobile GPU, an NPU, an FPGA; thesis §1.1.2, §2.4):
 
 - loops carry a kind: serial, parallel (across cores, chunked), vector (N lanes; the code
   generator handles a remainder when the extent is not a multiple of the lanes), unrolled,

@@ -1,5 +1,6 @@
-"""``tilecraft.compile`` as a named sequence of stages (DESIGN's flow; like Triton's backend
-stages, each stage's name doubles as its dump file's suffix).
+"""``tilecraft.compile`` as a named sequence of stages (the thesis's compile flow, §2.6: graph
+level, operator level, instruction level; like Triton's backend stages, each stage's name
+doubles as its dump file's suffix).
 
 ========  ==================  =========================================================
 position  stage (name)        output (field of :class:`CompileState`)

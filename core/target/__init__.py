@@ -1,4 +1,4 @@
-"""The target plugin contract: specs, intrinsic abstractions, hooks, discovery (DESIGN.md).
+"""The target plugin contract: specs, intrinsic abstractions (thesis §5.3), hooks, discovery.
 
 >>> from tilecraft.target import TARGET_API_VERSION, SchedulePrimitive
 >>> TARGET_API_VERSION, SchedulePrimitive("vectorize").name

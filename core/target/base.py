@@ -1,4 +1,5 @@
-"""The Target protocol: what a plugin hands the core (DESIGN.md, "The target plugin contract").
+"""The Target protocol: what a plugin hands the core (the plugin contract; the README's "Writing
+a target plugin" shows the scaffold).
 
 A target is data (its :class:`~tilecraft.target.spec.TargetSpec`) plus named stages, each
 producing the next stage's input, like Triton's backends:
