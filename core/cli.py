@@ -138,12 +138,17 @@ def _configure_new_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="target name: lower case letters, digits and _")
     parser.add_argument("--dir", type=Path, default=Path("."), dest="directory",
                         help="folder to create the package folder NAME in (default: .)")
+    parser.add_argument("--kind", choices=("cpu", "gpu", "npu", "fpga"), default="cpu",
+                        help="the spec skeleton: a CPU (cores, vector lanes), a GPU (thread "
+                             "hierarchy), an NPU (matrix and vector units, grid of cores) or "
+                             "an FPGA (dataflow on a fabric budget); the core lowers each kind "
+                             "with its own strategy (default: cpu)")
 
 
 def _run_new_target(args: argparse.Namespace) -> int:
     from tilecraft.scaffold import render_target_package
 
-    written = render_target_package(args.name, args.directory)
+    written = render_target_package(args.name, args.directory, args.kind)
     root = args.directory / args.name
     print(f"created the target plugin package {root} ({len(written)} files):")
     for path in written:

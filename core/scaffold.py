@@ -5,9 +5,17 @@ package ``tilecraft.scaffold_templates`` (found with ``importlib.resources``). F
 ``.jinja`` are rendered with Jinja (the suffix is dropped); a path part ``__package__`` becomes
 the package name (``tilecraft_<name>``); other files are copied as they are.
 
+``kind`` picks the spec skeleton: ``cpu`` (cores and vector lanes), ``gpu`` (a thread
+hierarchy), ``npu`` (spatial units with their operand levels, a grid of cores) or ``fpga`` (a
+spatial architecture with a fabric budget). The core lowers a target of each kind with the
+matching strategy (:mod:`tilecraft.schedule.strategies`), so the rendered package needs no
+lowering code of its own.
+
 >>> names = scaffold_names("my_npu")
 >>> names.package, names.distribution, names.class_name
 ('tilecraft_my_npu', 'tilecraft-my-npu', 'MyNpuTarget')
+>>> KINDS
+('cpu', 'gpu', 'npu', 'fpga')
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ from tilecraft.errors import TargetError
 TEMPLATE_PACKAGE = "tilecraft.scaffold_templates"
 TEMPLATE_FOLDER = "target_plugin"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+#: the kinds of chip a scaffold's spec can describe (``tilecraft new-target --kind``)
+KINDS = ("cpu", "gpu", "npu", "fpga")
 
 
 @dataclass(frozen=True)
@@ -85,17 +96,20 @@ def _template_files(folder: Traversable | Path, prefix: tuple[str, ...] = ()
     return files
 
 
-def render_target_package(name: str, directory: str | Path) -> list[Path]:
-    """Create the plugin package of target ``name`` in ``directory/name``; returns the files
-    written. Refuses to write into a folder that exists and is not empty."""
+def render_target_package(name: str, directory: str | Path, kind: str = "cpu") -> list[Path]:
+    """Create the plugin package of target ``name``, a chip of ``kind`` (one of
+    :data:`KINDS`), in ``directory/name``; returns the files written. Refuses to write into
+    a folder that exists and is not empty."""
     names = scaffold_names(name)
+    if kind not in KINDS:
+        raise TargetError(f"unknown target kind {kind!r}; choose one of {', '.join(KINDS)}")
     root = Path(directory) / name
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise TargetError(f"{root} already exists and is not empty; choose another --dir or "
                           "name, or remove it")
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                                      autoescape=False)
-    context = asdict(names)
+    context = {**asdict(names), "kind": kind}
     written = []
     for parts, source in _template_files(template_root()):
         relative = [names.package if part == "__package__" else part for part in parts]

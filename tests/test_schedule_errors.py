@@ -197,7 +197,7 @@ def test_binding_on_a_target_without_threads() -> None:
         free.lower(CPU)
     with _raises("bind", "cannot express bound loops", "no hardware threads"):
         free.lower(LoweringOptions(loop_kinds={"serial", "vector"}))
-    with _raises("bind", "loop k", "race"):
+    with _raises("bind", "loop k", "cross-thread reduction", "power of two"):
         free[C].bind(free[C].reduce_axes[0], "threadIdx.x")
     with _raises("bind", "loop j", "hardware axis"):
         free[C].bind(free[C].axes[1], "")

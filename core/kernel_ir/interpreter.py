@@ -45,7 +45,7 @@ import numpy as np
 from tilecraft.errors import IndexBoundsError, InputError, LoweringError, TargetError
 from tilecraft.kernel_ir.interpreter_concurrency import ConcurrentStatements
 from tilecraft.kernel_ir.interpreter_expr import Env, ExprCompiler, StmtFn, accumulate_scalar
-from tilecraft.kernel_ir.interpreter_lockstep import Lockstep, LockstepFn, contains_sync
+from tilecraft.kernel_ir.interpreter_lockstep import Lockstep, contains_sync
 from tilecraft.kernel_ir.interpreter_vector import compile_vector_store
 from tilecraft.kernel_ir.layout import parse_layout
 from tilecraft.kernel_ir.nodes import (
@@ -238,7 +238,7 @@ class InterpretedKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
         fixed = int(loop.extent.value) if isinstance(loop.extent, Const) else None
         slot = self._exprs.bind_var(loop.var)
         if loop.kind is LoopKind.BOUND and contains_sync(loop.body):
-            body_all = self._lockstep(loop.body)
+            body_all = Lockstep(self, (slot,)).visit(loop.body)
             fork, join = self._fork_threads, self._join_threads
 
             def run_threads(env: Env) -> None:
@@ -397,9 +397,6 @@ class InterpretedKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
             env[target][index(env)] = fifo.popleft()
 
         return run_pop
-
-    def _lockstep(self, stmt: Stmt) -> LockstepFn:
-        return Lockstep(self).visit(stmt)
 
 
 def _no_op(env: Env) -> None:

@@ -34,10 +34,13 @@ class Lockstep(KernelVisitor[LockstepFn]):
     """Closures running a statement over every thread environment (module docstring);
     ``compiled`` is the :class:`~tilecraft.kernel_ir.interpreter.InterpretedKernel`."""
 
-    def __init__(self, compiled: Any) -> None:
+    def __init__(self, compiled: Any, enclosing: tuple[int, ...] = ()) -> None:
         self.compiled = compiled
         self.exprs = compiled._exprs
         self.kernel = compiled.kernel.name
+        #: the slots of the loop variables around the statement being compiled, from the
+        #: bound loop that started lockstep execution inwards (others may hold stale values)
+        self.enclosing = list(enclosing)
 
     def visit(self, stmt: Stmt, *args: Any) -> LockstepFn:
         if isinstance(stmt, SubgroupReduce) or contains_sync(stmt) \
@@ -102,7 +105,9 @@ class Lockstep(KernelVisitor[LockstepFn]):
     def visit_For(self, loop: For) -> LockstepFn:
         extent = self.exprs.compile(loop.extent)
         slot = self.exprs.bind_var(loop.var)
+        self.enclosing.append(slot)
         body = self.visit(loop.body)
+        self.enclosing.pop()
         kernel = self.kernel
         if loop.kind is LoopKind.BOUND:
             fork, join = self.compiled._fork_threads, self.compiled._join_threads
@@ -138,7 +143,9 @@ class Lockstep(KernelVisitor[LockstepFn]):
         thread."""
         extent = self.exprs.compile(stmt.extent)
         slot = self.exprs.bind_var(stmt.var)
+        self.enclosing.append(slot)
         stages = [self.visit(stage) for stage in stmt.stages]
+        self.enclosing.pop()
         kernel = self.kernel
 
         def pipeline_all(threads: list[Env]) -> None:
@@ -162,7 +169,9 @@ class Lockstep(KernelVisitor[LockstepFn]):
                                  f"subgroup reduce into {stmt.buffer.name}")
         value = self.exprs.compile(stmt.value)
         lane = self.exprs.bind_var(stmt.lane)
-        others = [s for s in self.exprs.var_slots() if s != lane]
+        # threads differ only in the variables of the loops around the reduction (a
+        # variable of an earlier sibling loop may hold a stale value, even an array)
+        others = [s for s in self.enclosing if s != lane]
         combine = combine_fn(stmt.op, stmt.value.dtype)
         width = stmt.width
 

@@ -1,5 +1,10 @@
 """Lowering one te compute to one Kernel IR kernel, following a loop-nest schedule.
 
+Without a schedule, the target's lowering strategy (chosen from its spec,
+:mod:`tilecraft.schedule.strategies`) decides: a GPU, an NPU or an FPGA gets its strategy's
+schedule, lowered by :meth:`tilecraft.schedule.Schedule.lower`; a CPU gets the default loop nest
+below.
+
 The kernel's parameters are the compute's input tensors (in order of first use) and its
 output, as buffers named after the tensors in ``options.param_level``. For a reduction
 
@@ -86,6 +91,11 @@ def lower_compute(tensor: Tensor, options: LoweringOptions,
         raise LoweringError(f"{tensor!r} is not a compute; only computes are lowered "
                             "(placeholders become kernel parameters)")
     if schedule is None:
+        from tilecraft.schedule.strategies import lower_with_strategy, strategy_for
+
+        strategy = strategy_for(options)
+        if strategy.name != "cpu":
+            return lower_with_strategy(tensor, options, strategy)
         schedule = default_schedule(tensor, options)
     schedule.validate(tensor, options)
     buffers = _parameters(tensor, options)

@@ -1,7 +1,8 @@
 """Stage 5, lowering: every compute's Kernel IR, by the schedule the schedule stage chose —
 a fusion group's kernels (at its last compute), the AMOS mapping's loop nest, the schedule
-primitives applying a generic schedule, the target's template (its lowering strategy), or the
-core's default loop nest where the target has none.
+primitives applying a generic schedule, the target's own template (``Target.lower_compute``),
+or, where the target has none, the core's lowering strategy its spec selects (CPU, GPU, NPU or
+FPGA: :mod:`tilecraft.schedule.strategies`).
 
 >>> Lowering.name
 'kernel_ir'

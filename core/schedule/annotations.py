@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from tilecraft.kernel_ir.nodes import LoopKind
 from tilecraft.schedule.errors import schedule_error
-from tilecraft.schedule.loop import LoopAnnotation
+from tilecraft.schedule.loop import Loop, LoopAnnotation
 from tilecraft.schedule.stage_base import LoopRef, StageBase, check_positive
+from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.target.spec import SchedulePrimitive
 
 
@@ -112,6 +113,12 @@ class LoopAnnotations(StageBase):
         the target's thread hierarchy (``spec.threads``) set the kernel's launch grid and
         block; without a target there is no hierarchy, hence no launch configuration.
 
+        A reduce loop bound to a thread axis is a cross-thread reduction (TVM's allreduce):
+        each thread accumulates its share of the reduction in a register, a subgroup reduction
+        (``SubgroupReduce``: warp shuffles) combines the partial results and the first thread
+        stores the total. The loop must be the stage's outermost reduce loop with only reduce
+        loops inside it, and run a power of two of threads within the subgroup size.
+
         >>> from tilecraft import te
         >>> from tilecraft.lower import LoweringOptions
         >>> from tilecraft.schedule import create_schedule
@@ -140,10 +147,30 @@ class LoopAnnotations(StageBase):
                                  f"{thread_axis!r} must be a name such as 'blockIdx.x' or "
                                  "'threadIdx.x'")
         if leaf.is_reduce:
-            raise schedule_error("bind", self.name, leaf.name, "the loop is a reduction: "
-                                 "threads would race on the output; bind a spatial loop")
+            self._check_cross_thread(leaf, thread_axis)
         self.annotations[leaf] = LoopAnnotation(LoopKind.BOUND, axis=thread_axis)
         self._record("bind", loop=leaf.name, thread_axis=thread_axis)
+
+    def _check_cross_thread(self, leaf: Loop, thread_axis: str) -> None:
+        """A reduce loop bound to a thread axis is a cross-thread reduction (module doc):
+        threads of one subgroup, a power of two of them, each with a partial result."""
+        extent = leaf.extent
+        if extent & (extent - 1):
+            raise schedule_error("bind", self.name, leaf.name, f"the reduce loop has {extent} "
+                                 "iterations; a cross-thread reduction runs on a power of two "
+                                 "of threads (split the reduce loop by one)")
+        threads = self.schedule.target.threads()
+        if threads is None:
+            return
+        axis = next((a for a in threads.axes if a.name == thread_axis), None)
+        if axis is not None and axis.scope is not LaunchScope.BLOCK:
+            raise schedule_error("bind", self.name, leaf.name, f"the loop is a reduction and "
+                                 f"{thread_axis} indexes blocks, which cannot combine partial "
+                                 "results; bind it to a thread axis of a block")
+        if extent > threads.subgroup_size:
+            raise schedule_error("bind", self.name, leaf.name, f"the reduce loop has {extent} "
+                                 f"iterations but a subgroup of {self.schedule.target.name} has "
+                                 f"{threads.subgroup_size} threads; split it by at most that")
 
     def pipeline(self, loop: LoopRef, initiation_interval: int = 1) -> None:
         """Pipeline ``loop`` in hardware with the given initiation interval: a new iteration

@@ -34,6 +34,7 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.lower.guards import clamp_guarded_loads
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.schedule.emit_threads import CrossThreadReduction
 from tilecraft.schedule.errors import schedule_error
 from tilecraft.schedule.loop import Guard, derive_extents, derive_values
 from tilecraft.schedule.nest import Leaf, Scope, build_nest, no_attach, seq
@@ -82,7 +83,7 @@ class _StageContext:
     body: Expr                          # effective body, guarded loads clamped
 
 
-class KernelEmitter:
+class KernelEmitter(CrossThreadReduction):
     """Builds the body of the kernel of ``root`` (see the module docstring)."""
 
     def __init__(self, schedule: Schedule, root: Stage,
@@ -176,7 +177,7 @@ class KernelEmitter:
         return self.emit_stage(self.root, None, Scope())
 
     def emit_stage(self, stage: Stage, region: ProducerRegion | None, scope: Scope) -> Stmt:
-        ctx = self._context(stage, region)
+        ctx = self._context(stage, region, scope)
         overridden: dict[Tensor, Local | None] = {}
         read_copies: list[Stmt] = []
         buffers: list[Buffer] = []
@@ -216,7 +217,8 @@ class KernelEmitter:
                 self.locals[tensor] = previous
         return stmt
 
-    def _context(self, stage: Stage, region: ProducerRegion | None) -> _StageContext:
+    def _context(self, stage: Stage, region: ProducerRegion | None,
+                 scope: Scope) -> _StageContext:
         tensor = stage.tensor
         roots = {}
         for position, loop in enumerate(stage.axes):
@@ -254,6 +256,8 @@ class KernelEmitter:
             dim = region.dims[position]
             value = simplify(dim.base + rel)
             axis_values[stage.iter_vars[loop]] = value
+            if index_in_bounds(value, tensor.shape[position], self.ranges, list(scope.facts)):
+                continue  # the guards around the attach point keep it inside the tensor
             rng = interval(value, self.ranges)
             extent = tensor.shape[position]
             if rng is None or rng[1] >= extent:
@@ -371,6 +375,14 @@ class KernelEmitter:
         out, out_indices = target
         leaves = ctx.leaves
         first = next((n for n, leaf in enumerate(leaves) if leaf.loop.is_reduce), len(leaves))
+        if first < len(leaves) and leaves[first].kind is LoopKind.BOUND:
+            return self._cross_thread_reduction(ctx, target, scope, first)
+        bound = next((leaf for leaf in leaves[first:]
+                      if leaf.loop.is_reduce and leaf.kind is LoopKind.BOUND), None)
+        if bound is not None:
+            raise schedule_error("bind", ctx.stage.name, bound.loop.name, "a reduce loop bound "
+                                 "to a thread axis must be the stage's outermost reduce loop "
+                                 "(a cross-thread reduction); reorder it outward")
         outer, inner = leaves[:first], leaves[first:]
         inner_spatial = [leaf for leaf in inner if not leaf.loop.is_reduce]
         local = out.dtype in _HALF

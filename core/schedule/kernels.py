@@ -11,7 +11,7 @@ with :func:`~tilecraft.kernel_ir.verify.verify_kernel` against the target's spec
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tilecraft.kernel_ir.nodes import (
@@ -31,6 +31,7 @@ from tilecraft.schedule.errors import schedule_error
 from tilecraft.schedule.stage import Stage
 from tilecraft.schedule.stage_base import AttachKind
 from tilecraft.schedule.target import TargetView
+from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.target.spec import SchedulePrimitive
 from tilecraft.te.tensor import Tensor
 
@@ -46,11 +47,21 @@ STEP_PRIMITIVES = {
     "partition": SchedulePrimitive.PARTITION,
 }
 
-def lower_schedule(schedule: Any, view: TargetView) -> list[Kernel]:
-    """The kernels of ``schedule`` for the target seen through ``view`` (module docstring)."""
+def lower_schedule(schedule: Any, view: TargetView,
+                   computes: Sequence[str] | None = None) -> list[Kernel]:
+    """The kernels of ``schedule`` for the target seen through ``view`` (module docstring);
+    only those of the root stages named in ``computes`` when given."""
     check_trace(schedule, view)
     options = view.lowering_options()
     children, roots = _attachments(schedule)
+    if computes is not None:
+        wanted = set(computes)
+        missing = sorted(wanted - {root.name for root in roots})
+        if missing:
+            raise schedule_error("lower", missing[0], None, "it is not a stage computed in its "
+                                 "own kernel (inlined, computed at another stage, or not a "
+                                 f"stage); lower one of {', '.join(r.name for r in roots)}")
+        roots = [root for root in roots if root.name in wanted]
     kernels = []
     for root in roots:
         tree = _tree(root, children)
@@ -89,6 +100,15 @@ def check_trace(schedule: Any, view: TargetView) -> None:
             raise schedule_error(verb, stage_name, loop, f"{step['thread_axis']!r} is not a "
                                  f"bindable axis of {view.name}; bind to one of "
                                  f"{', '.join(threads.axis_names)}")
+        if verb == "bind" and threads is not None:
+            stage = schedule.stage(step["stage"], verb)
+            if stage.loop(loop).is_reduce:
+                axis = threads.axis(step["thread_axis"])
+                if axis.scope is not LaunchScope.BLOCK:
+                    raise schedule_error(verb, stage_name, loop, f"the loop is a reduction "
+                                         f"and {axis.name} indexes blocks of {view.name}, which "
+                                         "cannot combine partial results; bind it to a thread "
+                                         "axis of a block")
         if verb == "vectorize":
             stage = schedule.stage(step["stage"], verb)
             if stage.loop(loop).is_reduce:

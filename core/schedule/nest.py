@@ -46,7 +46,9 @@ class Leaf:
 
     @property
     def value(self) -> Expr:
-        return self.var if self.var is not None else const(0)
+        """The loop's value in index expressions: 0 for one iteration (a bound loop of one
+        thread keeps its variable, unused)."""
+        return self.var if self.var is not None and self.extent > 1 else const(0)
 
     @property
     def kind(self) -> LoopKind:

@@ -257,18 +257,21 @@ class Schedule:
         return cached
 
     # lowering ----------------------------------------------------------------------------
-    def lower(self, target: Any = None) -> list[Kernel]:
+    def lower(self, target: Any = None, computes: Sequence[str] | None = None
+              ) -> list[Kernel]:
         """The Kernel IR kernels of this schedule, verified, producers first.
 
         ``target`` is a TargetSpec, a Target, LoweringOptions, or None (the spec the
         schedule was created with, else default options). Every primitive of the trace is
         checked against it; an invalid schedule raises a
-        :class:`~tilecraft.schedule.errors.ScheduleError`.
+        :class:`~tilecraft.schedule.errors.ScheduleError`. ``computes`` (names of stages
+        computed in their own kernel) lowers only those kernels: the others' tensors are
+        their parameters.
         """
         from tilecraft.schedule.kernels import lower_schedule
 
         view = TargetView.of(target) if target is not None else self.target
-        return lower_schedule(self, view)
+        return lower_schedule(self, view, computes)
 
     # helpers -----------------------------------------------------------------------------
     def _fresh_name(self, base: str) -> str:

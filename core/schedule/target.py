@@ -110,6 +110,12 @@ class TargetView:
             return f"{self.name} has a single lane for {dtype.value}"
         return None
 
+    def threads(self) -> Any:
+        """The target's thread hierarchy (``None`` without one, or without a target)."""
+        if self.options is not None and self.options.threads is not None:
+            return self.options.threads
+        return getattr(self.spec, "threads", None) if self.spec is not None else None
+
     def levels(self) -> tuple[str, ...] | None:
         if self.spec is not None:
             return tuple(level.name for level in self.spec.memory.levels)

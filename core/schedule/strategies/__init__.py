@@ -1,0 +1,24 @@
+"""Lowering strategies: FlexTensor's schedule templates per kind of hardware (thesis §4.5,
+Fig. 4.4), each built with the schedule primitives and chosen from the target spec.
+
+A target that lowers a compute its own way overrides ``Target.lower_compute``; every other
+compute gets the strategy its spec selects (:func:`strategy_for`), through
+:func:`tilecraft.lower.lower_compute`. See :mod:`.base` for the selection rules.
+
+>>> [strategy.name for strategy in STRATEGIES]
+['gpu', 'cpu']
+"""
+
+from tilecraft.schedule.strategies.base import (
+    LoweringStrategy,
+    lower_with_strategy,
+    strategy_for,
+)
+from tilecraft.schedule.strategies.cpu import CpuStrategy
+from tilecraft.schedule.strategies.gpu import GpuStrategy
+
+#: every strategy, most specific first; the CPU's, which selects every target, comes last
+STRATEGIES: tuple[LoweringStrategy, ...] = (GpuStrategy(), CpuStrategy())
+
+__all__ = ["STRATEGIES", "CpuStrategy", "GpuStrategy", "LoweringStrategy",
+           "lower_with_strategy", "strategy_for"]
