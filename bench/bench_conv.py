@@ -111,7 +111,7 @@ def _measure(program, threads, trials, torch, torch_builder, rng):
     if torch is not None:
         args = [torch.from_numpy(inputs[t.name]) for t in graph.inputs]
         torch_s = median_seconds(torch_builder(torch, *args), repeat=5)
-    from tilecraft.microkernel.col2im import as_transposed_conv
+    from tilecraft.passes.transposed_conv import as_transposed_conv
     from tilecraft.tuning.workload import flop_count
 
     transposed = as_transposed_conv(program)  # count the real products, not the gather form's

@@ -2,8 +2,8 @@
 
 Each chain is ``conv2d(relu(conv2d(x, w1, stride s1)), w2, stride s2)``, batch 1, NCHW, "same"
 padding. tilecraft compiles it twice: as is (the planner fuses conv -> relu -> 1x1 conv into
-one kernel, :mod:`tilecraft.microkernel.column_chain`) and with the intermediate made a graph
-output, which keeps every compute in its own kernels (``unfused``: the same micro-kernel
+one kernel, :mod:`tilecraft_x86_avx512.blocking.column_chain`) and with the intermediate made a
+graph output, which keeps every compute in its own kernels (``unfused``: the same micro-kernel
 template, no fusion). PyTorch eager runs ``conv2d``/``relu``/``conv2d`` (oneDNN). numpy has no
 convolution and is left out. Prints GFLOP/s, the ratios and their geomeans, and which chains the
 planner fused (C6's second convolution is 3x3: not fused, the report says why).

@@ -36,7 +36,7 @@ from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
 from tilecraft import ops, te
-from tilecraft.microkernel import as_contraction
+from tilecraft.passes.contraction import as_contraction
 
 SQUARE = [(n, n, n) for n in (256, 512, 1024, 2048)]
 SKINNY = [(128, 2304, 768), (512, 768, 768), (512, 3072, 768), (512, 768, 3072)]

@@ -70,7 +70,8 @@ def test_fused_gemm_chain_with_a_bias_between(native):
     """``T = A @ B; M = leaky(T + bias[l]); E = M @ D``: the chain fuses, and lowering it
     crashed with ``KeyError: Tensor('bias', ...)`` — the fused kernel declared the bias as a
     parameter but the memory-bound computes were lowered without any placeholder buffers.
-    Fixed in microkernel/chain.py: ``between_inputs`` makes the buffers once, for both."""
+    Fixed in the x86 plugin's blocking/contraction_chain.py: ``between_inputs`` makes the
+    buffers once, for both."""
     A = te.placeholder((2, 131, 48), name="A")
     B = te.placeholder((2, 48, 41), name="B")
     bias = te.placeholder((41,), name="bias")

@@ -7,10 +7,19 @@ A pass must return an equivalent graph: the same outputs (names, shapes, dtypes)
 the same inputs; :func:`run_passes` checks that after each pass and names the pass that broke
 it.
 
-The core registers no pass today, on purpose: a graph is built from its outputs
-(:meth:`~tilecraft.graph.Graph.from_outputs`), so it holds no dead compute to remove, and the
-rewrites that change what the x86 target lowers (contraction recognition, group splits) are
-decided by the target's lowering, whose kernels must not change.
+The core registers no graph pass today, on purpose: a graph is built from its outputs
+(:meth:`~tilecraft.graph.Graph.from_outputs`), so it holds no dead compute to remove. The
+core's target-neutral rewrites work on one compute at a time, and a target's lowering decides
+where to apply them:
+
+- :mod:`tilecraft.passes.contraction`: a compute seen as a batched matrix product (axes sorted
+  into batch / m / n / k), and the dot-product contractions of int8 and bfloat16 operands;
+- :mod:`tilecraft.passes.group_split`: a grouped convolution's output axis split in two, which
+  makes it a batched contraction over the groups (the split compute writes the same memory
+  through a view of another shape, so it is no graph pass: a graph pass keeps every output's
+  shape);
+- :mod:`tilecraft.passes.transposed_conv`: a transposed convolution recognised and rewritten as
+  a matrix product plus a col2im gather.
 
 >>> from tilecraft import te
 >>> from tilecraft.graph import Graph

@@ -145,9 +145,9 @@ def _gemm_extents(choices: Choices) -> tuple[int, int, int]:
 
 def _tensorizes(graph: Graph) -> bool:
     """Whether the contraction is big enough for a CPU target's tensorized template."""
-    from tilecraft.microkernel.grouped import as_grouped_contraction
+    from tilecraft.passes.contraction import as_dot_product_contraction
 
-    grouped = as_grouped_contraction(graph.outputs[0])
+    grouped = as_dot_product_contraction(graph.outputs[0])
     if grouped is None:
         return False
     _, rows, cols, _ = grouped.contraction.extents()

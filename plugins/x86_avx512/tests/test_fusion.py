@@ -3,11 +3,11 @@
 
 import numpy as np
 import pytest
+from tilecraft_x86_avx512.blocking.contraction_chain import as_chain
 from tilecraft_x86_avx512.fusion import BlockingMachine, chain_blocking
 
 import tilecraft as tc
 from tilecraft import ops, te
-from tilecraft.microkernel.chain import as_chain
 from tilecraft.reference import run
 
 

@@ -1,12 +1,14 @@
 """The fp32 template's two faster paths, natively, against numpy and the reference:
 A read in place (``outer_product_f32_rows``, ``PACK_A=0``) and B packed per block of panels
-inside the parallel loop (``NC > 0``, :mod:`tilecraft.microkernel.block_packed`)."""
+inside the parallel loop (``NC > 0``, :mod:`tilecraft_x86_avx512.blocking.block_packed`)."""
 
 import ctypes
 
 import numpy as np
 import pytest
 from tilecraft_x86_avx512 import build
+from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
+from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
 from tilecraft_x86_avx512.gemm_template import block_panels, default_config
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_ROWS, render
 from tilecraft_x86_avx512.target import X86Avx512Target
@@ -16,8 +18,7 @@ from tilecraft import ops, te
 from tilecraft.errors import CodegenError
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel import Blocking, as_contraction, lower_contraction
-from tilecraft.microkernel.block_packed import lower_block_packed
+from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from cpu_features import BF16, MICRO_KERNEL_FLAGS, VNNI, needs, skip_without
 from tilecraft_x86_avx512 import build
+from tilecraft_x86_avx512.blocking.register_tiles import Blocking
 from tilecraft_x86_avx512.gemm_template import (
     grouped_default_config,
     grouped_micro_kernel,
@@ -29,7 +30,7 @@ from tilecraft.errors import CodegenError, LoweringError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.grouped import Blocking, as_grouped_contraction
+from tilecraft.passes.contraction import as_dot_product_contraction
 from tilecraft.reference import run
 
 SIGNS = [("uint8", "int8"), ("int8", "int8"), ("int8", "uint8"), ("uint8", "uint8")]
@@ -187,7 +188,7 @@ def test_interpreter_with_declared_semantics_agrees_with_native():
         A = te.placeholder((23, 37), dtype, name="A")
         B = te.placeholder((37, 40), dtype, name="B")
         program = ops.matmul(A, B, out_dtype=out, name="C")
-        gc = as_grouped_contraction(program)
+        gc = as_dot_product_contraction(program)
         kernels = lower_grouped(gc, Blocking(mi=4, nr=32, kc=16, mc=8), options)
         a, b = _data(A, rng), _data(B, rng)
         interpreted = run_kernels(kernels, {"A": a, "B": b}, semantics=semantics)["C"]
@@ -208,7 +209,7 @@ def test_micro_kernel_choice_and_default_blocking():
     for a_dtype, b_dtype in SIGNS:
         A = te.placeholder((64, 64), a_dtype, name="A")
         B = te.placeholder((64, 64), b_dtype, name="B")
-        name, packed = grouped_micro_kernel(as_grouped_contraction(
+        name, packed = grouped_micro_kernel(as_dot_product_contraction(
             ops.matmul(A, B, out_dtype="int32")))
         choices[(a_dtype, b_dtype)] = (name, packed.value)
     assert choices == {("uint8", "int8"): ("vnni_u8s8", "uint8"),
@@ -217,7 +218,7 @@ def test_micro_kernel_choice_and_default_blocking():
                        ("uint8", "uint8"): ("vnni_s8u8", "int8")}
     A = te.placeholder((1000, 300), "uint8", name="A")
     B = te.placeholder((300, 512), "int8", name="B")
-    gc = as_grouped_contraction(ops.matmul(A, B, out_dtype="int32"))
+    gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
     for threads in (1, 2, 3):
         config = grouped_default_config(gc, l2_bytes=1 << 20, threads=threads)
         assert config["KC"] == 300 and 512 % config["NR"] == 0   # one slice, whole panels

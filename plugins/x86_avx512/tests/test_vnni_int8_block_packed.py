@@ -5,6 +5,9 @@ Kernel IR interpreter, on awkward shapes; the default rule; the fallbacks."""
 import numpy as np
 import pytest
 from cpu_features import VNNI, needs
+from tilecraft_x86_avx512.blocking.dot_product import lower_dot_product_contraction
+from tilecraft_x86_avx512.blocking.dot_product_packing import pack_b_panel
+from tilecraft_x86_avx512.blocking.register_tiles import Blocking
 from tilecraft_x86_avx512.gemm_template import grouped_block_panels, grouped_default_config
 from tilecraft_x86_avx512.microkernels import VNNI_ROW_SUMS_S8, VNNI_S8U8, VNNI_U8S8
 from tilecraft_x86_avx512.target import X86Avx512Target
@@ -16,9 +19,7 @@ from tilecraft.errors import LoweringError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.grouped import as_grouped_contraction, lower_grouped_contraction
-from tilecraft.microkernel.grouped_packing import pack_b_panel
-from tilecraft.microkernel.lowering import Blocking
+from tilecraft.passes.contraction import as_dot_product_contraction
 from tilecraft.reference import run
 from tilecraft.te.expr import Var
 
@@ -107,7 +108,7 @@ def test_default_rule_packs_b_in_the_main_kernel_for_large_gemms():
     rng = np.random.default_rng(1)
     A = te.placeholder((260, 256), "int8", name="A")
     B = te.placeholder((256, 256), "int8", name="B")
-    gc = as_grouped_contraction(ops.matmul(A, B, out_dtype="int32"))
+    gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
     config = grouped_default_config(gc, l2_bytes=1 << 20, threads=2)
     assert config["NC"] == 2   # 4 panels of 64 in 2 blocks, one per thread
     graph = Graph.from_outputs([ops.matmul(A, B, out_dtype="int32", name="C")])
@@ -119,7 +120,7 @@ def test_default_rule_packs_b_in_the_main_kernel_for_large_gemms():
 
 def test_default_rule_keeps_the_pack_kernel_where_blocks_do_not_split_evenly():
     def panels(n, nr, threads=2, a="int8", b="int8", k=512):
-        gc = as_grouped_contraction(ops.matmul(te.placeholder((512, k), a, name="A"),
+        gc = as_dot_product_contraction(ops.matmul(te.placeholder((512, k), a, name="A"),
                                                te.placeholder((k, n), b, name="B"),
                                                out_dtype=None if a == "bfloat16" else "int32"))
         return grouped_block_panels(gc, nr, k, 1 << 20, threads)
@@ -136,8 +137,8 @@ def test_block_packed_kernel_in_the_interpreter():
     last strip, panel and block, two k slices."""
     A = te.placeholder((11, 24), "int8", name="A")
     B = te.placeholder((24, 37), "int8", name="B")
-    gc = as_grouped_contraction(ops.matmul(A, B, name="C"))
-    kernels = lower_grouped_contraction(gc, VNNI_S8U8.name, Blocking(mi=3, nr=16, kc=12, mc=6),
+    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    kernels = lower_dot_product_contraction(gc, VNNI_S8U8.name, Blocking(mi=3, nr=16, kc=12, mc=6),
                                         LoweringOptions(vector_lanes=16), packed_a="int8",
                                         packed_b="uint8",
                                         row_sums_micro_kernel=VNNI_ROW_SUMS_S8.name,
@@ -154,7 +155,7 @@ def test_block_packed_kernel_in_the_interpreter():
 def test_pack_b_panel_rejects_several_n_axes():
     x = te.placeholder((1, 8, 6, 6), "uint8", name="x")
     w = te.placeholder((16, 8, 3, 3), "int8", name="w")
-    gc = as_grouped_contraction(ops.conv2d(x, w, out_dtype="int32", name="C"))
+    gc = as_dot_product_contraction(ops.conv2d(x, w, out_dtype="int32", name="C"))
     assert gc is not None and len(gc.contraction.n_axes) > 1
     from tilecraft.kernel_ir.nodes import Buffer
     local = Buffer("C_bblock", (1, 18, 16, 4), DType.UINT8)

@@ -20,7 +20,7 @@ import tilecraft as tc
 from tilecraft import ops, te
 from tilecraft.errors import CodegenError
 from tilecraft.graph import Graph
-from tilecraft.microkernel.grouped import as_grouped_contraction
+from tilecraft.passes.contraction import as_dot_product_contraction
 from tilecraft.reference import run
 
 pytestmark = needs(VNNI)  # every test runs (or plans for) VNNI micro-kernels here
@@ -102,14 +102,14 @@ def test_int8_conv_and_single_thread():
 def test_choice_and_default_blocking():
     A = te.placeholder((64, 64), "uint8", name="A")
     B = te.placeholder((64, 64), "uint8", name="B")
-    gc = as_grouped_contraction(ops.matmul(A, B, out_dtype="int32"))
+    gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
     assert grouped_micro_kernel(gc, a_in_place=True)[0] == "vnni_u8s8"
     assert grouped_micro_kernel(gc)[0] == "vnni_s8u8"
     # one k slice while the panel fits half of L2 (a 7x7 layer's K = 4608), else slices
     for k, one_slice in ((4608, True), (16384, False)):
         W = te.placeholder((512, k), "int8", name="W")
         X = te.placeholder((k, 49), "uint8", name="X")
-        config = grouped_default_config(as_grouped_contraction(
+        config = grouped_default_config(as_dot_product_contraction(
             ops.matmul(W, X, out_dtype="int32")), l2_bytes=1 << 20, threads=2)
         assert (config["KC"] == k) == one_slice
         assert config["KC"] * config["NR"] <= 1 << 19

@@ -3,12 +3,12 @@
 Each is rewritten into computes the fast paths already handle:
 
 - a grouped convolution (output channel ``k = g * Kg + kk``) has that axis split in two
-  (:func:`~tilecraft.microkernel.conv_groups.split_grouped_axis`): a batched contraction with
-  the group as batch, run by the micro-kernel template;
+  (the core's :func:`~tilecraft.passes.group_split.split_grouped_axis`): a batched contraction
+  with the group as batch, run by the micro-kernel template;
 - a transposed convolution becomes the contraction ``cols = W^T x X`` on the template and a
-  col2im gather (:mod:`tilecraft.microkernel.col2im`), instead of the gather form that
-  multiplies ``stride^nd`` times too often; the gather runs phase by phase
-  (:mod:`tilecraft.microkernel.col2im_kernel`) with contiguous loads.
+  col2im gather (the core's :mod:`tilecraft.passes.transposed_conv`), instead of the gather
+  form that multiplies ``stride^nd`` times too often; the gather runs phase by phase
+  (:mod:`tilecraft_x86_avx512.blocking.col2im`) with contiguous loads.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.col2im import as_transposed_conv, transposed_as_gemm
-from tilecraft.microkernel.col2im_kernel import lower_col2im
-from tilecraft.microkernel.conv_groups import split_grouped_axis
+from tilecraft.passes.group_split import split_grouped_axis
+from tilecraft.passes.transposed_conv import as_transposed_conv, transposed_as_gemm
 from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.blocking.col2im import lower_col2im
 from tilecraft_x86_avx512.gemm_template import lower_with_template
 
 

@@ -1,6 +1,6 @@
 """Fused contraction chains on x86 (thesis ch. 3): which chains, which tiles, fused kernels.
 
-For every chain :func:`~tilecraft.microkernel.chain.as_chain` finds (intermediates used only
+For every chain :func:`~.blocking.contraction_chain.as_chain` finds (intermediates used only
 inside it, not graph outputs), the block of ``MC`` rows is Chimera's tile solver's
 (:func:`tilecraft.fusion.solve_chain`, translated by :mod:`.chain_planning`): the tiles that
 minimise the most loaded core's time — arithmetic plus the bytes moved into L2 — with the
@@ -10,7 +10,7 @@ tiles come from Eq. 3.4 (:func:`.microkernels.register_blocking_candidates`), re
 column counts that suit the problem.
 
 Chains sharing their columns — a convolution, elementwise computes, then a 1x1 convolution
-(:func:`~tilecraft.microkernel.column_chain.as_column_chain`, thesis Table 3.6) — are blocked
+(:func:`~.blocking.column_chain.as_column_chain`, thesis Table 3.6) — are blocked
 by ``NC`` output pixels instead (:func:`column_chain_blocking`). A convolution reading a window
 of another's output (a 3x3 second convolution, chain C6) stays unfused, with a note.
 """
@@ -24,20 +24,25 @@ from dataclasses import dataclass
 from tilecraft.errors import TargetError
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.chain import Chain, ChainBlocking, as_chain, lower_chain
-from tilecraft.microkernel.chain_rows import lower_chain_rows, rows_applicable
-from tilecraft.microkernel.column_chain import (
-    ColumnBlocking,
-    ColumnChain,
-    as_column_chain,
-    lower_column_chain,
-)
-from tilecraft.microkernel.contraction import as_contraction
+from tilecraft.passes.contraction import as_contraction
 from tilecraft.target.base import FusedGroup
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.expr import Reduce
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import loads_in
+from tilecraft_x86_avx512.blocking.chain_rows import lower_chain_rows, rows_applicable
+from tilecraft_x86_avx512.blocking.column_chain import (
+    ColumnBlocking,
+    ColumnChain,
+    as_column_chain,
+    lower_column_chain,
+)
+from tilecraft_x86_avx512.blocking.contraction_chain import (
+    Chain,
+    ChainBlocking,
+    as_chain,
+    lower_chain,
+)
 from tilecraft_x86_avx512.microkernels import (
     OUTER_PRODUCT_F32,
     OUTER_PRODUCT_F32_ROWS,
@@ -95,7 +100,7 @@ def chain_blocking(chain: Chain, machine: BlockingMachine, spec: TargetSpec | No
     """Tiles for ``chain`` from Chimera's tile solver (:mod:`.chain_planning`): ``MC`` is the
     solver's tile of the intermediate's rows in L2, with the blocks spread over
     ``machine.threads`` cores; register tiles Eq. 3.4's. Or ``None`` and why it does not fit.
-    ``rows``: the tile of ``T`` is ``MC x L`` (:mod:`~tilecraft.microkernel.chain_rows`)."""
+    ``rows``: the tile of ``T`` is ``MC x L`` (:mod:`~.blocking.chain_rows`)."""
     from tilecraft_x86_avx512.chain_planning import planned_chain_tiles
 
     if spec is None:

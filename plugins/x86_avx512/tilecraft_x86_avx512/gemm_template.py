@@ -1,7 +1,7 @@
 """The x86 schedule template for contractions (thesis §4.5 with §3.4's micro-kernel).
 
-A compute that :func:`~tilecraft.microkernel.as_contraction` recognises (matmul, batch matmul,
-dense, batch-1 convolutions through implicit im2col packing) is lowered to packing plus the
+A compute that :func:`~tilecraft.passes.contraction.as_contraction` recognises (matmul, batch
+matmul, dense, batch-1 convolutions through implicit im2col packing) is lowered to packing plus the
 ``outer_product_f32`` register-tile micro-kernel. The template's free parameters — what the
 tuner searches — are ``MI`` and ``NR`` (the register tile, candidates from Eq. 3.4), ``KC`` (the
 reduction slice, sized for L1) and ``MC`` (rows of A packed at once, sized for L2 and for an
@@ -10,12 +10,12 @@ row-major matrix (a matmul's A, a convolution's weights) the ``outer_product_f32
 reads it in place, which measured faster on every shape tried (1.2x on 256^3, 1.1x on 2048^3,
 1.7-3.3x on late convolution layers with 196 or 49 output pixels, where packing A — a strided
 gather — cost more than the products). ``NC`` > 0 packs B inside the parallel loop, ``NC``
-panels at a time (:mod:`tilecraft.microkernel.block_packed`), instead of all of B first into
-a workspace: the default for a convolution's im2col operand with enough panels (1.45x on
+panels at a time (:mod:`~tilecraft_x86_avx512.blocking.block_packed`), instead of all of B
+first into a workspace: the default for a convolution's im2col operand with enough panels (1.45x on
 YOLO-v1's first layer, whose im2col matrix is 29 MB; 5-20% on the 3x3 layers).
 
 Contractions of narrow types take the dot-product micro-kernels instead
-(:mod:`tilecraft.microkernel.grouped`): uint8/int8 operands with an int32 result go to
+(:mod:`~tilecraft_x86_avx512.blocking.dot_product`): uint8/int8 operands with an int32 result go to
 ``vnni_u8s8`` or ``vnni_s8u8`` (``vpdpbusd`` multiplies unsigned by signed bytes). When both
 operands have the same signedness one of them is shifted by 128 and the result compensated:
 B while it is packed anyway, when A is read in place (the compensation's row sums of A come
@@ -24,7 +24,7 @@ The blocking is the same model with the operand's element size; ``NC`` > 0 packs
 GEMM's B inside the main kernel, per block of panels (:func:`grouped_block_panels`).
 
 >>> from tilecraft import ops, te
->>> from tilecraft.microkernel import as_contraction
+>>> from tilecraft.passes.contraction import as_contraction
 >>> c = as_contraction(ops.matmul(te.placeholder((100, 64), name="A"),
 ...                               te.placeholder((64, 48), name="B")))
 >>> default_config(c, l1_bytes=49152, l2_bytes=1048576, threads=2)
@@ -40,16 +40,20 @@ from tilecraft.dtypes import DType
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel import Blocking, Contraction, as_contraction, lower_contraction
-from tilecraft.microkernel.block_packed import lower_block_packed
-from tilecraft.microkernel.grouped import (
-    GroupedContraction,
-    as_grouped_contraction,
-    lower_grouped_contraction,
-    reads_a_in_place,
+from tilecraft.passes.contraction import (
+    Contraction,
+    DotProductContraction,
+    as_contraction,
+    as_dot_product_contraction,
 )
 from tilecraft.te.expr import IterVar
 from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
+from tilecraft_x86_avx512.blocking.dot_product import (
+    lower_dot_product_contraction,
+    reads_a_in_place,
+)
+from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
 from tilecraft_x86_avx512.microkernels import (
     DOT_BF16,
     OUTER_PRODUCT_F32,
@@ -121,7 +125,7 @@ def block_panels(contraction: Contraction, nr: int, threads: int) -> int:
     block, in a number of blocks that splits evenly over the threads.
 
     >>> from tilecraft import ops, te
-    >>> from tilecraft.microkernel import as_contraction
+    >>> from tilecraft.passes.contraction import as_contraction
     >>> x = te.placeholder((1, 64, 56, 56), name="x")
     >>> w = te.placeholder((128, 64, 3, 3), name="w")
     >>> conv = as_contraction(ops.conv2d(x, w, padding=1))
@@ -138,7 +142,7 @@ def block_panels(contraction: Contraction, nr: int, threads: int) -> int:
     return _ceil_div(panels, blocks)
 
 
-def grouped_default_config(grouped: GroupedContraction, l2_bytes: int,
+def grouped_default_config(grouped: DotProductContraction, l2_bytes: int,
                            threads: int) -> dict[str, int]:
     """The dot-product template's parameters without tuning. A step of ``vpdpbusd`` eats 4
     ``k`` per lane, so a ``KC x NR`` panel of B is 4x (bf16: 2x) smaller than in float32 for
@@ -152,7 +156,7 @@ def grouped_default_config(grouped: GroupedContraction, l2_bytes: int,
     >>> from tilecraft import ops, te
     >>> A = te.placeholder((1024, 1024), "uint8", name="A")
     >>> B = te.placeholder((1024, 1024), "int8", name="B")
-    >>> g = as_grouped_contraction(ops.matmul(A, B, out_dtype="int32"))
+    >>> g = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
     >>> grouped_default_config(g, l2_bytes=1048576, threads=2)
     {'MI': 6, 'NR': 64, 'KC': 1024, 'MC': 516, 'NC': 8}
     """
@@ -172,7 +176,7 @@ def grouped_default_config(grouped: GroupedContraction, l2_bytes: int,
     return {"MI": mi, "NR": nr, "KC": kc, "MC": mc, "NC": nc}
 
 
-def grouped_block_panels(grouped: GroupedContraction, nr: int, kc: int, l2_bytes: int,
+def grouped_block_panels(grouped: DotProductContraction, nr: int, kc: int, l2_bytes: int,
                          threads: int) -> int:
     """``NC`` for :func:`grouped_default_config`: B packed inside the main kernel, per block of
     ``NC`` panels (one kernel, each thread packing its own panels: 1.5-5% faster on int8 GEMMs
@@ -185,7 +189,7 @@ def grouped_block_panels(grouped: GroupedContraction, nr: int, kc: int, l2_bytes
     >>> from tilecraft import ops, te
     >>> A = te.placeholder((512, 512), "uint8", name="A")
     >>> B = te.placeholder((512, 100), "int8", name="B")
-    >>> g = as_grouped_contraction(ops.matmul(A, B, out_dtype="int32"))
+    >>> g = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
     >>> [grouped_block_panels(g, nr, 512, 1048576, threads=2) for nr in (48, 64)]
     [0, 1]
     """
@@ -236,7 +240,7 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
     """The kernels of ``tensor`` under this template, or ``None`` when it does not apply (not a
     float32 contraction, or too small to pay for packing) and no ``config`` forces it."""
     contraction = as_contraction(tensor)
-    grouped = as_grouped_contraction(tensor) if contraction is None else None
+    grouped = as_dot_product_contraction(tensor) if contraction is None else None
     if contraction is None and grouped is None:
         if config:
             raise LoweringError(f"compute {tensor.name}: the x86 micro-kernel template was "
@@ -272,20 +276,20 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                              rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
 
 
-def grouped_micro_kernel(grouped: GroupedContraction,
+def grouped_micro_kernel(grouped: DotProductContraction,
                          a_in_place: bool = False) -> tuple[str, DType]:
     """The dot-product micro-kernel for ``grouped`` and the dtype it takes A in: ``vpdpbusd``
     wants the broadcast A and the vector B of opposite signedness. When both operands have the
     same signedness one of them is shifted by 128 (and compensated, see
-    :mod:`tilecraft.microkernel.grouped`): B when A is read in place (``a_in_place``, see
-    :func:`~tilecraft.microkernel.grouped.reads_a_in_place`) — B is packed anyway, so A then
-    needs no packing pass at all — else A, while it is packed. The dtype B is packed in is the
-    micro-kernel's B operand dtype.
+    :mod:`~tilecraft_x86_avx512.blocking.dot_product`): B when A is read in place
+    (``a_in_place``, see :func:`~tilecraft_x86_avx512.blocking.dot_product.reads_a_in_place`) —
+    B is packed anyway, so A then needs no packing pass at all — else A, while it is packed.
+    The dtype B is packed in is the micro-kernel's B operand dtype.
 
     >>> from tilecraft import ops, te
     >>> A = te.placeholder((64, 64), "int8", name="A")
     >>> B = te.placeholder((64, 64), "int8", name="B")
-    >>> gc = as_grouped_contraction(ops.matmul(A, B))
+    >>> gc = as_dot_product_contraction(ops.matmul(A, B))
     >>> [(name, packed.value) for name, packed in (grouped_micro_kernel(gc),
     ...                                            grouped_micro_kernel(gc, a_in_place=True))]
     [('vnni_u8s8', 'uint8'), ('vnni_s8u8', 'int8')]
@@ -300,18 +304,18 @@ def grouped_micro_kernel(grouped: GroupedContraction,
     return VNNI_S8U8.name, DType.INT8
 
 
-def lower_grouped(grouped: GroupedContraction, blocking: Blocking,
+def lower_grouped(grouped: DotProductContraction, blocking: Blocking,
                   options: LoweringOptions, panels_per_block: int = 0) -> list[Kernel]:
     """The kernels of an int8 or bfloat16 contraction on its dot-product micro-kernel;
     ``panels_per_block`` > 0 packs B inside the main kernel, per block of that many panels
-    (see :func:`~tilecraft.microkernel.grouped.lower_grouped_contraction`)."""
+    (see :func:`~tilecraft_x86_avx512.blocking.dot_product.lower_dot_product_contraction`)."""
     in_place = reads_a_in_place(grouped, blocking.kc, options)
     name, packed_a = grouped_micro_kernel(grouped, a_in_place=in_place)
     decl = {d.name: d for d in (VNNI_U8S8, VNNI_S8U8, DOT_BF16)}[name]
     decl.resolve({"MI": blocking.mi, "NR": blocking.nr})
     packed_b = decl.operands[1].dtype
     row_sums = VNNI_ROW_SUMS_S8 if grouped.a_dtype is DType.INT8 else VNNI_ROW_SUMS_U8
-    return lower_grouped_contraction(grouped, name, blocking, options, packed_a=packed_a,
+    return lower_dot_product_contraction(grouped, name, blocking, options, packed_a=packed_a,
                                      packed_b=packed_b, row_sums_micro_kernel=row_sums.name,
                                      panels_per_block=panels_per_block)
 

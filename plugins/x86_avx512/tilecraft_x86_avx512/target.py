@@ -39,8 +39,7 @@ from tilecraft.errors import CodegenError, LoweringError, TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel import as_contraction
-from tilecraft.microkernel.grouped import as_grouped_contraction
+from tilecraft.passes.contraction import as_contraction, as_dot_product_contraction
 from tilecraft.target.base import (
     Artifact,
     Availability,
@@ -193,7 +192,7 @@ class X86Avx512Target(Target):
         view = template_view(tensor)
         if as_contraction(view) is not None:
             return []
-        grouped = as_grouped_contraction(view)
+        grouped = as_dot_product_contraction(view)
         if grouped is None:
             return []
         needed = (DOT_BF16,) if grouped.group == 2 else (VNNI_U8S8, VNNI_S8U8,

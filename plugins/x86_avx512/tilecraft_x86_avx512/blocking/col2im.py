@@ -1,6 +1,6 @@
 """The col2im step of a transposed convolution as one Kernel IR kernel, phase by phase.
 
-After ``cols[g, o, r..., n, i...] = sum_c w * x`` (:mod:`tilecraft.microkernel.col2im`), each
+After ``cols[g, o, r..., n, i...] = sum_c w * x`` (:mod:`tilecraft.passes.transposed_conv`), each
 output element sums the ``cols`` values whose tap lands on it:
 ``y[n, g*Og + o, Y...] = sum_r cols[g, o, r..., n, (Y + p - r*d) / s...]`` over exact, in-range
 divisions. Written as a te gather, a vector loop along the output's last axis ``X`` reads
@@ -14,7 +14,7 @@ local row ``acc[q]`` with contiguous vector loads, then stores the row into ``y`
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
->>> from tilecraft.microkernel.col2im import as_transposed_conv
+>>> from tilecraft.passes.transposed_conv import as_transposed_conv
 >>> y = ops.conv_transpose1d(te.placeholder((1, 2, 5), name="x"),
 ...                          te.placeholder((2, 3, 3), name="w"), stride=2, name="y")
 >>> kernel = lower_col2im(as_transposed_conv(y), "y_cols",
@@ -49,7 +49,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.col2im import TransposedConv
+from tilecraft.passes.transposed_conv import TransposedConv
 from tilecraft.te.expr import Expr, ReduceOp, Var, const
 from tilecraft.te.functions import all_of
 

@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
+from tilecraft_x86_avx512.blocking.chain_rows import lower_chain_rows
+from tilecraft_x86_avx512.blocking.contraction_chain import ChainBlocking, as_chain, lower_chain
 
 from tilecraft import ops, te
 from tilecraft.errors import LoweringError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.chain import ChainBlocking, as_chain, lower_chain
-from tilecraft.microkernel.chain_rows import lower_chain_rows
 from tilecraft.reference import run
 
 

@@ -10,10 +10,10 @@ operands packed with the group innermost:
 - ``B`` (the n side, 16 columns x G values per vector) as ``[KG, NR, G]``;
 - ``C[MI, NR]`` in the accumulator type: int32 for int8, float32 for bfloat16.
 
-:func:`as_grouped_contraction` recognises ``C = sum_k cast(A) * cast(B)`` with uint8/int8
-operands and an int32 result (``ops.matmul(A, B, out_dtype="int32")``, ``ops.conv2d``), or
-bfloat16 operands with a float32 or bfloat16 result; the axes are grouped as in
-:mod:`~tilecraft.microkernel.contraction`. :func:`lower_grouped_contraction` gives the kernels:
+:func:`~tilecraft.passes.contraction.as_dot_product_contraction` (the core's) recognises
+``C = sum_k cast(A) * cast(B)`` with uint8/int8 operands and an int32 result
+(``ops.matmul(A, B, out_dtype="int32")``, ``ops.conv2d``), or bfloat16 operands with a float32
+or bfloat16 result. :func:`lower_dot_product_contraction` gives the kernels:
 
 1. ``<C>_bpacked_pack`` packs B once into the workspace ``<C>_bpacked[batch, NB, KG, NR, G]``,
    zero-padded to whole panels and to ``KG * G`` rows of ``k``. The loops are written so that
@@ -25,8 +25,8 @@ bfloat16 operands with a float32 or bfloat16 result; the axes are grouped as in
    ``<C>_bcols[batch, K, N]``);
 2. ``<C>`` runs, in parallel over (batch, blocks of ``MC`` rows), for each ``KC`` slice: pack
    the A block into ``[MC/MI, MI, KC/G, G]`` and call the micro-kernel per tile, as the
-   float32 lowering (:mod:`~tilecraft.microkernel.lowering`) does, edge tiles through a local
-   tile. (The packing kernels are built in :mod:`~tilecraft.microkernel.grouped_packing`.)
+   float32 lowering (:mod:`~.register_tiles`) does, edge tiles through a local
+   tile. (The packing kernels are built in :mod:`~.dot_product_packing`.)
 
 With ``panels_per_block`` (a GEMM whose A is read in place) the two are one kernel, in
 parallel over (batch, blocks of panels of B): each iteration packs its block's panels into a
@@ -69,18 +69,16 @@ result (``ops.matmul`` of two bfloat16 tensors) is accumulated in the float32 wo
 >>> from tilecraft.lower.options import LoweringOptions
 >>> A = te.placeholder((5, 7), "int8", name="A")
 >>> B = te.placeholder((7, 20), "int8", name="B")
->>> gc = as_grouped_contraction(ops.matmul(A, B, name="C"))
+>>> gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
 >>> gc.group, gc.accumulator.value, gc.contraction.extents()
 (4, 'int32', (1, 5, 20, 7))
->>> kernels = lower_grouped_contraction(gc, "dot4", Blocking(mi=2, nr=16, kc=8, mc=4),
-...                                     LoweringOptions(vector_lanes=16), packed_a="uint8")
+>>> kernels = lower_dot_product_contraction(gc, "dot4", Blocking(mi=2, nr=16, kc=8, mc=4),
+...                                         LoweringOptions(vector_lanes=16), packed_a="uint8")
 >>> [k.name for k in kernels], kernels[0].outputs
 (['C_bpacked_pack', 'C'], ('C_bpacked', 'C_bcomp'))
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from tilecraft.dtypes import DType, as_dtype
 from tilecraft.errors import LoweringError
@@ -100,10 +98,19 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction, group_axes
-from tilecraft.microkernel.grouped_packing import (
+from tilecraft.passes.contraction import (
+    DotProductContraction,
+    as_dot_product_contraction,
+)
+from tilecraft.te.expr import (
+    Expr,
+    Var,
+    const,
+    select,
+)
+from tilecraft.te.functions import all_of, eq, minimum
+from tilecraft_x86_avx512.blocking.dot_product_packing import (
     COLUMN_LANES,
-    INT8_TYPES,
     OperandReader,
     a_row_sums_kernel,
     b_batch,
@@ -114,7 +121,7 @@ from tilecraft.microkernel.grouped_packing import (
     packing_shift,
     shifted,
 )
-from tilecraft.microkernel.lowering import (
+from tilecraft_x86_avx512.blocking.register_tiles import (
     Blocking,
     _ceil_div,
     _nest,
@@ -123,82 +130,9 @@ from tilecraft.microkernel.lowering import (
     _unique_params,
     _vector,
 )
-from tilecraft.te.expr import (
-    Binary,
-    BinaryOp,
-    Cast,
-    Expr,
-    Load,
-    Reduce,
-    ReduceOp,
-    Var,
-    const,
-    select,
-)
-from tilecraft.te.functions import all_of, eq, minimum
-from tilecraft.te.tensor import Tensor
 
 
-@dataclass(frozen=True)
-class GroupedContraction:
-    """A contraction whose operands are int8/uint8 (int32 result) or bfloat16 (float32 or
-    bfloat16 result), for a micro-kernel that takes ``group`` values of ``k`` per 32-bit lane."""
-
-    contraction: Contraction
-    accumulator: DType
-
-    @property
-    def group(self) -> int:
-        """``k`` values per 32-bit lane: 4 bytes, or 2 bfloat16."""
-        return 4 if self.contraction.a.tensor.dtype in INT8_TYPES else 2
-
-    @property
-    def a_dtype(self) -> DType:
-        return self.contraction.a.tensor.dtype
-
-    @property
-    def b_dtype(self) -> DType:
-        return self.contraction.b.tensor.dtype
-
-
-def _operand(expr: Expr, accumulator: DType, out: DType) -> Load | None:
-    """The load of one factor: ``cast(acc, load)``, or the bare load of a bfloat16 product
-    (``ops.matmul`` of bfloat16 tensors: computed in float32, rounded once on store)."""
-    if isinstance(expr, Cast) and expr.dtype is accumulator and isinstance(expr.x, Load):
-        return expr.x
-    if isinstance(expr, Load) and expr.dtype is DType.BFLOAT16 is out:
-        return expr
-    return None
-
-
-def as_grouped_contraction(tensor: Tensor) -> GroupedContraction | None:
-    """``tensor`` as a contraction of int8/uint8 operands into int32, or of bfloat16 operands
-    into float32 or bfloat16; ``None`` when it is not one (see the module docstring)."""
-    if tensor.is_placeholder:
-        return None
-    body = tensor.op.body
-    if not isinstance(body, Reduce) or body.op is not ReduceOp.SUM:
-        return None
-    product = body.body
-    if not isinstance(product, Binary) or product.op is not BinaryOp.MUL:
-        return None
-    out = tensor.dtype
-    accumulator = DType.FLOAT32 if out is DType.BFLOAT16 else out
-    left, right = _operand(product.a, accumulator, out), _operand(product.b, accumulator, out)
-    if left is None or right is None:
-        return None
-    dtypes = {left.tensor.dtype, right.tensor.dtype}
-    int8 = out is DType.INT32 and dtypes <= set(INT8_TYPES)
-    bf16 = out in (DType.FLOAT32, DType.BFLOAT16) and dtypes == {DType.BFLOAT16}
-    if not (int8 or bf16):
-        return None
-    contraction = group_axes(tensor, left, right, tuple(body.axes))
-    if contraction is None:
-        return None
-    return GroupedContraction(contraction, accumulator)
-
-
-def reads_a_in_place(gc: GroupedContraction, kc: int, options: LoweringOptions) -> bool:
+def reads_a_in_place(gc: DotProductContraction, kc: int, options: LoweringOptions) -> bool:
     """Whether A, unshifted, is read by the micro-kernel where it lies (as ``[rows, KG, G]``):
     ``k`` is its contiguous trailing axis, ``G`` divides ``K`` and the ``KC`` slices cover
     ``K`` without padding. Then shifting B instead of A (int8 x int8, uint8 x uint8) saves
@@ -207,7 +141,7 @@ def reads_a_in_place(gc: GroupedContraction, kc: int, options: LoweringOptions) 
     >>> from tilecraft import ops, te
     >>> A = te.placeholder((5, 12), "int8", name="A")
     >>> B = te.placeholder((12, 20), "int8", name="B")
-    >>> gc = as_grouped_contraction(ops.matmul(A, B))
+    >>> gc = as_dot_product_contraction(ops.matmul(A, B))
     >>> reads_a_in_place(gc, 12, LoweringOptions()), reads_a_in_place(gc, 8, LoweringOptions())
     (True, False)
     """
@@ -221,7 +155,7 @@ def reads_a_in_place(gc: GroupedContraction, kc: int, options: LoweringOptions) 
 
 
 # lowering ------------------------------------------------------------------------------------
-def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blocking: Blocking,
+def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, blocking: Blocking,
                               options: LoweringOptions,
                               packed_a: DType | str | None = None,
                               packed_b: DType | str | None = None,
@@ -516,5 +450,5 @@ def lower_grouped_contraction(gc: GroupedContraction, micro_kernel: str, blockin
     return [*im2col, *pack_kernels, *row_kernel, kernel]
 
 
-__all__ = ["Blocking", "GroupedContraction", "as_grouped_contraction",
-           "lower_grouped_contraction", "reads_a_in_place"]
+__all__ = ["Blocking", "DotProductContraction", "as_dot_product_contraction",
+           "lower_dot_product_contraction", "reads_a_in_place"]

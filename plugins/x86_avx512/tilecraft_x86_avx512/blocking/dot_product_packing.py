@@ -1,10 +1,10 @@
-"""Packing for the dot-product micro-kernels of :mod:`tilecraft.microkernel.grouped`.
+"""Packing for the dot-product micro-kernels of :mod:`.dot_product`.
 
 - :class:`OperandReader` reads an operand inside a kernel, through a flat view of its ``k``
   axes when they are its trailing dimensions (then consecutive ``k`` are consecutive elements,
   which the code generators turn into wide loads);
 - :func:`shifted` / :func:`packing_shift`: int8 <-> uint8 by a shift of 128 (the
-  compensation is described in :mod:`~tilecraft.microkernel.grouped`);
+  compensation is described in :mod:`~.dot_product`);
 - :func:`k_slices`: equal ``KC`` slices of ``k``, each a multiple of the group;
 - :func:`im2col_kernel`: B as the matrix ``<C>_bcols[batch, K, N]`` (convolutions);
 - :func:`pack_b_kernel`: B packed ``<C>_bpacked[batch, NB, KG, NR, G]`` (shifted itself when
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import LoweringError
@@ -42,8 +41,12 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction
-from tilecraft.microkernel.lowering import (
+from tilecraft.passes.contraction import INT8_TYPES, Contraction, DotProductContraction
+from tilecraft.te.expr import Expr, IterVar, Load, ReduceOp, Var, const, select
+from tilecraft.te.functions import eq, minimum
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import substitute, vars_in, walk
+from tilecraft_x86_avx512.blocking.register_tiles import (
     _axes_in,
     _ceil_div,
     _kernel_expr,
@@ -55,16 +58,7 @@ from tilecraft.microkernel.lowering import (
     _unit_axes,
     _vector,
 )
-from tilecraft.te.expr import Expr, IterVar, Load, ReduceOp, Var, const, select
-from tilecraft.te.functions import eq, minimum
-from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import substitute, vars_in, walk
 
-if TYPE_CHECKING:
-    from tilecraft.microkernel.grouped import GroupedContraction
-
-#: the dtypes a shift of 128 converts into each other
-INT8_TYPES = (DType.INT8, DType.UINT8)
 #: lanes of the small vector loops over a tile's columns (one zmm of 32-bit values)
 COLUMN_LANES = 16
 #: groups of k packed per iteration of the group-major packing loop (2: measured 1.4x faster
@@ -153,7 +147,7 @@ def packing_shift(source: DType, packed: DType) -> int:
     if source is packed:
         return 0
     if {source, packed} != set(INT8_TYPES):
-        raise LoweringError(f"grouped micro-kernel lowering: an operand of dtype "
+        raise LoweringError(f"dot-product micro-kernel lowering: an operand of dtype "
                             f"{source.value} cannot be packed as {packed.value}; only int8 and "
                             "uint8 convert into each other (by a shift of 128)")
     return 128 if packed is DType.UINT8 else -128
@@ -192,7 +186,7 @@ def _columns_row(c: Contraction, source: Buffer, k_index: Expr, batch_index: Exp
     return _nest(loops, store(simplify(n_flat), value))
 
 
-def im2col_kernel(gc: GroupedContraction, options: LoweringOptions) -> Kernel:
+def im2col_kernel(gc: DotProductContraction, options: LoweringOptions) -> Kernel:
     """A kernel writing B as the matrix ``<C>_bcols[batch, K, N]``, one row of ``k`` at a time
     with the ``n`` axes as separate loops: a convolution's input is then read along its rows,
     where packing straight from the fused ``n`` index needs ``//`` and ``%`` per element
@@ -221,7 +215,7 @@ def im2col_kernel(gc: GroupedContraction, options: LoweringOptions) -> Kernel:
     return kernel
 
 
-def pack_b_kernel(gc: GroupedContraction, nr: int, kc: int, shift: int,
+def pack_b_kernel(gc: DotProductContraction, nr: int, kc: int, shift: int,
                   options: LoweringOptions, columns_of: Buffer | None = None,
                   packed_b: DType | None = None, im2col: bool = False) -> Kernel:
     """B packed into ``<C>_bpacked[batch, NB, KG, NR, G]``, read from the operand itself or
@@ -242,10 +236,10 @@ def pack_b_kernel(gc: GroupedContraction, nr: int, kc: int, shift: int,
     written by one kernel and read back by the next (~1.5x faster on ResNet-18's layers).
 
     >>> from tilecraft import ops, te
-    >>> from tilecraft.microkernel.grouped import as_grouped_contraction
+    >>> from tilecraft_x86_avx512.blocking.dot_product import as_dot_product_contraction
     >>> A = te.placeholder((8, 10), "uint8", name="A")
     >>> B = te.placeholder((10, 40), "int8", name="B")
-    >>> gc = as_grouped_contraction(ops.matmul(A, B, out_dtype="int32", name="C"))
+    >>> gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32", name="C"))
     >>> print(pack_b_kernel(gc, 16, 12, 0, LoweringOptions()).attrs["schedule"])
     pack B of C: 3 panels of 3x16x4, group-major
     """
@@ -396,7 +390,7 @@ def pack_b_kernel(gc: GroupedContraction, nr: int, kc: int, shift: int,
     return kernel
 
 
-def pack_b_panel(gc: GroupedContraction, nr: int, kc: int, options: LoweringOptions,
+def pack_b_panel(gc: DotProductContraction, nr: int, kc: int, options: LoweringOptions,
                  packed_b: DType, target: Buffer, slot: Expr, panel: Expr,
                  batch_index: Expr | None) -> tuple[Stmt, Buffer]:
     """Inside a kernel (the statement, and the buffer it reads B from: a parameter of the
@@ -406,7 +400,8 @@ def pack_b_panel(gc: GroupedContraction, nr: int, kc: int, options: LoweringOpti
     to ``packed_b``. The loops are those of :func:`pack_b_kernel`'s panel-major packing: ``n``
     serial with the group unrolled (wide loads and byte interleaves), or ``G``-wide copies when
     ``k`` is B's contiguous axis. Used where each thread packs the panels it computes with
-    (:func:`~tilecraft.microkernel.grouped.lower_grouped_contraction` with column blocks)."""
+    (:func:`~.dot_product.lower_dot_product_contraction` with
+    column blocks)."""
     c = gc.contraction
     tensor, group, dtype = c.tensor, gc.group, gc.b_dtype
     packing_shift(dtype, packed_b)   # int8 <-> uint8 only
@@ -456,7 +451,7 @@ def pack_b_panel(gc: GroupedContraction, nr: int, kc: int, options: LoweringOpti
             reader.buffer)
 
 
-def a_row_sums_kernel(gc: GroupedContraction, scale: int, options: LoweringOptions) -> Kernel:
+def a_row_sums_kernel(gc: DotProductContraction, scale: int, options: LoweringOptions) -> Kernel:
     """``<C>_arowcomp[batch * M] = scale * sum_k A[m, k]``: the compensation of a shifted B
     (``scale = -shift``), one row per iteration of a parallel loop, ``k`` a vector reduction
     (contiguous loads when ``k`` is A's trailing axes)."""
@@ -485,6 +480,6 @@ def a_row_sums_kernel(gc: GroupedContraction, scale: int, options: LoweringOptio
     return kernel
 
 
-__all__ = ["COLUMN_LANES", "GROUP_BLOCK", "INT8_TYPES", "OperandReader", "a_row_sums_kernel",
+__all__ = ["COLUMN_LANES", "GROUP_BLOCK", "OperandReader", "a_row_sums_kernel",
            "b_batch", "im2col_kernel", "k_slices", "pack_b_kernel", "pack_b_panel",
            "packing_shift", "shifted"]

@@ -7,8 +7,8 @@ are real; the rest multiply by a discarded value. The scatter form does only the
 
 1. ``cols[g, o, r..., n, i...] = sum_c w[g*Cg + c, o, r...] * x[n, g*Cg + c, i...]`` — the
    product of every weight tap with every input pixel, a batched contraction (batch ``g``,
-   rows ``(o, r...)``, columns ``(n, i...)``, reduction ``c``) that the micro-kernel template
-   runs near peak;
+   rows ``(o, r...)``, columns ``(n, i...)``, reduction ``c``) that a target's matrix-product
+   kernels run near peak;
 2. ``y[n, g*Og + o, Y...] = sum_r cols[g, o, r..., n, (Y + p - r*d) / s...]`` over the taps
    whose division is exact and in range — a memory-bound gather of ``prod(kernel)`` values
    per output element.

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
+from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
 
 from tilecraft import ops, te
 from tilecraft.errors import LoweringError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel import Blocking, as_contraction, lower_contraction
+from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
 from tilecraft.target.microkernel import MicroKernelDecl
 
@@ -78,18 +79,6 @@ def test_batch_matmul_dense_and_conv(rng):
     c = as_contraction(conv)
     assert [a.name for a in c.n_axes] == ["h", "w"] and len(c.k_axes) == 3
     _run(conv, Blocking(mi=2, nr=8, kc=10, mc=4), rng)
-
-
-def test_not_a_contraction():
-    A = te.placeholder((4, 4), name="A")
-    assert as_contraction(ops.relu(A)) is None
-    assert as_contraction(ops.softmax(A)) is None
-    # output laid out [n, m]: the trailing axis is indexed by A, so A is the n side
-    B = te.placeholder((4, 5), name="B")
-    k = te.reduce_axis(4, name="k")
-    T = te.compute((5, 4), lambda j, i: te.sum(A[i, k] * B[k, j], axis=k), name="T")
-    c = as_contraction(T)
-    assert c.b.tensor is A and [a.name for a in c.n_axes] == ["i"]
 
 
 def test_blocking_errors():

@@ -53,17 +53,7 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction, as_contraction
-from tilecraft.microkernel.lowering import (
-    _ceil_div,
-    _kernel_expr,
-    _nest,
-    _parallel,
-    _unflatten,
-    _vector,
-    edge_tiles,
-    pack_operand,
-)
+from tilecraft.passes.contraction import Contraction, as_contraction
 from tilecraft.te.expr import (
     Binary,
     BinaryOp,
@@ -78,6 +68,16 @@ from tilecraft.te.expr import (
 from tilecraft.te.functions import all_of, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import is_const, loads_in, substitute, transform
+from tilecraft_x86_avx512.blocking.register_tiles import (
+    _ceil_div,
+    _kernel_expr,
+    _nest,
+    _parallel,
+    _unflatten,
+    _vector,
+    edge_tiles,
+    pack_operand,
+)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ reduction slices, and one block of its im2col columns.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
->>> from tilecraft.microkernel.contraction import as_contraction
+>>> from tilecraft.passes.contraction import as_contraction
 >>> w = te.placeholder((10, 3, 3, 3), name="w")
 >>> c = as_contraction(ops.conv2d(te.placeholder((1, 3, 8, 8), name="x"), w, padding=1))
 >>> pack_slices("w_packed", c, 4, 14, 2, LoweringOptions(vector_lanes=4)).params[-1].shape
@@ -27,8 +27,12 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.guards import clamp_guarded_loads
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction
-from tilecraft.microkernel.lowering import (
+from tilecraft.passes.contraction import Contraction
+from tilecraft.te.expr import Expr, IterVar, Load, Select, Var, const, select
+from tilecraft.te.functions import all_of, maximum, minimum
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import substitute, vars_in
+from tilecraft_x86_avx512.blocking.register_tiles import (
     _ceil_div,
     _kernel_expr,
     _nest,
@@ -38,10 +42,6 @@ from tilecraft.microkernel.lowering import (
     _vector,
     grouped_view,
 )
-from tilecraft.te.expr import Expr, IterVar, Load, Select, Var, const, select
-from tilecraft.te.functions import all_of, maximum, minimum
-from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import substitute, vars_in
 
 
 def pack_slices(name: str, contraction: Contraction, width: int, kc: int, k_blocks: int,

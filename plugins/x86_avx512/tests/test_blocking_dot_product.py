@@ -3,6 +3,11 @@
 
 import numpy as np
 import pytest
+from tilecraft_x86_avx512.blocking.dot_product import (
+    Blocking,
+    as_dot_product_contraction,
+    lower_dot_product_contraction,
+)
 
 from tilecraft import ops, te
 from tilecraft.dtypes import DType
@@ -10,11 +15,6 @@ from tilecraft.errors import LoweringError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.grouped import (
-    Blocking,
-    as_grouped_contraction,
-    lower_grouped_contraction,
-)
 from tilecraft.reference import run
 from tilecraft.target.microkernel import MicroKernelDecl
 
@@ -57,12 +57,12 @@ def _data(tensor, rng):
 
 def _run(tensor, blocking, rng, micro_kernel=None, packed_a=None):
     """Lower, interpret with the declared semantics, compare with the reference; the kernels."""
-    gc = as_grouped_contraction(tensor)
+    gc = as_dot_product_contraction(tensor)
     assert gc is not None
     if micro_kernel is None:
         micro_kernel, packed_a = KERNEL_FOR.get((gc.a_dtype.value, gc.b_dtype.value),
                                                 ("dot_bf16", None))
-    kernels = lower_grouped_contraction(gc, micro_kernel, blocking, OPTIONS, packed_a=packed_a)
+    kernels = lower_dot_product_contraction(gc, micro_kernel, blocking, OPTIONS, packed_a=packed_a)
     graph = Graph.from_outputs([tensor])
     inputs = {t.name: _data(t, rng) for t in graph.inputs}
     arrays = dict(inputs)
@@ -85,48 +85,6 @@ def _run(tensor, blocking, rng, micro_kernel=None, packed_a=None):
     return kernels
 
 
-# recognition ---------------------------------------------------------------------------------
-def test_recognises_int8_and_bf16_contractions():
-    u8 = te.placeholder((6, 10), "uint8", name="A")
-    s8 = te.placeholder((10, 7), "int8", name="B")
-    gc = as_grouped_contraction(ops.matmul(u8, s8, out_dtype="int32"))
-    assert (gc.group, gc.accumulator, gc.a_dtype, gc.b_dtype) == \
-        (4, DType.INT32, DType.UINT8, DType.INT8)
-    a_bf = te.placeholder((6, 10), "bfloat16", name="X")
-    b_bf = te.placeholder((10, 7), "bfloat16", name="Y")
-    for out, acc in ((None, DType.FLOAT32), ("float32", DType.FLOAT32)):
-        gc = as_grouped_contraction(ops.matmul(a_bf, b_bf, out_dtype=out))
-        assert gc.group == 2 and gc.accumulator is acc
-    image = te.placeholder((1, 3, 9, 9), "uint8", name="image")
-    weight = te.placeholder((8, 3, 3, 3), "int8", name="weight")
-    gc = as_grouped_contraction(ops.conv2d(image, weight, padding=1, out_dtype="int32"))
-    assert [a.name for a in gc.contraction.n_axes] == ["h", "w"]
-    assert gc.a_dtype is DType.INT8 and len(gc.contraction.k_axes) == 3
-
-
-def test_rejects_what_the_micro_kernels_cannot_do():
-    f32 = te.placeholder((6, 10), name="F")
-    g32 = te.placeholder((10, 7), name="G")
-    assert as_grouped_contraction(ops.matmul(f32, g32)) is None      # float32: outer product
-    assert as_grouped_contraction(ops.relu(f32)) is None
-    s8 = te.placeholder((6, 10), "int8", name="S")
-    t8 = te.placeholder((10, 7), "int8", name="T")
-    assert as_grouped_contraction(ops.matmul(s8, t8, out_dtype="int8")) is None  # wraps in int8
-    i32 = te.placeholder((10, 7), "int32", name="I")
-    assert as_grouped_contraction(ops.matmul(s8, i32, out_dtype="int32")) is None
-    a_bf = te.placeholder((6, 10), "bfloat16", name="X")
-    assert as_grouped_contraction(ops.matmul(a_bf, g32, out_dtype="float32")) is None
-    k = te.reduce_axis(10, "k")
-    # a product of a load and a non-load (here: with a zero point folded in) is not recognised
-    zp = te.compute((6, 7), lambda i, j: te.sum(
-        (s8[i, k].astype("int32") - 3) * t8[k, j].astype("int32"), axis=k), name="ZP")
-    assert as_grouped_contraction(zp) is None
-    # a max-reduction is no product-sum
-    mx = te.compute((6, 7), lambda i, j: te.max(
-        s8[i, k].astype("int32") * t8[k, j].astype("int32"), axis=k), name="MX")
-    assert as_grouped_contraction(mx) is None
-
-
 # int8, every signedness, awkward shapes --------------------------------------------------------
 @pytest.mark.parametrize("a_dtype, b_dtype", list(KERNEL_FOR))
 @pytest.mark.parametrize("m, n, k", [(7, 19, 11), (1, 16, 4), (13, 5, 1), (5, 23, 37)])
@@ -144,8 +102,8 @@ def test_compensation_is_minus_shift_times_column_sums():
     rng = np.random.default_rng(1)
     A = te.placeholder((4, 9), "int8", name="A")
     B = te.placeholder((9, 10), "int8", name="B")
-    gc = as_grouped_contraction(ops.matmul(A, B, name="C"))
-    pack = lower_grouped_contraction(gc, "dot_u8s8", Blocking(mi=2, nr=8, kc=12, mc=2), OPTIONS,
+    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    pack = lower_dot_product_contraction(gc, "dot_u8s8", Blocking(mi=2, nr=8, kc=12, mc=2), OPTIONS,
                                      packed_a="uint8")[0]
     b = rng.integers(-128, 128, (9, 10)).astype(np.int8)
     out = run_kernels([pack], {"B": b})
@@ -252,9 +210,9 @@ def test_bf16_matmul(out_dtype):
 def test_errors_name_the_culprit():
     A = te.placeholder((4, 8), "bfloat16", name="A")
     B = te.placeholder((8, 16), "bfloat16", name="B")
-    gc = as_grouped_contraction(ops.matmul(A, B))
+    gc = as_dot_product_contraction(ops.matmul(A, B))
     with pytest.raises(LoweringError, match="bfloat16 cannot be packed as int8"):
-        lower_grouped_contraction(gc, "dot_bf16", Blocking(mi=2, nr=16, kc=4, mc=2), OPTIONS,
+        lower_dot_product_contraction(gc, "dot_bf16", Blocking(mi=2, nr=16, kc=4, mc=2), OPTIONS,
                                   packed_a="int8")
     with pytest.raises(LoweringError, match="mc = 3 must be a multiple of mi = 2"):
         Blocking(mi=2, nr=16, kc=4, mc=3)

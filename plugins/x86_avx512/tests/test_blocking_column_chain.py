@@ -4,6 +4,11 @@ import dataclasses
 
 import numpy as np
 import pytest
+from tilecraft_x86_avx512.blocking.column_chain import (
+    ColumnBlocking,
+    as_column_chain,
+    lower_column_chain,
+)
 
 from tilecraft import ops, te
 from tilecraft.errors import LoweringError
@@ -11,7 +16,6 @@ from tilecraft.graph import Graph
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.compute import lower_compute
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.column_chain import ColumnBlocking, as_column_chain, lower_column_chain
 from tilecraft.reference import run
 
 

@@ -23,6 +23,19 @@ im2col).
 (['i'], ['j'], ['k'])
 >>> c.extents()
 (1, 6, 7, 5)
+
+Dot-product instructions (x86 ``vpdpbusd`` / ``vdpbf16ps``, Arm ``sdot``, Mali ``arm_dot``) let
+each 32-bit lane consume a *group* of consecutive ``k`` values per step: 4 bytes, or 2
+bfloat16. :func:`as_dot_product_contraction` recognises the contractions they run,
+``C = sum_k cast(A) * cast(B)`` with uint8/int8 operands and an int32 result
+(``ops.matmul(A, B, out_dtype="int32")``, ``ops.conv2d``), or bfloat16 operands with a float32
+or bfloat16 result; the axes are sorted as above.
+
+>>> A8 = te.placeholder((5, 7), "int8", name="A8")
+>>> B8 = te.placeholder((7, 20), "uint8", name="B8")
+>>> dot = as_dot_product_contraction(ops.matmul(A8, B8, out_dtype="int32"))
+>>> dot.group, dot.accumulator.value, dot.contraction.extents()
+(4, 'int32', (1, 5, 20, 7))
 """
 
 from __future__ import annotations
@@ -33,6 +46,9 @@ from tilecraft.dtypes import DType
 from tilecraft.te.expr import Binary, BinaryOp, Cast, Expr, IterVar, Load, Reduce, ReduceOp
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import vars_in
+
+#: the 8-bit integer operand dtypes of a dot-product contraction
+INT8_TYPES = (DType.INT8, DType.UINT8)
 
 
 @dataclass(frozen=True)
@@ -134,4 +150,67 @@ def group_axes(tensor: Tensor, left: Load, right: Load,
     return Contraction(tensor, a, b, pick["batch"], pick[m_side], pick[n_side],
                        tuple(k for k in k_axes if k.extent > 1))
 
-__all__ = ["Contraction", "as_contraction", "group_axes"]
+
+@dataclass(frozen=True)
+class DotProductContraction:
+    """A contraction whose operands are int8/uint8 (int32 result) or bfloat16 (float32 or
+    bfloat16 result), for a micro-kernel that takes ``group`` values of ``k`` per 32-bit lane
+    (see the module docstring)."""
+
+    contraction: Contraction
+    accumulator: DType
+
+    @property
+    def group(self) -> int:
+        """``k`` values per 32-bit lane: 4 bytes, or 2 bfloat16."""
+        return 4 if self.contraction.a.tensor.dtype in INT8_TYPES else 2
+
+    @property
+    def a_dtype(self) -> DType:
+        return self.contraction.a.tensor.dtype
+
+    @property
+    def b_dtype(self) -> DType:
+        return self.contraction.b.tensor.dtype
+
+
+def _dot_operand(expr: Expr, accumulator: DType, out: DType) -> Load | None:
+    """The load of one factor: ``cast(acc, load)``, or the bare load of a bfloat16 product
+    (``ops.matmul`` of bfloat16 tensors: computed in float32, rounded once on store)."""
+    if isinstance(expr, Cast) and expr.dtype is accumulator and isinstance(expr.x, Load):
+        return expr.x
+    if isinstance(expr, Load) and expr.dtype is DType.BFLOAT16 is out:
+        return expr
+    return None
+
+
+def as_dot_product_contraction(tensor: Tensor) -> DotProductContraction | None:
+    """``tensor`` as a contraction of int8/uint8 operands into int32, or of bfloat16 operands
+    into float32 or bfloat16; ``None`` when it is not one (see the module docstring)."""
+    if tensor.is_placeholder:
+        return None
+    body = tensor.op.body
+    if not isinstance(body, Reduce) or body.op is not ReduceOp.SUM:
+        return None
+    product = body.body
+    if not isinstance(product, Binary) or product.op is not BinaryOp.MUL:
+        return None
+    out = tensor.dtype
+    accumulator = DType.FLOAT32 if out is DType.BFLOAT16 else out
+    left = _dot_operand(product.a, accumulator, out)
+    right = _dot_operand(product.b, accumulator, out)
+    if left is None or right is None:
+        return None
+    dtypes = {left.tensor.dtype, right.tensor.dtype}
+    int8 = out is DType.INT32 and dtypes <= set(INT8_TYPES)
+    bf16 = out in (DType.FLOAT32, DType.BFLOAT16) and dtypes == {DType.BFLOAT16}
+    if not (int8 or bf16):
+        return None
+    contraction = group_axes(tensor, left, right, tuple(body.axes))
+    if contraction is None:
+        return None
+    return DotProductContraction(contraction, accumulator)
+
+
+__all__ = ["INT8_TYPES", "Contraction", "DotProductContraction", "as_contraction",
+           "as_dot_product_contraction", "group_axes"]

@@ -1,7 +1,7 @@
 """Fused contraction chains with the intermediate in row layout, on a micro-kernel that reads A
-rows in place (thesis §3.4; the alternative to :func:`~tilecraft.microkernel.chain.lower_chain`).
+rows in place (thesis §3.4; the alternative to :func:`~.contraction_chain.lower_chain`).
 
-:func:`~tilecraft.microkernel.chain.lower_chain` keeps the intermediate transposed (``T^T[L,
+:func:`~.contraction_chain.lower_chain` keeps the intermediate transposed (``T^T[L,
 MC]``) so that the outer-product micro-kernel (``C[m, n] += A[k, m] * B[k, n]``) can read it
 as the second product's A operand — at the price of packing ``A1^T`` for every block, a
 gather along ``k`` that measured ~6% of a G-chain. With a micro-kernel reading A as rows
@@ -12,7 +12,7 @@ A: in parallel over (batch, blocks of ``MC`` rows of ``m``), each block
    into ``NR1``-column panels by its own kernel;
 2. applies the memory-bound computes in place, vectorised along ``l`` (a row reduction such as
    softmax's max and sum reduces across the lanes; see
-   :func:`~tilecraft.microkernel.chain._between` for the fewer-passes rules);
+   :func:`~.contraction_chain._between` for the fewer-passes rules);
 3. multiplies the tile's rows, read in place, by the packed ``D`` into ``E``'s rows.
 
 The tile tree is ``[batch x M/MC] (parallel) > { T[MC, L] in L2; E[MC, N] }``. It applies when
@@ -20,7 +20,7 @@ The tile tree is ``[batch x M/MC] (parallel) > { T[MC, L] in L2; E[MC, N] }``. I
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
->>> from tilecraft.microkernel.chain import ChainBlocking, as_chain
+>>> from tilecraft_x86_avx512.blocking.contraction_chain import ChainBlocking, as_chain
 >>> A = te.placeholder((40, 16), name="A")
 >>> B = te.placeholder((16, 30), name="B")
 >>> D = te.placeholder((30, 8), name="D")
@@ -49,7 +49,8 @@ from tilecraft.kernel_ir.nodes import (
     Store,
 )
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.chain import (
+from tilecraft.te.expr import Var, const
+from tilecraft_x86_avx512.blocking.contraction_chain import (
     Chain,
     ChainBlocking,
     _between,
@@ -57,7 +58,7 @@ from tilecraft.microkernel.chain import (
     fused_chain_kernel,
     scale_rows,
 )
-from tilecraft.microkernel.lowering import (
+from tilecraft_x86_avx512.blocking.register_tiles import (
     _ceil_div,
     _nest,
     _vector,
@@ -65,7 +66,6 @@ from tilecraft.microkernel.lowering import (
     edge_tiles,
     pack_operand,
 )
-from tilecraft.te.expr import Var, const
 
 
 def rows_applicable(chain: Chain, level: str) -> bool:

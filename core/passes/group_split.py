@@ -4,8 +4,8 @@ becomes a batched contraction with the group as its batch axis.
 A grouped convolution reads its input channel as ``(k // Kg) * Cg + rc``: the output channel
 ``k`` carries both the group and the channel inside the group, and the group indexes both
 operands (the input through ``k // Kg``, the weights through ``k`` itself).
-:func:`~tilecraft.microkernel.as_contraction` sorts axes by which operands they index, so it
-cannot see this compute as a matrix product. :func:`split_grouped_axis` builds the equivalent
+:func:`~tilecraft.passes.contraction.as_contraction` sorts axes by which operands they index,
+so it cannot see this compute as a matrix product. :func:`split_grouped_axis` builds the equivalent
 compute over ``(g, kk)``:
 
 - the output axis ``k`` (extent ``K``) becomes ``g`` (extent ``K / Kg``) and ``kk`` (``Kg``),
@@ -16,14 +16,14 @@ compute over ``(g, kk)``:
   the dimension of extent ``a.extent * c``) is split into two dimensions indexed by ``a`` and
   ``b``: the load reads a *view* of the same tensor — a placeholder of the same name and a
   shape of the same size and row-major order, which the runtime and the Kernel IR interpreter
-  pass by reshaping the array (as :func:`~tilecraft.microkernel.lower_contraction` views its
-  output as ``[batch, M, N]``).
+  pass by reshaping the array (as a target's lowering of a contraction views its output as
+  ``[batch, M, N]``).
 
 The split compute writes the same memory as the original: its output has the original's name
 and shape with ``K`` replaced by ``(K / Kg, Kg)``. A convolution with ``groups=G`` becomes
 ``y[n, g, kk, h, w] = sum(x[n, g, rc, h + rh, w + rw] * w[g, kk, rc, rh, rw])``: batch ``g``,
-rows ``kk`` (weights read in place, row-major ``[G, Kg, Cg*R*S]``), columns ``(h, w)`` (the
-input's im2col per group, packed).
+rows ``kk`` (the weights, row-major ``[G, Kg, Cg*R*S]``), columns ``(h, w)`` (the input's
+im2col per group).
 
 >>> from tilecraft import ops, te
 >>> x = te.placeholder((1, 6, 5, 5), name="x")

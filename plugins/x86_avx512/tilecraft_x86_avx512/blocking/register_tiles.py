@@ -26,7 +26,7 @@ The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` 
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
->>> from tilecraft.microkernel.contraction import as_contraction
+>>> from tilecraft.passes.contraction import as_contraction
 >>> A = te.placeholder((5, 3), name="A")
 >>> B = te.placeholder((3, 4), name="B")
 >>> c = as_contraction(ops.matmul(A, B, name="C"))
@@ -59,7 +59,7 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction
+from tilecraft.passes.contraction import Contraction
 from tilecraft.te.expr import Const, Expr, IterVar, Load, Var, const, select
 from tilecraft.te.functions import all_of, eq, minimum
 from tilecraft.te.tensor import Tensor

@@ -1,6 +1,6 @@
 """A contraction lowered with B packed inside the parallel loop, one block of columns at a time.
 
-:func:`~tilecraft.microkernel.lowering.lower_contraction` packs all of B first, in a kernel of
+:func:`~.register_tiles.lower_contraction` packs all of B first, in a kernel of
 its own, into a workspace the size of B (for a convolution, of its im2col matrix: 29 MB for the
 second YOLO-v1 layer), which the main kernel then reads back from memory. Here, as in the
 outer loops of BLIS/Goto GEMM, one kernel runs in parallel over (batch, blocks of ``NC``
@@ -16,7 +16,7 @@ packs its own blocks) and no workspace is written to memory and read back.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
->>> from tilecraft.microkernel.contraction import as_contraction
+>>> from tilecraft.passes.contraction import as_contraction
 >>> A = te.placeholder((5, 3), name="A")
 >>> B = te.placeholder((3, 40), name="B")
 >>> c = as_contraction(ops.matmul(A, B, name="C"))
@@ -39,8 +39,10 @@ from tilecraft.kernel_ir.nodes import (
     Stmt,
 )
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.contraction import Contraction
-from tilecraft.microkernel.lowering import (
+from tilecraft.passes.contraction import Contraction
+from tilecraft.te.expr import Var, const
+from tilecraft.te.functions import eq
+from tilecraft_x86_avx512.blocking.register_tiles import (
     Blocking,
     _axes_in,
     _ceil_div,
@@ -52,8 +54,6 @@ from tilecraft.microkernel.lowering import (
     operand_source,
     panel_copy,
 )
-from tilecraft.te.expr import Var, const
-from tilecraft.te.functions import eq
 
 
 def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blocking: Blocking,

@@ -1,18 +1,16 @@
-"""Grouped convolutions split into a batched contraction, transposed convolutions recognised and
-rewritten as a contraction plus a col2im gather: every rewritten form against the reference
-(te level) and the col2im kernel in the Kernel IR interpreter."""
+"""The core's convolution rewrites (:mod:`tilecraft.passes.group_split`,
+:mod:`tilecraft.passes.transposed_conv`): grouped convolutions split into a batched contraction,
+transposed convolutions recognised and rewritten as a contraction plus a col2im gather — every
+rewritten form against the reference (te level)."""
 
 import numpy as np
 import pytest
 
 from tilecraft import ops, te
 from tilecraft.graph import Graph
-from tilecraft.kernel_ir.interpreter import run_kernel
-from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel import as_contraction
-from tilecraft.microkernel.col2im import as_transposed_conv, transposed_as_gemm
-from tilecraft.microkernel.col2im_kernel import lower_col2im, phase_taps
-from tilecraft.microkernel.conv_groups import group_divisor, split_grouped_axis
+from tilecraft.passes.contraction import as_contraction
+from tilecraft.passes.group_split import group_divisor, split_grouped_axis
+from tilecraft.passes.transposed_conv import as_transposed_conv, transposed_as_gemm
 from tilecraft.reference import run
 
 RNG = np.random.default_rng(7)
@@ -128,7 +126,7 @@ BUILDERS = {1: ops.conv_transpose1d, 2: ops.conv_transpose2d, 3: ops.conv_transp
 
 
 @pytest.mark.parametrize("nd, x_shape, w_shape, kwargs", TRANSPOSED)
-def test_transposed_conv_as_gemm_and_col2im_kernel(nd, x_shape, w_shape, kwargs):
+def test_transposed_conv_as_gemm_matches_reference(nd, x_shape, w_shape, kwargs):
     y = BUILDERS[nd](te.placeholder(x_shape, name="x"), te.placeholder(w_shape, name="w"),
                      name="y", **kwargs)
     conv = as_transposed_conv(y)
@@ -140,10 +138,6 @@ def test_transposed_conv_as_gemm_and_col2im_kernel(nd, x_shape, w_shape, kwargs)
     cols_value = run(cols, **{t.name: inputs[t.name].reshape(t.shape) for t in cols.inputs})
     np.testing.assert_allclose(run(gather, y_cols=cols_value), values["y"], rtol=1e-5,
                                atol=1e-5)
-    kernel = lower_col2im(conv, cols.name, LoweringOptions(vector_lanes=4, cores=2))
-    out = np.full(y.shape, np.nan, np.float32)  # every element must be written
-    run_kernel(kernel, {"y_cols": cols_value, "y": out})
-    np.testing.assert_allclose(out, values["y"], rtol=1e-5, atol=1e-5)
 
 
 def test_only_transposed_convolutions_are_recognised():
@@ -164,10 +158,3 @@ def test_only_transposed_convolutions_are_recognised():
                       * w[o, o, 0, h_axis], axis=h_axis)
 
     assert as_transposed_conv(te.compute((1, 4, 9), body, name="fake")) is None
-
-
-def test_phase_taps():
-    assert phase_taps(1, stride=2, padding=1, dilation=1, kernel=4) == [(0, 1), (2, 0)]
-    assert phase_taps(0, stride=3, padding=0, dilation=1, kernel=1) == [(0, 0)]
-    assert phase_taps(1, stride=3, padding=0, dilation=1, kernel=1) == []
-    assert phase_taps(0, stride=2, padding=0, dilation=2, kernel=3) == [(0, 0), (1, -1), (2, -2)]

@@ -64,9 +64,13 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.microkernel.column_packing import pack_block_columns, pack_slices
-from tilecraft.microkernel.contraction import Contraction, as_contraction
-from tilecraft.microkernel.lowering import (
+from tilecraft.passes.contraction import Contraction, as_contraction
+from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Select, Var, const
+from tilecraft.te.functions import eq, minimum
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_in
+from tilecraft_x86_avx512.blocking.column_packing import pack_block_columns, pack_slices
+from tilecraft_x86_avx512.blocking.register_tiles import (
     _ceil_div,
     _kernel_expr,
     _nest,
@@ -77,10 +81,6 @@ from tilecraft.microkernel.lowering import (
     edge_tiles,
     pack_operand,
 )
-from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Select, Var, const
-from tilecraft.te.functions import eq, minimum
-from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_in
 
 
 @dataclass(frozen=True)
