@@ -1,10 +1,12 @@
 """The core's lowering strategies, chosen from the spec: every operator of the catalog lowered
-for a GPU-like target (scaffolded with ``tilecraft new-target --kind gpu``, and the nvidia_tc
-and mali plugins' specs) verifies against the spec and runs in the Kernel IR interpreter to
-the reference interpreter's result, and has the strategy's shape (bound loops, ...)."""
+for a GPU-like or an FPGA-like target (scaffolded with ``tilecraft new-target --kind ...``,
+and the nvidia_tc, mali and fpga_hls plugins' specs) verifies against the spec, runs in the
+Kernel IR interpreter to the reference interpreter's result, and has the strategy's shape
+(loops bound to blocks and threads; a read / compute / write dataflow region)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -15,7 +17,15 @@ import pytest
 import tilecraft as tc
 from tilecraft import te
 from tilecraft.errors import TargetError
-from tilecraft.kernel_ir import For, Kernel, LoopKind, SubgroupReduce, walk_stmts
+from tilecraft.kernel_ir import (
+    Dataflow,
+    For,
+    Kernel,
+    LoopKind,
+    Stmt,
+    SubgroupReduce,
+    walk_stmts,
+)
 from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower import LoweringOptions, lower_compute
 from tilecraft.ops import catalog
@@ -26,8 +36,8 @@ from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.target.spec import TargetSpec
 
 #: the strategy each scaffold kind and each non-x86 plugin's spec selects
-SCAFFOLD_KINDS = {"gpu": "gpu"}
-PLUGIN_STRATEGIES = {"nvidia_tc": "gpu", "mali": "gpu"}
+SCAFFOLD_KINDS = {"gpu": "gpu", "fpga": "fpga"}
+PLUGIN_STRATEGIES = {"nvidia_tc": "gpu", "mali": "gpu", "fpga_hls": "fpga"}
 
 
 @cache
@@ -65,16 +75,29 @@ def _expected_strategy(source: str) -> str:
     return PLUGIN_STRATEGIES[source]
 
 
+#: loop iterations (output elements times reduction) above which interpreting a case is slow
+SLOW_ITERATIONS = 20_000
+
+
+def _iterations(case) -> int:
+    graph, _ = case.build()
+    return sum(math.prod(axis.extent for axis in (*tensor.axes, *tensor.reduce_axes))
+               for tensor in graph.computes)
+
+
 def _params() -> Iterator[object]:
     """Every catalog case on the scaffolded spec of each kind, the standard set on the
-    plugins' specs (the whole catalog there is slow)."""
+    plugins' specs; the whole catalog there, and the largest cases anywhere, are slow."""
     standard = {case.id for case in catalog.standard_set()}
+    large = {case.id for case in catalog.cases() if _iterations(case) > SLOW_ITERATIONS}
     for kind in SCAFFOLD_KINDS:
         for case in catalog.cases():
-            yield pytest.param(f"scaffold-{kind}", case, id=f"scaffold-{kind}-{case.id}")
+            marks = (pytest.mark.slow,) if case.id in large else ()
+            yield pytest.param(f"scaffold-{kind}", case, id=f"scaffold-{kind}-{case.id}",
+                               marks=marks)
     for plugin in PLUGIN_STRATEGIES:
         for case in catalog.cases():
-            marks = () if case.id in standard else (pytest.mark.slow,)
+            marks = () if case.id in standard and case.id not in large else (pytest.mark.slow,)
             yield pytest.param(plugin, case, id=f"{plugin}-{case.id}", marks=marks)
 
 
@@ -93,7 +116,25 @@ def _check_gpu_shape(kernel: Kernel, spec: TargetSpec, tensor: te.Tensor) -> Non
         assert tensor.reduce_axes
 
 
-SHAPE_CHECKS = {"gpu": _check_gpu_shape}
+def _innermost_loops(stmt: Stmt) -> list[For]:
+    loops = [s for s in walk_stmts(stmt) if isinstance(s, For)]
+    return [loop for loop in loops
+            if not any(isinstance(s, For) for s in walk_stmts(loop.body))]
+
+
+def _check_fpga_shape(kernel: Kernel, spec: TargetSpec, tensor: te.Tensor) -> None:
+    """One dataflow region of read / compute / write stage loops linked by streams, the
+    innermost loops pipelined with II=1."""
+    assert isinstance(kernel.body, Dataflow), kernel
+    names = [stage.var.name for stage in kernel.body.stages]
+    assert names in (["read", "compute", "write"], ["compute", "write"]), names
+    for stage in kernel.body.stages:
+        assert isinstance(stage, For) and stage.kind is LoopKind.STAGE
+        for loop in _innermost_loops(stage.body):
+            assert (loop.kind, loop.initiation_interval) == (LoopKind.PIPELINED, 1), kernel
+
+
+SHAPE_CHECKS = {"gpu": _check_gpu_shape, "fpga": _check_fpga_shape}
 
 
 @pytest.mark.parametrize(("source", "case"), list(_params()))
@@ -117,7 +158,7 @@ def test_strategy_lowers_the_catalog_like_the_reference(source: str, case) -> No
 
 
 #: what the printed Kernel IR of each kind's kernels shows
-KIND_MARKS = {"gpu": "axis=threadIdx.x"}
+KIND_MARKS = {"gpu": "axis=threadIdx.x", "fpga": "for write in stage(1):"}
 
 
 @pytest.mark.parametrize("kind", sorted(SCAFFOLD_KINDS))
@@ -259,3 +300,53 @@ def test_cross_thread_reduction_by_hand_matches_numpy() -> None:
     a = np.random.default_rng(1).standard_normal((4, 37)).astype(np.float32)
     np.testing.assert_allclose(run_kernels([kernel], {"A": a})["S"], a.sum(axis=1),
                                rtol=1e-5, atol=1e-6)
+
+
+# the dataflow primitive (the FPGA strategy's) -------------------------------------------------
+
+def test_dataflow_replays_from_its_trace_and_names_its_stages() -> None:
+    from tilecraft.schedule import replay
+
+    spec = _scaffold_spec("fpga")
+    S = _row_sum(9)
+    s = create_schedule(S, spec)
+    s[S].dataflow(initiation_interval=2, depth=4)
+    assert s[S].describe() == "i: serial(4) > k: serial(9); dataflow(II=2)"
+    assert s.trace == [{"primitive": "dataflow", "stage": "S", "initiation_interval": 2,
+                        "depth": 4}]
+    (kernel,) = s.lower(spec)
+    assert str(replay(S, s.trace, spec).lower(spec)[0]) == str(kernel)
+    assert [stream.depth for stream in kernel.body.streams] == [4, 4]
+    assert [loop.initiation_interval for loop in _innermost_loops(kernel.body)] == [2, 2, 2]
+
+
+def test_dataflow_needs_reduce_loops_inside_and_a_stage_of_its_own() -> None:
+    spec = _scaffold_spec("fpga")
+    S = _row_sum(9)
+    s = create_schedule(S, spec)
+    (i,), (k,) = s[S].axes, s[S].reduce_axes
+    s[S].reorder(k, i)
+    s[S].dataflow()
+    with pytest.raises(ScheduleError, match="dataflow on stage S, loop i: the spatial loop "
+                                            "runs inside a reduce loop"):
+        s.lower(spec)
+    A = S.inputs[0]
+    P = te.compute((4, 9), lambda i, j: A[i, j] * 2.0, name="P")
+    k = te.reduce_axis(9, name="k")
+    T = te.compute((4,), lambda i: te.sum(P[i, k], axis=k), name="T")
+    s = create_schedule(T, spec)
+    s[P].compute_at(s[T], s[T].axes[0])
+    s[T].dataflow()
+    with pytest.raises(ScheduleError, match="other stages are computed inside it"):
+        s.lower(spec)
+
+
+def test_dataflow_needs_stage_and_pipelined_loops() -> None:
+    S = _row_sum(9)
+    s = create_schedule(S)
+    s[S].dataflow()
+    with pytest.raises(ScheduleError, match="toy_gpu does not offer the pipeline primitive"):
+        s.lower(_scaffold_spec("gpu"))
+    with pytest.raises(ScheduleError, match="toy_npu cannot express stage loops, which a "
+                                            "dataflow region's stages are made of"):
+        s.lower(_scaffold_spec("npu"))

@@ -34,6 +34,7 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.lower.guards import clamp_guarded_loads
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.schedule.emit_dataflow import DataflowEmission
 from tilecraft.schedule.emit_threads import CrossThreadReduction
 from tilecraft.schedule.errors import schedule_error
 from tilecraft.schedule.loop import Guard, derive_extents, derive_values
@@ -83,7 +84,7 @@ class _StageContext:
     body: Expr                          # effective body, guarded loads clamped
 
 
-class KernelEmitter(CrossThreadReduction):
+class KernelEmitter(CrossThreadReduction, DataflowEmission):
     """Builds the body of the kernel of ``root`` (see the module docstring)."""
 
     def __init__(self, schedule: Schedule, root: Stage,
@@ -201,7 +202,9 @@ class KernelEmitter(CrossThreadReduction):
         root_buffers, prelude = self._attach(ctx, self.children.get(stage.name, {}).get(None, []),
                                              inner, scope)
         buffers += root_buffers
-        if stage.is_reduction:
+        if stage.streaming is not None:
+            nest = self._dataflow(ctx, target, scope, region)
+        elif stage.is_reduction:
             nest = self._reduction(ctx, target, scope)
         else:
             nest = self._elementwise(ctx, target, scope)

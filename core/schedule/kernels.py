@@ -44,7 +44,7 @@ STEP_PRIMITIVES = {
     "pipeline": SchedulePrimitive.PIPELINE, "compute_inline": SchedulePrimitive.INLINE,
     "compute_at": SchedulePrimitive.COMPUTE_AT, "cache_read": SchedulePrimitive.CACHE,
     "cache_write": SchedulePrimitive.CACHE, "buffer": SchedulePrimitive.BUFFER,
-    "partition": SchedulePrimitive.PARTITION,
+    "partition": SchedulePrimitive.PARTITION, "dataflow": SchedulePrimitive.PIPELINE,
 }
 
 def lower_schedule(schedule: Any, view: TargetView,
@@ -94,6 +94,12 @@ def check_trace(schedule: Any, view: TargetView) -> None:
         view.require(primitive, verb, stage_name, loop)
         if verb in ("cache_read", "cache_write", "buffer"):
             view.require_level(verb, stage_name, step["level"])
+        if verb == "dataflow":
+            for kind in (LoopKind.STAGE, LoopKind.PIPELINED):
+                if not view.allows_kind(kind):
+                    raise schedule_error(verb, stage_name, None, f"{view.name} cannot express "
+                                         f"{kind.value} loops, which a dataflow region's stages "
+                                         "are made of; leave dataflow out for this target")
         threads = getattr(view.spec, "threads", None)
         if verb == "bind" and threads is not None and \
                 step["thread_axis"] not in threads.axis_names:

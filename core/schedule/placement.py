@@ -1,11 +1,12 @@
 """Where a stage is computed and where its data lives: compute_inline, compute_at, buffer,
-partition (thesis Table 4.1).
+partition, dataflow (thesis Table 4.1).
 
 ``compute_inline`` substitutes an elementwise stage into its consumers; ``compute_at``
 computes the region of a stage that one iteration of a consumer's loop needs, right inside that
 loop, in a local buffer (bound inference: :mod:`.region`); ``buffer`` adds on-chip read/write
 buffers (FPGA: the read / compute / write structure of Fig. 4.4c); ``partition`` splits a
-buffer into banks (HLS ``array_partition``).
+buffer into banks (HLS ``array_partition``); ``dataflow`` streams the stage through read /
+compute / write stages (FPGA: the three-stage pipeline of Fig. 4.4c).
 """
 
 from __future__ import annotations
@@ -15,13 +16,20 @@ from typing import Any
 
 from tilecraft.kernel_ir.nodes import ArrayPartition, PartitionKind
 from tilecraft.schedule.errors import schedule_error
-from tilecraft.schedule.stage_base import Attach, AttachKind, LoopRef, StageBase, check_positive
+from tilecraft.schedule.stage_base import (
+    Attach,
+    AttachKind,
+    LoopRef,
+    StageBase,
+    Streaming,
+    check_positive,
+)
 from tilecraft.target.spec import SchedulePrimitive
 from tilecraft.te.tensor import Tensor
 
 
 class Placement(StageBase):
-    """compute_inline, compute_at, compute_root, buffer and partition."""
+    """compute_inline, compute_at, compute_root, buffer, partition and dataflow."""
 
     def compute_inline(self) -> None:
         """Substitute this stage's body into every consumer instead of storing it (TVM
@@ -204,6 +212,49 @@ class Placement(StageBase):
         check_positive("partition", self.name, None, "factor", factor)
         self.partitions.append(ArrayPartition(dim, partition_kind, factor))
         self._record("partition", dim=dim, kind=partition_kind.value, factor=factor)
+
+    def dataflow(self, initiation_interval: int = 1, depth: int = 2) -> None:
+        """Lower this stage as a dataflow region of three stages linked by streams — read,
+        compute, write — running concurrently (thesis Table 4.1 "pipeline" with three stages;
+        Fig. 4.4c; HLS ``#pragma HLS dataflow``). The read stage walks the stage's loops and
+        pushes every value the computation loads into one stream per input; the compute
+        stage pops them into registers, computes (a reduction accumulates in a register)
+        and pushes each result; the write stage pops the results into the output. The
+        innermost loop of each stage is pipelined with ``initiation_interval``; streams hold
+        ``depth`` values. Each stage's loops sit in a Kernel IR ``stage`` loop.
+
+        The stage must be computed in its own kernel, with its reduce loops inside its
+        spatial loops and no other stage computed inside it.
+
+        >>> from tilecraft import te
+        >>> from tilecraft.schedule import create_schedule
+        >>> A = te.placeholder((6,), name="A")
+        >>> B = te.compute((6,), lambda i: A[i] * 2.0, name="B")
+        >>> s = create_schedule(B)
+        >>> s[B].dataflow()
+        >>> print(s.lower()[0])
+        kernel B(A: float32[6], B: float32[6]) -> (B):
+          dataflow streams A_stream: float32 depth 2, B_stream: float32 depth 2:
+            stage 0:
+              for read in stage(1):
+                for i in pipelined(6, II=1):
+                  push A_stream <- A[i]
+            stage 1:
+              for compute in stage(1):
+                alloc A_reg: float32[1] in global
+                for i in pipelined(6, II=1):
+                  A_reg[0] <- pop A_stream
+                  push B_stream <- A_reg[0] * 2.0
+            stage 2:
+              for write in stage(1):
+                for i in pipelined(6, II=1):
+                  B[i] <- pop B_stream
+        """
+        self._require(SchedulePrimitive.PIPELINE, "dataflow", None)
+        check_positive("dataflow", self.name, None, "initiation_interval", initiation_interval)
+        check_positive("dataflow", self.name, None, "depth", depth)
+        self.streaming = Streaming(initiation_interval, depth)
+        self._record("dataflow", initiation_interval=initiation_interval, depth=depth)
 
     # helpers -----------------------------------------------------------------------------
     def _not_output(self, verb: str) -> None:

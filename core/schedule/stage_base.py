@@ -47,6 +47,15 @@ class Attach:
         return f"at {self.stage}.{self.loop.name if self.loop else '<root>'}"
 
 
+@dataclass(frozen=True)
+class Streaming:
+    """A stage lowered as a dataflow region (``dataflow``): the initiation interval of each
+    stage's innermost loop and the depth of the streams between the stages."""
+
+    initiation_interval: int = 1
+    depth: int = 2
+
+
 class StageBase:
     """State and shared helpers of a stage (see the module docstring)."""
 
@@ -83,6 +92,7 @@ class StageBase:
         self.read_buffers: dict[str, str] = {}
         self.write_buffer: str | None = None
         self.partitions: list[ArrayPartition] = []
+        self.streaming: Streaming | None = None
         self._loops_by_name: dict[str, Loop] = {loop.name: loop for loop in self.leaves}
 
     # public views ------------------------------------------------------------------------
@@ -133,6 +143,8 @@ class StageBase:
         text = " > ".join(parts) or "(no loops)"
         if self.attach.kind is not AttachKind.ROOT:
             text += f"; {self.attach.describe()}"
+        if self.streaming is not None:
+            text += f"; dataflow(II={self.streaming.initiation_interval})"
         return text
 
     def __repr__(self) -> str:
@@ -226,4 +238,4 @@ def check_positive(verb: str, stage: str, loop: str | None, what: str, value: An
     return value
 
 
-__all__ = ["Attach", "AttachKind", "LoopRef", "StageBase", "check_positive"]
+__all__ = ["Attach", "AttachKind", "LoopRef", "StageBase", "Streaming", "check_positive"]

@@ -97,6 +97,8 @@ def apply_step(schedule: Schedule, step: Mapping[str, Any]) -> None:
         stage.buffer(args["level"], tensors=args.get("tensors"))
     elif verb == "partition":
         stage.partition(args["dim"], args["kind"], args["factor"])
+    elif verb == "dataflow":
+        stage.dataflow(args["initiation_interval"], args["depth"])
     else:
         raise schedule_error("replay", stage.name, None, f"unknown primitive {verb!r} in the "
                              "trace")
