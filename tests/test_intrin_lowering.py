@@ -202,7 +202,8 @@ def test_bad_tensorize_requests() -> None:
         plan_tensorization(graph, SPEC, {"D": "wmma_16x16x16"})
     with pytest.raises(InputError, match="give an intrinsic name"):
         plan_tensorization(graph, SPEC, {"C": 3})
-    with pytest.raises(InputError, match="give True/'auto' or a mapping"):
+    with pytest.raises(InputError, match=r"tensorize=7: give None or 'auto' \(the model "
+                       r"decides\), False or 'off' \(nothing\), True"):
         plan_tensorization(graph, SPEC, 7)
     with pytest.raises(MappingError, match="compute R has no mapping onto wmma") as info:
         plan_tensorization(graph, SPEC, {"R": "wmma_16x16x16"})

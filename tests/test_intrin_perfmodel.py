@@ -98,7 +98,33 @@ def test_levels_of_the_installed_targets() -> None:
     # the caches between DRAM and the registers are levels too; the L3 feeds both cores
     assert [level.memories[0] for level in fma.levels] == ["register", "L1", "L2", "L3", "DRAM"]
     assert [level.units for level in fma.levels] == [1, 1, 1, 2, 1]
-    assert fma.issue_cycles == 0.5
+    # declared: 2 a cycle; where the host measured its peak, no faster than it allows
+    operations_per_cycle = x86.compute.flops_per_core("uint8") / x86.compute.frequency_hz
+    expected = max(0.5, 2 * 16 * 4 / operations_per_cycle) \
+        if x86.compute.peak_flops_per_core else 0.5
+    assert fma.issue_cycles == pytest.approx(expected)
+
+
+def test_a_measured_peak_bounds_vector_unit_intrinsics_only() -> None:
+    """A target that measured its arithmetic caps an intrinsic of its vector unit at that
+    rate (a core running 512-bit vectors as two halves); an intrinsic wider than the vector
+    unit (WMMA) keeps its declared rate, and without a measurement the declaration stands."""
+    from tilecraft.intrin.nest import issue_cycles, vector_unit_dtype
+
+    spec = gpu_spec()
+    lanes = spec.compute.lanes("float16")
+    measured = spec.model_copy(update={"compute": spec.compute.model_copy(update={
+        "peak_flops_per_core": {"float16": spec.compute.formula_flops_per_core("float16") / 2}
+    })})
+    mma = wmma(16, 16, 16)
+    assert vector_unit_dtype(measured, mma) is None  # 4096 multiply-adds: a unit of its own
+    assert issue_cycles(measured, mma) == issue_cycles(spec, mma) == 1 / mma.throughput_per_cycle
+    narrow = wmma(1, lanes, 1)  # lanes multiply-adds a call: fits the vector unit
+    assert vector_unit_dtype(measured, narrow).value == "float16"
+    declared = 1 / narrow.throughput_per_cycle
+    assert issue_cycles(spec, narrow) == declared
+    per_cycle = measured.compute.flops_per_core("float16") / measured.compute.frequency_hz
+    assert issue_cycles(measured, narrow) == pytest.approx(max(declared, 2 * lanes / per_cycle))
 
 
 # --- the equations ---------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 ``tilecraft_register_cost_models`` hook (the core's are ``DEFAULT_COST_MODELS``, registered by
 :mod:`tilecraft.target.builtins`); the AMOS mapping stage of ``tilecraft.compile``
 (:mod:`tilecraft.pipeline.mapping`) asks the one named ``cost_model`` (default ``"amos"``) to
-rank the mappings of each compute onto each intrinsic, for the report and for ``tensorize=``.
+rank the mappings of each compute onto each intrinsic, for the report and for deciding which
+computes are tensorized — against the target's own estimate of its lowering, or
+:mod:`tilecraft.cost.loop_nest`'s of the core's default loop nest.
 
 A mapping cost model has a ``name`` and ``rank(compute, intrinsic, spec, mappings, *,
 thorough) -> list[RankedMapping]``: every mapping verified, generated and costed, best first

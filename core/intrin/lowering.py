@@ -38,6 +38,7 @@ target; the hand-written micro-kernels stay the fast path.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from tilecraft.errors import LoweringError
@@ -59,6 +60,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.target.intrinsic import OperandRole
+from tilecraft.target.spec import TargetSpec
 from tilecraft.te.expr import AxisKind, Const, Expr, IterVar, Load, ReduceOp, Var
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import transform, vars_in
@@ -197,17 +199,58 @@ class MappedKernelBuilder:
         return body
 
     # the kernel ------------------------------------------------------------------------------
+    def _outer_order(self) -> tuple[list[IterVar], list[IterVar]]:
+        """The outer loops, spatial ones first (outermost first), and the spatial ones."""
+        spatial_outer = [loop for loop in self.virtual.outer if loop in self.product.axes]
+        reduce_outer = [loop for loop in self.virtual.outer if loop not in self.product.axes]
+        return spatial_outer + reduce_outer, spatial_outer
+
+    def _pack_depths(self) -> dict[str, int]:
+        """Per source: how many outer loops enclose its packing (a source is packed right
+        inside the innermost outer loop it uses; 0: outside them all, packed once)."""
+        order, _ = self._outer_order()
+        return {layout.operand: max((order.index(loop) + 1
+                                     for loop in self.outer_loops_of(layout)), default=0)
+                for layout in self.physical.layouts if layout.role is OperandRole.SRC}
+
+    def copied_elements(self) -> int:
+        """Elements the kernel's element-by-element loops store, all iterations counted:
+        the packing of every source, the clearing of the destination tiles and their
+        unpacking into the output — the work around the intrinsic calls.
+
+        >>> from tilecraft import te, ops
+        >>> from tilecraft.intrin import generate, match
+        >>> from tilecraft.intrin.examples import wmma
+        >>> A = te.placeholder((2, 3), "float16", name="A")
+        >>> B = te.placeholder((3, 2), "float16", name="B")
+        >>> C = ops.matmul(A, B, out_dtype="float32", name="C")
+        >>> mma = wmma(16, 16, 16)
+        >>> MappedKernelBuilder(generate(C, mma, match(C, mma).mappings[0]),
+        ...                     LoweringOptions()).copied_elements()  # 6 + 6 + 256 + 4
+        272
+        """
+        order, spatial_outer = self._outer_order()
+        depths = self._pack_depths()
+
+        def packed(layout: OperandLayout) -> int:
+            return math.prod(self.virtual.loop(name).extent for name in layout.loop_dims)
+
+        total = 0
+        for layout in self.physical.layouts:
+            if layout.role is OperandRole.SRC:
+                rounds = math.prod(loop.extent for loop in order[:depths[layout.operand]])
+                total += rounds * packed(layout)
+            else:
+                rounds = math.prod(loop.extent for loop in spatial_outer)
+                total += rounds * (math.prod(layout.buffer_shape) + packed(layout))
+        return total
+
     def kernel(self, name: str) -> Kernel:
         layouts = self.physical.layouts
         sources = [layout for layout in layouts if layout.role is OperandRole.SRC]
         destination = next(layout for layout in layouts if layout.role is OperandRole.DST)
-        spatial_outer = [loop for loop in self.virtual.outer if loop in self.product.axes]
-        reduce_outer = [loop for loop in self.virtual.outer if loop not in self.product.axes]
-        order = spatial_outer + reduce_outer
-        # a source is packed right inside the innermost outer loop it uses (depth 0: outside)
-        depth = {layout.operand: max((order.index(loop) + 1
-                                      for loop in self.outer_loops_of(layout)), default=0)
-                 for layout in sources}
+        order, spatial_outer = self._outer_order()
+        depth = self._pack_depths()
 
         def packs(level: int) -> list[Stmt]:
             return [self.pack(layout) for layout in sources if depth[layout.operand] == level]
@@ -244,3 +287,23 @@ def lower_mapped(compute: Tensor, physical: PhysicalMapping, options: LoweringOp
                             f"{compute.name}; generate one for {compute.name}")
     builder = MappedKernelBuilder(physical, options)
     return [builder.kernel(name or f"{compute.name}_{physical.virtual.intrinsic.name}")]
+
+
+def serial_view(spec: TargetSpec) -> TargetSpec:
+    """``spec`` as the kernels of :func:`lower_mapped` use it: their loops are all SERIAL, so
+    they run on one core, through one instance of every memory level — ``spec`` with one core
+    and no fan-out, on which a cost model predicts the kernel that is generated (and not one
+    whose loops would be spread over the units).
+
+    >>> from tilecraft.intrin.perfmodel import gpu_spec_example
+    >>> spec = gpu_spec_example()
+    >>> view = serial_view(spec)
+    >>> spec.compute.cores, [level.fan_out for level in spec.memory.levels]
+    (8, [8, 4, 1])
+    >>> view.compute.cores, [level.fan_out for level in view.memory.levels]
+    (1, [1, 1, 1])
+    """
+    levels = tuple(level.model_copy(update={"fan_out": 1}) for level in spec.memory.levels)
+    return spec.model_copy(update={
+        "memory": spec.memory.model_copy(update={"levels": levels}),
+        "compute": spec.compute.model_copy(update={"cores": 1})})

@@ -39,6 +39,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tilecraft.dtypes import DType
 from tilecraft.errors import InputError, TargetError
 from tilecraft.intrin.access import ProductSum, analyse_compute
 from tilecraft.intrin.generation import PhysicalMapping
@@ -266,6 +267,33 @@ def _operand_path(spec: TargetSpec, intrinsic: IntrinsicDecl, operand: str) -> l
     return full
 
 
+def vector_unit_dtype(spec: TargetSpec, intrinsic: IntrinsicDecl) -> DType | None:
+    """The dtype whose vector peak bounds ``intrinsic`` on ``spec``: its narrowest source's,
+    when one call does no more multiply-adds than a vector of that dtype has lanes (an
+    instruction of the vector unit: AVX-512's FMA, VNNI and BF16 dot products); ``None`` for
+    an intrinsic wider than the vector unit (a Tensor Core's or a Cube's matrix product), which
+    runs on a unit of its own."""
+    narrowest = min((op.dtype for op in intrinsic.compute.sources), key=lambda d: d.bits)
+    multiply_adds = math.prod(loop.extent for loop in intrinsic.compute.loops)
+    lanes = spec.compute.lanes(narrowest) * spec.compute.processing_elements
+    return narrowest if multiply_adds <= lanes else None
+
+
+def issue_cycles(spec: TargetSpec, intrinsic: IntrinsicDecl, units_per_core: int = 1) -> float:
+    """Cycles between two calls of ``intrinsic`` on one unit: ``units_per_core`` over its
+    declared throughput — and, where the target measured its arithmetic peak
+    (``compute.peak_flops_per_core``) and the intrinsic is a vector-unit instruction
+    (:func:`vector_unit_dtype`), no fewer than that measured peak allows for the dtype (a core
+    that executes 512-bit vectors as two halves issues half the declared rate)."""
+    declared = units_per_core / intrinsic.throughput_per_cycle
+    dtype = vector_unit_dtype(spec, intrinsic)
+    if not spec.compute.peak_flops_per_core or dtype is None:
+        return declared
+    operations = 2 * math.prod(loop.extent for loop in intrinsic.compute.loops)
+    per_cycle = spec.compute.flops_per_core(dtype) / spec.compute.frequency_hz
+    return max(declared, units_per_core * operations / per_cycle)
+
+
 def model_hierarchy(spec: TargetSpec, intrinsic: IntrinsicDecl) -> ModelHierarchy:
     """The model's levels for ``intrinsic`` on ``spec``: each memory an operand passes through
     gets the level of its longest distance from where the intrinsic uses the operands (so
@@ -307,7 +335,7 @@ def model_hierarchy(spec: TargetSpec, intrinsic: IntrinsicDecl) -> ModelHierarch
         spec.name, intrinsic.name, levels, tuple(operand_levels),
         tuple((m, spec.memory.level(m).size_bytes) for m in used),
         tuple((m, spec.memory.level(m).bandwidth_bytes_per_cycle) for m in used),
-        float(intrinsic.latency_cycles), units_per_core / intrinsic.throughput_per_cycle,
+        float(intrinsic.latency_cycles), issue_cycles(spec, intrinsic, units_per_core),
         spec.compute.frequency_hz, destination,
         bool(intrinsic.memory.fills_of(destination)) or not intrinsic.compute.accumulates)
 

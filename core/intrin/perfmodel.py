@@ -22,11 +22,14 @@ one memory share its bandwidth (``bandwidth_bytes_per_cycle`` of the outer memor
 instance, shared by the units it feeds). Every memory must hold its level's tiles, or the
 schedule is infeasible (``problems``).
 
-Two readings are ours, because the thesis does not spell them out: ``latency_of_intrinsic``
+Three readings are ours, because the thesis does not spell them out: ``latency_of_intrinsic``
 is the time one call occupies its unit, ``max(issue interval, latency / independent
 accumulators of the register tile)`` — with one accumulator it is the latency, with enough it
-is the issue interval (``units per core / throughput_per_cycle``); and ``W`` uses the bandwidth
-of the link it writes through (Eq. 5.8 repeats ``in_bw``).
+is the issue interval (``units per core / throughput_per_cycle``); where the target measured
+its arithmetic peak, a vector-unit intrinsic issues no faster than that peak allows
+(:func:`~tilecraft.intrin.nest.issue_cycles`: declared rates are the ISA's, a core may run
+wide vectors as two halves); and ``W`` uses the bandwidth of the link it writes through
+(Eq. 5.8 repeats ``in_bw``).
 
 >>> from tilecraft import te, ops
 >>> from tilecraft.intrin import match

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from tilecraft.errors import TilecraftError
 from tilecraft.graph import Graph
 from tilecraft.intrin.generation import PhysicalMapping
 from tilecraft.intrin.perfmodel import RankedMapping, rank_mappings
@@ -125,12 +124,14 @@ def functional_check(physical: PhysicalMapping) -> str:
 def report_entry(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec, *,
                  measured: MeasuredFunction | None = None, check: bool = False,
                  thorough: bool = True, explore_trials: int = 0,
-                 model: Any = None) -> tuple[MappingEntry, list[RankedMapping]]:
+                 model: Any = None,
+                 max_mappings: int | None = None) -> tuple[MappingEntry, list[RankedMapping]]:
     """The report entry of ``compute`` on ``intrinsic``, and the ranked mappings behind it.
     With ``explore_trials`` the chosen mapping and schedule come from the joint mapping x
     schedule search (:func:`~tilecraft.intrin.explore.explore`, engine ``q``, seed 0).
     ``model``: the cost model ranking the mappings (a :class:`tilecraft.cost.MappingCostModel`;
-    default AMOS's analytical model)."""
+    default AMOS's analytical model). With ``max_mappings``, more mappings than that are
+    counted but not ranked (the entry says so)."""
     from tilecraft.intrin.matching import match
 
     result = match(compute, intrinsic)
@@ -139,6 +140,10 @@ def report_entry(compute: Tensor, intrinsic: IntrinsicDecl, spec: TargetSpec, *,
                   basic_matches=len(result.basic_matches), mappings=len(result.mappings))
     if not result.mappings:
         return MappingEntry(**counts, reasons=tuple(r.message for r in result.reasons)), []
+    if max_mappings is not None and len(result.mappings) > max_mappings:
+        return MappingEntry(**counts, notes=(
+            f"{len(result.mappings)} mappings, more than the {max_mappings} left to rank; "
+            f"`tilecraft report` ranks them all",)), []
     ranked = rank_mappings(compute, intrinsic, spec, mappings=result.mappings,
                            thorough=thorough) if model is None else \
         list(model.rank(compute, intrinsic, spec, result.mappings, thorough=thorough))
@@ -310,24 +315,10 @@ def mapping_report(program: Graph | Tensor | Sequence[Tensor], spec: TargetSpec,
     return report
 
 
-def compile_mapping_entries(graph: Graph, spec: TargetSpec, budget_seconds: float = 0.05,
-                            model: Any = None) -> tuple[list[MappingEntry], list[str]]:
-    """The matching entries and notes of the cheap report ``tilecraft.compile``'s mapping
-    stage makes (:mod:`tilecraft.pipeline.mapping`): Algorithm 4 only, no functional check,
-    each compute within ``budget_seconds`` (else left out, noted). A failure of the model
-    becomes a note: it never breaks a compile."""
-    try:
-        mappings = mapping_report(graph, spec, thorough=False, budget_seconds=budget_seconds,
-                                  model=model)
-    except TilecraftError as err:
-        return [], [f"mapping report failed: {err}"]
-    return mappings.matched(), list(mappings.notes)
-
-
 def attach_mapping_report(report: Any, entries: Sequence[MappingEntry],
                           notes: Sequence[str] = ()) -> None:
     """Fill ``report.mappings`` (an :class:`~tilecraft.runtime.report.Report`) with the
-    entries the mapping stage found (:func:`compile_mapping_entries`) — read, not matched
-    again — and add its notes."""
+    entries the mapping stage found (:func:`tilecraft.intrin.decision.decide_mappings`) — read,
+    not matched again — and add its notes."""
     report.mappings = list(entries)
     report.notes.extend(notes)

@@ -1,21 +1,27 @@
 """Tensorizing computes inside ``tilecraft.compile`` (thesis §5.4-5.6 joined to the pipeline).
 
-``tilecraft.compile(graph, "x86_avx512", tensorize=...)`` takes:
+Without ``tensorize=`` the AMOS mapping stage decides for every compute, by comparing the
+predicted time of its best mapping with that of the target's own lowering or the core's default
+loop nest (:mod:`tilecraft.intrin.decision`). ``tilecraft.compile(graph, target,
+tensorize=...)`` overrides that:
 
-- ``True`` or ``"auto"``: every compute that has a verified mapping onto one of the target's
-  intrinsics is lowered through the mapping the performance model ranks best (over all
-  intrinsics); the others are lowered as usual;
-- a mapping from compute name to what to use for it: an intrinsic name (the model's best
-  verified mapping onto it), ``"auto"`` (the best over the target's intrinsics), or a forced
-  mapping ``{"intrinsic": NAME, "loops": {"i1": ["n"], ...}, "operands": {"Src1": "A"}}``
-  (``operands`` optional) — a forced mapping that fails verification raises
+- ``None`` (the default) or ``"auto"``: the model decides, compute by compute;
+- ``False`` or ``"off"``: nothing is tensorized;
+- ``True``: every compute that has a verified mapping onto one of the target's intrinsics is
+  lowered through the mapping the cost model ranks best (over all intrinsics);
+- a mapping from compute name to what to use for it — an intrinsic name (the model's best
+  verified mapping onto it), ``"auto"`` (the best over the target's intrinsics), ``False`` or
+  ``"off"`` (not tensorized), or a forced mapping ``{"intrinsic": NAME, "loops": {"i1": ["n"],
+  ...}, "operands": {"Src1": "A"}}`` (``operands`` optional); the computes it does not name are
+  left to the model. A forced mapping that fails verification raises
   :class:`~tilecraft.intrin.mapping.MappingError` with the structured reasons, as does a
   compute named that cannot be mapped onto the intrinsic named.
 
 Tensorized computes are lowered by :func:`~tilecraft.intrin.lowering.lower_mapped` (and left
-out of fusion and tuning); where the kernel runs natively its time is measured (median of a
-few runs on random inputs) and reported next to the model's prediction in
-``Executable.report``.
+out of fusion and tuning); where the kernel of a compute ``tensorize=`` asked for runs natively
+its time is measured (median of a few runs on random inputs) and reported next to the model's
+prediction in ``Executable.report`` (the computes the model chose are not timed: compiling
+stays cheap; ``tilecraft report --measure`` times them).
 
 >>> from tilecraft import Graph, te, ops
 >>> from tilecraft.intrin.perfmodel import gpu_spec_example
@@ -54,6 +60,11 @@ from tilecraft.te.tensor import Tensor
 #: what ``compile(..., tensorize=...)`` accepts (see the module docstring)
 TensorizeRequest = bool | str | Mapping[str, Any] | None
 
+#: the values that turn tensorization off (for the whole graph, or for one compute)
+OFF_VALUES = (False, "off")
+#: the values that leave the decision to the model (for the whole graph)
+AUTOMATIC_VALUES = (None, "auto")
+
 #: a measurement stops after this many timed runs, or once this many seconds have passed
 MEASURE_RUNS = 5
 MEASURE_BUDGET_SECONDS = 1.0
@@ -63,13 +74,16 @@ MEASURE_BUDGET_SECONDS = 1.0
 class TensorizedCompute:
     """A compute and the mapping it is lowered through: ``ranked`` carries the mapping, its
     verification, its physical mapping and the model's cost; ``candidates`` every mapping of
-    the compute onto the same intrinsic the model ranked (for the report's counts)."""
+    the compute onto the same intrinsic the model ranked (for the report's counts); ``forced``
+    when ``tensorize=`` gave the loops."""
 
     compute: Tensor
     intrinsic: IntrinsicDecl
     ranked: RankedMapping
     candidates: tuple[RankedMapping, ...]
     forced: bool
+    #: chosen by the mapping stage's comparison, not asked for by ``tensorize=``
+    automatic: bool = False
 
     @property
     def physical(self) -> PhysicalMapping:
@@ -183,33 +197,81 @@ def _one(compute: Tensor, spec: TargetSpec, choice: Any, model: Any = None
         return forced_mapping(compute, intrinsic, spec, _forced_loops(compute, choice["loops"]),
                               choice.get("operands"), model)
     raise InputError(f"tensorize[{compute.name!r}] = {choice!r}: give an intrinsic name, "
-                     "'auto', or {'intrinsic': NAME, 'loops': {intrinsic loop: [software "
+                     "'auto', False, or {'intrinsic': NAME, 'loops': {intrinsic loop: [software "
                      "loops]}, 'operands': {operand: tensor}}")
+
+
+@dataclass(frozen=True)
+class TensorizeChoices:
+    """A ``tensorize=`` request read against a graph: the computes it asks to tensorize, with
+    what (``forced``: name -> intrinsic name, ``"auto"`` or a forced mapping); those it keeps
+    off (``off``); whether the model decides for the others (``automatic``); and ``every``
+    (``tensorize=True``: every compute with a mapping, through the model's best)."""
+
+    forced: Mapping[str, Any]
+    off: frozenset[str]
+    automatic: bool
+    every: bool = False
+
+    def describe(self, name: str) -> str:
+        """How the request treats compute ``name``, for the report: ``"tensorize=False"``,
+        ``"tensorize={'C': 'vpdpbusd'}"``..."""
+        if self.every:
+            return "tensorize=True"
+        if name in self.forced:
+            return f"tensorize={{{name!r}: {self.forced[name]!r}}}"
+        if name in self.off and self.automatic:
+            return f"tensorize={{{name!r}: False}}"
+        return "tensorize=False" if not self.automatic else "the model"
+
+
+def read_request(graph: Graph, request: TensorizeRequest) -> TensorizeChoices:
+    """What ``request`` (see the module docstring) asks of each compute of ``graph``; an
+    :class:`~tilecraft.errors.InputError` naming the problem for a request of another shape
+    or naming no compute of the graph."""
+    if request is True:
+        return TensorizeChoices({}, frozenset(), automatic=False, every=True)
+    if any(request is value or (isinstance(request, str) and request == value)
+           for value in OFF_VALUES):
+        return TensorizeChoices({}, frozenset(), automatic=False)
+    if any(request is value or (isinstance(request, str) and request == value)
+           for value in AUTOMATIC_VALUES):
+        return TensorizeChoices({}, frozenset(), automatic=True)
+    if not isinstance(request, Mapping):
+        raise InputError(f"tensorize={request!r}: give None or 'auto' (the model decides), "
+                         "False or 'off' (nothing), True (everything that maps) or a mapping "
+                         "from compute name to an intrinsic name, 'auto', False, or a forced "
+                         "mapping")
+    computes = [tensor.name for tensor in graph.computes]
+    unknown = sorted(set(request) - set(computes))
+    if unknown:
+        raise InputError(f"tensorize names {unknown[0]!r}, which is no compute of the graph; "
+                         f"its computes are {', '.join(computes)}")
+    off = frozenset(name for name, choice in request.items()
+                    if any(choice is value or (isinstance(choice, str) and choice == value)
+                           for value in OFF_VALUES))
+    forced = {name: choice for name, choice in request.items() if name not in off}
+    return TensorizeChoices(forced, off, automatic=True)
 
 
 def plan_tensorization(graph: Graph, spec: TargetSpec,
                        request: TensorizeRequest,
                        model: Any = None) -> dict[str, TensorizedCompute]:
-    """The computes of ``graph`` to tensorize, by name, for ``request`` (see the module
-    docstring); ``model`` is the cost model ranking the mappings (default AMOS's)."""
-    if request is None or request is False:
-        return {}
+    """The computes of ``graph`` that ``request`` asks to tensorize (see the module
+    docstring), by name, each with its mapping; ``model`` is the cost model ranking the
+    mappings (default AMOS's). The computes left to the model are not in it: the mapping
+    stage decides for them (:func:`tilecraft.intrin.decision.decide_mappings`)."""
+    choices = read_request(graph, request)
     computes = {tensor.name: tensor for tensor in graph.computes}
-    if request is True or request == "auto":
+    if choices.every:
         plan = {}
         for name, tensor in computes.items():
             chosen = best_over_intrinsics(tensor, spec, model)
             if chosen is not None:
                 plan[name] = chosen
         return plan
-    if not isinstance(request, Mapping):
-        raise InputError(f"tensorize={request!r}: give True/'auto' or a mapping from compute "
-                         "name to an intrinsic name (or a forced mapping)")
-    unknown = sorted(set(request) - set(computes))
-    if unknown:
-        raise InputError(f"tensorize names {unknown[0]!r}, which is no compute of the graph; "
-                         f"its computes are {', '.join(computes)}")
-    return {name: _one(computes[name], spec, choice, model) for name, choice in request.items()}
+    return {name: _one(computes[name], spec, choice, model)
+            for name, choice in choices.forced.items()}
 
 
 def lower_tensorized(item: TensorizedCompute, options: LoweringOptions) -> list[Kernel]:
@@ -274,7 +336,7 @@ def report_tensorized(plan: Mapping[str, TensorizedCompute], compiled: Sequence[
     """Record every planned compute in ``report.mappings`` (an
     :class:`~tilecraft.runtime.report.Report` whose ``kernels`` parallel ``compiled``, the
     :class:`~tilecraft.runtime.executable.CompiledKernel` list), with the measured time of its
-    kernel where that runs natively. ``entries`` (compute -> its
+    kernel where that runs natively and ``tensorize=`` asked for it. ``entries`` (compute -> its
     :func:`~tilecraft.intrin.report.tensorized_entry`, made by the mapping stage) are reused
     instead of matching the compute again."""
     if not plan:
@@ -288,6 +350,8 @@ def report_tensorized(plan: Mapping[str, TensorizedCompute], compiled: Sequence[
     for name, item in plan.items():
         measured = None
         for entry, kernel_report in zip(compiled, report.kernels):
+            if item.automatic:
+                break  # chosen by the model: not timed, compiling stays cheap
             if name in entry.kernel.outputs and entry.runner is not None \
                     and kernel_report.mode == "native":
                 try:  # random arrays for every parameter: refused, not a numpy MemoryError

@@ -92,8 +92,11 @@ class CompileState:
     passes_applied: list[str] = field(default_factory=list)
     #: fusion planning: the groups lowered together (and note-only groups for chains left apart)
     groups: list[FusedGroup] = field(default_factory=list)
-    #: AMOS mapping: compute -> TensorizedCompute, and the cheap mapping report's entries
+    #: AMOS mapping: compute -> TensorizedCompute, the decision (MappingDecision: both
+    #: predictions and the reason) of every compute with a usable mapping, and the cheap
+    #: mapping report's entries
     tensorized: dict[str, Any] = field(default_factory=dict)
+    mapping_decisions: dict[str, Any] = field(default_factory=dict)
     tensorized_entries: dict[str, Any] = field(default_factory=dict)
     mapping_entries: list[Any] = field(default_factory=list)
     mapping_notes: list[str] = field(default_factory=list)

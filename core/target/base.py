@@ -129,6 +129,18 @@ class Estimate:
     detail: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LoweringEstimate:
+    """How a compute would be lowered without an AMOS mapping — ``strategy`` (the target's
+    template, the core's lowering) — and the predicted ``seconds`` (``None``: not
+    estimated; the strategy already uses the target's intrinsics), with the ``basis`` of the
+    figure, for the mapping stage's report (:mod:`tilecraft.intrin.decision`)."""
+
+    strategy: str
+    seconds: float | None
+    basis: str = ""
+
+
 class KernelFunction(Protocol):
     """A loaded kernel: call it with every parameter of the kernel by name (C-contiguous
     arrays of the declared shape and dtype); it writes its outputs in place."""
@@ -198,6 +210,16 @@ class Target(ABC):
         """Groups of computes of ``graph`` the target lowers together (thesis ch. 3), each
         with its kernels; computes in no group are lowered one by one. Default: none."""
         return []
+
+    def native_lowering(self, tensor: Tensor,
+                        options: LoweringOptions) -> LoweringEstimate | None:
+        """The target's own lowering of ``tensor`` (what :meth:`lower_compute` would do with
+        it) and its predicted time, which the AMOS mapping stage weighs against the best
+        mapping of ``tensor`` onto the target's intrinsics; ``seconds=None`` says the lowering
+        already uses those instructions (no mapping replaces it). Default: ``None``, no
+        strategy of its own — the mapping is weighed against the core's lowering
+        (:mod:`tilecraft.cost.loop_nest`)."""
+        return None
 
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
         """The tunable parameters of the target's schedule template for ``tensor`` (thesis
