@@ -44,6 +44,7 @@ from tilecraft.target.base import (
     Artifact,
     Availability,
     FusedGroup,
+    LoweringEstimate,
     Source,
     Target,
     TemplateSpace,
@@ -73,6 +74,7 @@ from tilecraft_x86_avx512.microkernels import (
 )
 from tilecraft_x86_avx512.runtime import ENTRY_PROTOTYPE, NativeKernel, default_threads
 from tilecraft_x86_avx512.spec import TARGET_NAME, build_spec
+from tilecraft_x86_avx512.template_estimate import template_estimate
 
 LANGUAGE = "llvm-ir"
 #: the file suffix of the LLVM IR this target writes (dumps, --output-dir)
@@ -143,6 +145,15 @@ class X86Avx512Target(Target):
     def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
         """Contraction chains fuse into one kernel each (:mod:`.fusion`)."""
         return fuse_chains(graph, options, BlockingMachine.from_spec(self.spec, self.threads))
+
+    def native_lowering(self, tensor: Tensor,
+                        options: LoweringOptions) -> LoweringEstimate | None:
+        """The micro-kernel template's predicted time for ``tensor``
+        (:mod:`.template_estimate`), which already uses the FMA / VNNI / BF16 instructions;
+        ``None`` where :meth:`lower_compute` leaves ``tensor`` to the core's lowering."""
+        if self._missing_micro_kernels(tensor):
+            return None
+        return template_estimate(tensor, self.spec, self.threads)
 
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
         """The micro-kernel template's tunable parameters (see :mod:`.gemm_template`)."""
