@@ -66,10 +66,14 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     a mapping of its fields, or ``True``) first tunes the target's schedule templates of the
     computes that are not fused (:func:`tilecraft.tuning.tuner.tune`); ``database`` (a tuning
     database file, also taken from the tuning options) supplies the best known parameters when
-    no tuning is asked for. ``tensorize`` lowers computes through AMOS mappings
-    (:mod:`tilecraft.intrin.tensorize`). ``dump_stages`` (a folder) receives each stage's
-    output. A target this machine can only compile for still yields an Executable with the
-    generated sources (``exe.sources``); calling it raises a TargetError that says why.
+    no tuning is asked for. The mapping stage lowers a compute through its best AMOS mapping
+    when the cost model predicts it clearly faster than the target's own lowering;
+    ``tensorize`` overrides that (:mod:`tilecraft.intrin.tensorize`): ``None`` or ``"auto"``
+    (the default) leaves it to the model, ``False`` or ``"off"`` turns tensorization off,
+    ``True`` or a mapping naming computes forces them through a mapping. ``dump_stages`` (a
+    folder) receives each stage's output. A target this machine can only compile for still
+    yields an Executable with the generated sources (``exe.sources``); calling it raises a
+    TargetError that says why.
     """
     from tilecraft.pipeline import run_pipeline
 
