@@ -1,8 +1,9 @@
 """The core's lowering strategies, chosen from the spec: every operator of the catalog lowered
-for a GPU-like or an FPGA-like target (scaffolded with ``tilecraft new-target --kind ...``,
-and the nvidia_tc, mali and fpga_hls plugins' specs) verifies against the spec, runs in the
-Kernel IR interpreter to the reference interpreter's result, and has the strategy's shape
-(loops bound to blocks and threads; a read / compute / write dataflow region)."""
+for a GPU-, an NPU- or an FPGA-like target (scaffolded with ``tilecraft new-target --kind
+...``, and the nvidia_tc, mali, ascend_npu and fpga_hls plugins' specs) verifies against the
+spec, runs in the Kernel IR interpreter to the reference interpreter's result, and has the
+strategy's shape (loops bound to blocks and threads; output tiles computed in a unit's memory
+levels; a read / compute / write dataflow region)."""
 
 from __future__ import annotations
 
@@ -18,26 +19,31 @@ import tilecraft as tc
 from tilecraft import te
 from tilecraft.errors import TargetError
 from tilecraft.kernel_ir import (
+    Allocate,
+    BufferLoad,
     Dataflow,
     For,
     Kernel,
     LoopKind,
     Stmt,
+    Store,
     SubgroupReduce,
     walk_stmts,
 )
 from tilecraft.kernel_ir.interpreter import run_kernels
+from tilecraft.kernel_ir.nodes import walk_expr
 from tilecraft.lower import LoweringOptions, lower_compute
 from tilecraft.ops import catalog
 from tilecraft.scaffold import render_target_package
 from tilecraft.schedule import ScheduleError, create_schedule
 from tilecraft.schedule.strategies import strategy_for
+from tilecraft.schedule.strategies.npu import operand_unit
 from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.target.spec import TargetSpec
 
 #: the strategy each scaffold kind and each non-x86 plugin's spec selects
-SCAFFOLD_KINDS = {"gpu": "gpu", "fpga": "fpga"}
-PLUGIN_STRATEGIES = {"nvidia_tc": "gpu", "mali": "gpu", "fpga_hls": "fpga"}
+SCAFFOLD_KINDS = {"gpu": "gpu", "npu": "npu", "fpga": "fpga"}
+PLUGIN_STRATEGIES = {"nvidia_tc": "gpu", "mali": "gpu", "ascend_npu": "npu", "fpga_hls": "fpga"}
 
 
 @cache
@@ -134,7 +140,28 @@ def _check_fpga_shape(kernel: Kernel, spec: TargetSpec, tensor: te.Tensor) -> No
             assert (loop.kind, loop.initiation_interval) == (LoopKind.PIPELINED, 1), kernel
 
 
-SHAPE_CHECKS = {"gpu": _check_gpu_shape, "fpga": _check_fpga_shape}
+def _check_npu_shape(kernel: Kernel, spec: TargetSpec, tensor: te.Tensor) -> None:
+    """Every buffer the kernel allocates lives in an operand level of the unit computing it;
+    the output is only written from such a buffer (computed there, copied out); tiles run on
+    the grid of cores."""
+    unit = operand_unit(tensor, spec.spatial.units)
+    levels = set(unit.operand_levels.values())
+    allocated = [s.buffer for s in walk_stmts(kernel.body) if isinstance(s, Allocate)]
+    assert allocated and {buffer.level for buffer in allocated} <= levels, kernel
+    params = {buffer.name for buffer in kernel.params}
+    for store in (s for s in walk_stmts(kernel.body) if isinstance(s, Store)):
+        read = {node.buffer.name for node in walk_expr(store.value)
+                if isinstance(node, BufferLoad)}
+        if store.buffer.name in params:
+            assert not read & params, f"{store.buffer.name} written from a parameter"
+        else:
+            assert store.buffer.level in levels
+    if tensor.axes:
+        grid = {axis.name for axis in spec.threads.axes}
+        assert any(isinstance(s, For) and s.axis in grid for s in walk_stmts(kernel.body))
+
+
+SHAPE_CHECKS = {"gpu": _check_gpu_shape, "npu": _check_npu_shape, "fpga": _check_fpga_shape}
 
 
 @pytest.mark.parametrize(("source", "case"), list(_params()))
@@ -158,7 +185,7 @@ def test_strategy_lowers_the_catalog_like_the_reference(source: str, case) -> No
 
 
 #: what the printed Kernel IR of each kind's kernels shows
-KIND_MARKS = {"gpu": "axis=threadIdx.x", "fpga": "for write in stage(1):"}
+KIND_MARKS = {"gpu": "axis=threadIdx.x", "npu": "in UB", "fpga": "for write in stage(1):"}
 
 
 @pytest.mark.parametrize("kind", sorted(SCAFFOLD_KINDS))
@@ -246,6 +273,49 @@ def test_gpu_row_reduction_runs_on_a_subgroup() -> None:
     a = np.random.default_rng(3).standard_normal((3, 70)).astype(np.float32)
     got = run_kernels([kernel], {"A": a})["S"]
     np.testing.assert_array_equal(got, a.max(axis=1))
+
+
+# the NPU strategy in detail ---------------------------------------------------------------
+
+def _allocations(kernel: Kernel) -> list[tuple[str, tuple[int, ...], str, str]]:
+    return [(s.buffer.name, s.buffer.shape, s.buffer.dtype.value, s.buffer.level)
+            for s in walk_stmts(kernel.body) if isinstance(s, Allocate)]
+
+
+def test_npu_contraction_of_the_matrix_units_dtype_runs_in_its_levels() -> None:
+    spec = _scaffold_spec("npu")
+    A = te.placeholder((40, 50), "float16", name="A")
+    B = te.placeholder((50, 20), "float16", name="B")
+    C = tc.ops.matmul(A, B, name="C")
+    kernel = lower_compute(C, LoweringOptions.from_spec(spec))
+    # 16x16 output tiles on the cores, accumulated in L0C in float32, operands copied into
+    # L0A / L0B one 16-deep chunk of the reduction at a time
+    assert _allocations(kernel) == [("C_L0C", (16, 16), "float32", "L0C"),
+                                    ("A_L0A", (16, 16), "float16", "L0A"),
+                                    ("B_L0B", (16, 16), "float16", "L0B")]
+    assert kernel.launch is not None and kernel.launch.grid == (6,)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((40, 50)).astype(np.float16)
+    b = rng.standard_normal((50, 20)).astype(np.float16)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(run_kernels([kernel], {"A": a, "B": b})["C"], want,
+                               rtol=4e-3, atol=2e-3)
+
+
+def test_npu_other_computes_run_on_the_vector_unit() -> None:
+    spec = _scaffold_spec("npu")
+    A = te.placeholder((40, 50), name="A")
+    B = te.placeholder((50, 20), name="B")
+    C = tc.ops.matmul(A, B, name="C")  # float32: the matrix unit takes float16 and int8
+    R = tc.ops.relu(A, name="R")
+    assert {level for *_, level in _allocations(lower_compute(C, LoweringOptions.from_spec(
+        spec)))} == {"UB"}
+    kernel = lower_compute(R, LoweringOptions.from_spec(spec))
+    assert _allocations(kernel) == [("R_UB", (1, 50), "float32", "UB"),
+                                    ("A_UB", (1, 50), "float32", "UB")]
+    vector = [s for s in walk_stmts(kernel.body)
+              if isinstance(s, For) and s.kind is LoopKind.VECTOR]
+    assert [(loop.extent.value, loop.lanes) for loop in vector] == [(50, 64)]
 
 
 # binding a reduce loop: a cross-thread reduction ---------------------------------------------

@@ -6,7 +6,7 @@ compute gets the strategy its spec selects (:func:`strategy_for`), through
 :func:`tilecraft.lower.lower_compute`. See :mod:`.base` for the selection rules.
 
 >>> [strategy.name for strategy in STRATEGIES]
-['fpga', 'gpu', 'cpu']
+['fpga', 'npu', 'gpu', 'cpu']
 """
 
 from tilecraft.schedule.strategies.base import (
@@ -17,9 +17,11 @@ from tilecraft.schedule.strategies.base import (
 from tilecraft.schedule.strategies.cpu import CpuStrategy
 from tilecraft.schedule.strategies.fpga import FpgaStrategy
 from tilecraft.schedule.strategies.gpu import GpuStrategy
+from tilecraft.schedule.strategies.npu import NpuStrategy
 
 #: every strategy, most specific first; the CPU's, which selects every target, comes last
-STRATEGIES: tuple[LoweringStrategy, ...] = (FpgaStrategy(), GpuStrategy(), CpuStrategy())
+STRATEGIES: tuple[LoweringStrategy, ...] = (FpgaStrategy(), NpuStrategy(), GpuStrategy(),
+                                            CpuStrategy())
 
 __all__ = ["STRATEGIES", "CpuStrategy", "FpgaStrategy", "GpuStrategy", "LoweringStrategy",
-           "lower_with_strategy", "strategy_for"]
+           "NpuStrategy", "lower_with_strategy", "strategy_for"]
