@@ -147,11 +147,11 @@ def _tensorizes(graph: Graph) -> bool:
     """Whether the contraction is big enough for a CPU target's tensorized template."""
     from tilecraft.passes.contraction import as_dot_product_contraction
 
-    grouped = as_dot_product_contraction(graph.outputs[0])
-    if grouped is None:
+    dot = as_dot_product_contraction(graph.outputs[0])
+    if dot is None:
         return False
-    _, rows, cols, _ = grouped.contraction.extents()
-    return grouped.contraction.flops >= TENSORIZE_FLOPS and min(rows, cols) >= 4
+    _, rows, cols, _ = dot.contraction.extents()
+    return dot.contraction.flops >= TENSORIZE_FLOPS and min(rows, cols) >= 4
 
 
 def int8_gemm(choices: Choices) -> RandomProgram:

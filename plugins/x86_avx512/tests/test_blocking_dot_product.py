@@ -57,12 +57,12 @@ def _data(tensor, rng):
 
 def _run(tensor, blocking, rng, micro_kernel=None, packed_a=None):
     """Lower, interpret with the declared semantics, compare with the reference; the kernels."""
-    gc = as_dot_product_contraction(tensor)
-    assert gc is not None
+    dot = as_dot_product_contraction(tensor)
+    assert dot is not None
     if micro_kernel is None:
-        micro_kernel, packed_a = KERNEL_FOR.get((gc.a_dtype.value, gc.b_dtype.value),
+        micro_kernel, packed_a = KERNEL_FOR.get((dot.a_dtype.value, dot.b_dtype.value),
                                                 ("dot_bf16", None))
-    kernels = lower_dot_product_contraction(gc, micro_kernel, blocking, OPTIONS, packed_a=packed_a)
+    kernels = lower_dot_product_contraction(dot, micro_kernel, blocking, OPTIONS, packed_a=packed_a)
     graph = Graph.from_outputs([tensor])
     inputs = {t.name: _data(t, rng) for t in graph.inputs}
     arrays = dict(inputs)
@@ -102,9 +102,9 @@ def test_compensation_is_minus_shift_times_column_sums():
     rng = np.random.default_rng(1)
     A = te.placeholder((4, 9), "int8", name="A")
     B = te.placeholder((9, 10), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
-    pack = lower_dot_product_contraction(gc, "dot_u8s8", Blocking(mi=2, nr=8, kc=12, mc=2), OPTIONS,
-                                     packed_a="uint8")[0]
+    dot = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    pack = lower_dot_product_contraction(dot, "dot_u8s8", Blocking(mi=2, nr=8, kc=12, mc=2),
+                                         OPTIONS, packed_a="uint8")[0]
     b = rng.integers(-128, 128, (9, 10)).astype(np.int8)
     out = run_kernels([pack], {"B": b})
     comp = out["C_bcomp"].reshape(-1)[:10]             # panels of 8 columns, zero-padded
@@ -210,9 +210,9 @@ def test_bf16_matmul(out_dtype):
 def test_errors_name_the_culprit():
     A = te.placeholder((4, 8), "bfloat16", name="A")
     B = te.placeholder((8, 16), "bfloat16", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B))
+    dot = as_dot_product_contraction(ops.matmul(A, B))
     with pytest.raises(LoweringError, match="bfloat16 cannot be packed as int8"):
-        lower_dot_product_contraction(gc, "dot_bf16", Blocking(mi=2, nr=16, kc=4, mc=2), OPTIONS,
-                                  packed_a="int8")
+        lower_dot_product_contraction(dot, "dot_bf16", Blocking(mi=2, nr=16, kc=4, mc=2), OPTIONS,
+                                      packed_a="int8")
     with pytest.raises(LoweringError, match="mc = 3 must be a multiple of mi = 2"):
         Blocking(mi=2, nr=16, kc=4, mc=3)

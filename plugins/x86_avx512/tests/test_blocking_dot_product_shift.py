@@ -71,10 +71,10 @@ def _data(tensor, rng):
 
 def _check(tensor, blocking, rng, row_sums=True):
     """Lower with B shifted, interpret, compare exactly with the reference; the kernels."""
-    gc = as_dot_product_contraction(tensor)
-    micro_kernel, packed_b, rows = SHIFT_B[(gc.a_dtype.value, gc.b_dtype.value)]
-    kernels = lower_dot_product_contraction(gc, micro_kernel, blocking, OPTIONS, packed_b=packed_b,
-                                        row_sums_micro_kernel=rows if row_sums else None)
+    dot = as_dot_product_contraction(tensor)
+    micro_kernel, packed_b, rows = SHIFT_B[(dot.a_dtype.value, dot.b_dtype.value)]
+    kernels = lower_dot_product_contraction(dot, micro_kernel, blocking, OPTIONS, packed_b=packed_b,
+                                            row_sums_micro_kernel=rows if row_sums else None)
     graph = Graph.from_outputs([tensor])
     inputs = {t.name: _data(t, rng) for t in graph.inputs}
     arrays = dict(inputs)
@@ -170,9 +170,9 @@ def test_b_shifted_batch_matmul_and_int8_conv():
 def test_reads_a_in_place():
     A = te.placeholder((5, 12), "int8", name="A")
     B = te.placeholder((12, 20), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B))
-    assert reads_a_in_place(gc, 12, OPTIONS) and reads_a_in_place(gc, 4, OPTIONS)
-    assert not reads_a_in_place(gc, 8, OPTIONS)          # slices of 8 pad k to 16
+    dot = as_dot_product_contraction(ops.matmul(A, B))
+    assert reads_a_in_place(dot, 12, OPTIONS) and reads_a_in_place(dot, 4, OPTIONS)
+    assert not reads_a_in_place(dot, 8, OPTIONS)          # slices of 8 pad k to 16
     At = te.placeholder((12, 5), "int8", name="At")      # k not A's contiguous axis
     k = te.reduce_axis(12, "k")
     transposed = te.compute((5, 20), lambda i, j: te.sum(
@@ -186,13 +186,13 @@ def test_reads_a_in_place():
 def test_shifting_both_operands_is_refused():
     A = te.placeholder((4, 8), "int8", name="A")
     B = te.placeholder((8, 16), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    dot = as_dot_product_contraction(ops.matmul(A, B, name="C"))
     with pytest.raises(LoweringError, match="compute C: both operands would be shifted"):
-        lower_dot_product_contraction(gc, "dot_u8s8", Blocking(mi=2, nr=16, kc=8, mc=2), OPTIONS,
-                                  packed_a="uint8", packed_b="uint8")
+        lower_dot_product_contraction(dot, "dot_u8s8", Blocking(mi=2, nr=16, kc=8, mc=2), OPTIONS,
+                                      packed_a="uint8", packed_b="uint8")
     with pytest.raises(LoweringError, match="int8 cannot be packed as int32"):
         I32 = te.placeholder((8, 16), "int32", name="I")
-        pack_b_kernel(gc, 16, 8, 0, OPTIONS, packed_b=I32.dtype)
+        pack_b_kernel(dot, 16, 8, 0, OPTIONS, packed_b=I32.dtype)
 
 
 # packing of B ------------------------------------------------------------------------------
@@ -204,10 +204,10 @@ def test_pack_b_group_major_layout_shift_and_padding(n, k, nr, kc):
     rng = np.random.default_rng(n * k)
     A = te.placeholder((4, k), "int8", name="A")
     B = te.placeholder((k, n), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    dot = as_dot_product_contraction(ops.matmul(A, B, name="C"))
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
-    for packed_b in (None, gc.b_dtype.__class__("uint8")):
-        kernel = pack_b_kernel(gc, nr, kc, 0, OPTIONS, packed_b=packed_b)
+    for packed_b in (None, dot.b_dtype.__class__("uint8")):
+        kernel = pack_b_kernel(dot, nr, kc, 0, OPTIONS, packed_b=packed_b)
         assert kernel.attrs["schedule"].endswith("group-major")
         packed = run_kernels([kernel], {"B": b})["C_bpacked"]
         panels, groups = packed.shape[1], packed.shape[2]
@@ -220,8 +220,8 @@ def test_pack_b_group_major_layout_shift_and_padding(n, k, nr, kc):
 def test_pack_b_with_column_sums_stays_panel_major():
     A = te.placeholder((4, 9), "int8", name="A")
     B = te.placeholder((9, 21), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
-    kernel = pack_b_kernel(gc, 16, 12, 128, OPTIONS)
+    dot = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    kernel = pack_b_kernel(dot, 16, 12, 128, OPTIONS)
     assert kernel.attrs["schedule"].startswith("pack B of C: 2 panels of 3x16x4, panel-major")
     b = np.random.default_rng(0).integers(-128, 128, (9, 21)).astype(np.int8)
     out = run_kernels([kernel], {"B": b})
@@ -250,9 +250,9 @@ def test_ragged_last_panel_calls_a_narrower_micro_kernel(n, nr, narrow):
     A = te.placeholder((7, 8), "uint8", name="A")
     B = te.placeholder((8, n), "int8", name="B")
     C = ops.matmul(A, B, out_dtype="int32", name="C")
-    gc = as_dot_product_contraction(C)
-    kernels = lower_dot_product_contraction(gc, "dot_u8s8", Blocking(mi=3, nr=nr, kc=8, mc=6),
-                                        OPTIONS)
+    dot = as_dot_product_contraction(C)
+    kernels = lower_dot_product_contraction(dot, "dot_u8s8", Blocking(mi=3, nr=nr, kc=8, mc=6),
+                                            OPTIONS)
     a, b = _data(A, rng), _data(B, rng)
     got = run_kernels(kernels, {"A": a, "B": b}, semantics=SEMANTICS)["C"].reshape(7, n)
     np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
@@ -268,9 +268,9 @@ def test_ragged_last_strip_calls_a_micro_kernel_of_fewer_rows(k, packed_a):
     dtype = "int8" if packed_a else "uint8"
     A = te.placeholder((7, k), dtype, name="A")
     B = te.placeholder((k, 20), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32", name="C"))
-    kernels = lower_dot_product_contraction(gc, "dot_u8s8", Blocking(mi=3, nr=8, kc=k, mc=3),
-                                        OPTIONS, packed_a=packed_a)
+    dot = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32", name="C"))
+    kernels = lower_dot_product_contraction(dot, "dot_u8s8", Blocking(mi=3, nr=8, kc=k, mc=3),
+                                            OPTIONS, packed_a=packed_a)
     a, b = _data(A, rng), _data(B, rng)
     got = run_kernels(kernels, {"A": a, "B": b}, semantics=SEMANTICS)["C"].reshape(7, 20)
     np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))

@@ -108,8 +108,8 @@ def test_default_rule_packs_b_in_the_main_kernel_for_large_gemms():
     rng = np.random.default_rng(1)
     A = te.placeholder((260, 256), "int8", name="A")
     B = te.placeholder((256, 256), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
-    config = grouped_default_config(gc, l2_bytes=1 << 20, threads=2)
+    dot = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32"))
+    config = grouped_default_config(dot, l2_bytes=1 << 20, threads=2)
     assert config["NC"] == 2   # 4 panels of 64 in 2 blocks, one per thread
     graph = Graph.from_outputs([ops.matmul(A, B, out_dtype="int32", name="C")])
     exe = tc.compile(graph, target=X86Avx512Target(threads=2))
@@ -120,10 +120,10 @@ def test_default_rule_packs_b_in_the_main_kernel_for_large_gemms():
 
 def test_default_rule_keeps_the_pack_kernel_where_blocks_do_not_split_evenly():
     def panels(n, nr, threads=2, a="int8", b="int8", k=512):
-        gc = as_dot_product_contraction(ops.matmul(te.placeholder((512, k), a, name="A"),
-                                               te.placeholder((k, n), b, name="B"),
-                                               out_dtype=None if a == "bfloat16" else "int32"))
-        return grouped_block_panels(gc, nr, k, 1 << 20, threads)
+        dot = as_dot_product_contraction(ops.matmul(te.placeholder((512, k), a, name="A"),
+                                                    te.placeholder((k, n), b, name="B"),
+                                                    out_dtype=None if a == "bfloat16" else "int32"))
+        return grouped_block_panels(dot, nr, k, 1 << 20, threads)
     assert panels(100, 48) == 0            # 3 panels over 2 threads
     assert panels(100, 48, threads=1) == 3
     assert panels(512, 64) == 4            # 8 panels: 2 blocks
@@ -137,12 +137,12 @@ def test_block_packed_kernel_in_the_interpreter():
     last strip, panel and block, two k slices."""
     A = te.placeholder((11, 24), "int8", name="A")
     B = te.placeholder((24, 37), "int8", name="B")
-    gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
-    kernels = lower_dot_product_contraction(gc, VNNI_S8U8.name, Blocking(mi=3, nr=16, kc=12, mc=6),
-                                        LoweringOptions(vector_lanes=16), packed_a="int8",
-                                        packed_b="uint8",
-                                        row_sums_micro_kernel=VNNI_ROW_SUMS_S8.name,
-                                        panels_per_block=2)
+    dot = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+    kernels = lower_dot_product_contraction(dot, VNNI_S8U8.name, Blocking(mi=3, nr=16, kc=12, mc=6),
+                                            LoweringOptions(vector_lanes=16), packed_a="int8",
+                                            packed_b="uint8",
+                                            row_sums_micro_kernel=VNNI_ROW_SUMS_S8.name,
+                                            panels_per_block=2)
     assert [k.name for k in kernels] == ["C"]
     rng = np.random.default_rng(11)
     a, b = _data(A, rng), _data(B, rng)
@@ -155,10 +155,10 @@ def test_block_packed_kernel_in_the_interpreter():
 def test_pack_b_panel_rejects_several_n_axes():
     x = te.placeholder((1, 8, 6, 6), "uint8", name="x")
     w = te.placeholder((16, 8, 3, 3), "int8", name="w")
-    gc = as_dot_product_contraction(ops.conv2d(x, w, out_dtype="int32", name="C"))
-    assert gc is not None and len(gc.contraction.n_axes) > 1
+    dot = as_dot_product_contraction(ops.conv2d(x, w, out_dtype="int32", name="C"))
+    assert dot is not None and len(dot.contraction.n_axes) > 1
     from tilecraft.kernel_ir.nodes import Buffer
     local = Buffer("C_bblock", (1, 18, 16, 4), DType.UINT8)
     with pytest.raises(LoweringError, match="one n axis.*pack_b_kernel"):
-        pack_b_panel(gc, 16, 72, LoweringOptions(), DType.INT8, local, Var("jr"), Var("jr"),
+        pack_b_panel(dot, 16, 72, LoweringOptions(), DType.INT8, local, Var("jr"), Var("jr"),
                      None)

@@ -38,8 +38,8 @@ from tilecraft_x86_avx512.blocking.column_chain import (
     lower_column_chain,
 )
 from tilecraft_x86_avx512.blocking.contraction_chain import (
-    Chain,
     ChainBlocking,
+    ContractionChain,
     as_chain,
     lower_chain,
 )
@@ -95,7 +95,7 @@ def _tiles() -> list[tuple[int, int, float]]:
     return tiles
 
 
-def chain_blocking(chain: Chain, machine: BlockingMachine, spec: TargetSpec | None,
+def chain_blocking(chain: ContractionChain, machine: BlockingMachine, spec: TargetSpec | None,
                    rows: bool = False) -> tuple[ChainBlocking | None, str]:
     """Tiles for ``chain`` from Chimera's tile solver (:mod:`.chain_planning`): ``MC`` is the
     solver's tile of the intermediate's rows in L2, with the blocks spread over
@@ -174,7 +174,7 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
     for tensor in reversed(graph.computes):
         if tensor.name in taken:
             continue
-        chain: Chain | ColumnChain | None = as_chain(tensor, consumers)
+        chain: ContractionChain | ColumnChain | None = as_chain(tensor, consumers)
         if chain is None:
             chain = as_column_chain(tensor, consumers)
         if chain is None:

@@ -316,8 +316,8 @@ def lower_grouped(grouped: DotProductContraction, blocking: Blocking,
     packed_b = decl.operands[1].dtype
     row_sums = VNNI_ROW_SUMS_S8 if grouped.a_dtype is DType.INT8 else VNNI_ROW_SUMS_U8
     return lower_dot_product_contraction(grouped, name, blocking, options, packed_a=packed_a,
-                                     packed_b=packed_b, row_sums_micro_kernel=row_sums.name,
-                                     panels_per_block=panels_per_block)
+                                         packed_b=packed_b, row_sums_micro_kernel=row_sums.name,
+                                         panels_per_block=panels_per_block)
 
 
 __all__ = ["CONFIG_KEYS", "default_config", "grouped_block_panels", "grouped_default_config",

@@ -51,8 +51,8 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.te.expr import Var, const
 from tilecraft_x86_avx512.blocking.contraction_chain import (
-    Chain,
     ChainBlocking,
+    ContractionChain,
     _between,
     between_inputs,
     fused_chain_kernel,
@@ -68,13 +68,13 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
 )
 
 
-def rows_applicable(chain: Chain, level: str) -> bool:
+def rows_applicable(chain: ContractionChain, level: str) -> bool:
     """Whether ``A1`` can be read as rows in place (a row-major ``[batch?, M, K]`` view)."""
     probe = Var("probe")
     return a_row_view(chain.first, probe, probe, probe, level) is not None
 
 
-def lower_chain_rows(chain: Chain, rows_micro_kernel: str, blocking: ChainBlocking,
+def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: ChainBlocking,
                      options: LoweringOptions) -> list[Kernel]:
     """Pack kernels for ``B1`` and ``D``, and the fused kernel (see the module docstring).
     ``rows_micro_kernel`` has the semantics ``C[m, n] += A[m, k] * B[k, n]`` with parameters

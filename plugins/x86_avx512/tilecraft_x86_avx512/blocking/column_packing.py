@@ -40,7 +40,7 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
     _product_of,
     _unflatten,
     _vector,
-    grouped_view,
+    axis_groups_view,
 )
 
 
@@ -67,8 +67,8 @@ def pack_slices(name: str, contraction: Contraction, width: int, kc: int, k_bloc
     m_flat, k_flat = ls * width + r, pc * kc + kq
     m_index, k_index = minimum(m_flat, m_total - 1), minimum(k_flat, k_total - 1)
     source = Buffer(load.tensor.name, load.tensor.shape, dtype, level=options.param_level)
-    view = grouped_view(load, [(contraction.batch_axes, pb), (contraction.m_axes, m_index),
-                               (contraction.k_axes, k_index)], options.param_level)
+    view = axis_groups_view(load, [(contraction.batch_axes, pb), (contraction.m_axes, m_index),
+                                   (contraction.k_axes, k_index)], options.param_level)
     if view is not None:  # W[k, c, r, s] read as W[k, (c, r, s)]: no div/mod per element
         source, value = view
     else:

@@ -81,9 +81,11 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
 
 
 @dataclass(frozen=True)
-class Chain:
+class ContractionChain:
     """``first`` (a contraction producing ``T``), the memory-bound computes ``between`` (in
-    order), and ``second`` (a contraction whose A side reads the last of them, or ``T``)."""
+    order), and ``second`` (a contraction whose A side reads the last of them, or ``T``): the
+    x86 blocking's view of a GEMM chain, its operands sorted for the micro-kernels (Chimera's
+    chain, which the fusion planner analyses, is :class:`tilecraft.fusion.chain.Chain`)."""
 
     first: Contraction
     between: tuple[Tensor, ...]
@@ -137,7 +139,7 @@ def _aligned(load: Load, axes: Sequence[IterVar]) -> bool:
 
 
 def as_chain(output: Tensor,
-             consumers: Mapping[Tensor, Sequence[Tensor]] | None = None) -> Chain | None:
+             consumers: Mapping[Tensor, Sequence[Tensor]] | None = None) -> ContractionChain | None:
     """The chain ending in ``output``, or ``None``. ``consumers`` (tensor → its consumers in the
     graph) lets the caller refuse chains whose intermediates are also read outside them."""
     second = as_contraction(output)
@@ -211,7 +213,7 @@ def as_chain(output: Tensor,
         return None
     if tuple(z.shape[-2:]) != (second.m_axes[0].extent, second.k_axes[0].extent):
         return None
-    return Chain(first, tuple(order), second)
+    return ContractionChain(first, tuple(order), second)
 
 
 def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
@@ -231,7 +233,7 @@ def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
     return order
 
 
-def lower_chain(chain: Chain, micro_kernel: str, blocking: ChainBlocking,
+def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlocking,
                 options: LoweringOptions) -> list[Kernel]:
     """Pack kernels for ``B1`` and ``D``, and the fused kernel (see the module docstring)."""
     bl = blocking
@@ -350,9 +352,10 @@ def scale_rows(deferred: tuple[BinaryOp, Buffer], e_view: Buffer, b_index: Expr,
         m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled, lanes=lanes)))
 
 
-def fused_chain_kernel(chain: Chain, body: Stmt, local: Sequence[Buffer], t: Var, outer: int,
-                       inputs: list[Buffer], e_view: Buffer, micro_kernel: str, schedule: str,
-                       options: LoweringOptions, placeholders: Mapping[Tensor, Buffer]) -> Kernel:
+def fused_chain_kernel(chain: ContractionChain, body: Stmt, local: Sequence[Buffer], t: Var,
+                       outer: int, inputs: list[Buffer], e_view: Buffer, micro_kernel: str,
+                       schedule: str, options: LoweringOptions,
+                       placeholders: Mapping[Tensor, Buffer]) -> Kernel:
     """The fused kernel of ``chain``: ``body`` with its ``local`` buffers, in parallel over
     ``t < outer``; parameters ``inputs``, ``placeholders`` (:func:`between_inputs`, the
     placeholders the memory-bound computes read) and ``e_view``."""
@@ -374,7 +377,7 @@ def fused_chain_kernel(chain: Chain, body: Stmt, local: Sequence[Buffer], t: Var
     return kernel
 
 
-def between_inputs(chain: Chain, options: LoweringOptions) -> dict[Tensor, Buffer]:
+def between_inputs(chain: ContractionChain, options: LoweringOptions) -> dict[Tensor, Buffer]:
     """The parameter buffers of the placeholders the memory-bound computes read (a bias, a
     mask): made once per fused kernel and given to both :func:`_between` (its loads) and
     :func:`fused_chain_kernel` (its parameters), which must be the same buffers."""
@@ -391,7 +394,7 @@ def _unit_axes(tensor: Tensor) -> list[IterVar]:
     return [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
 
 
-def _between(chain: Chain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_total: int,
+def _between(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_total: int,
              options: LoweringOptions, lanes: int, placeholders: Mapping[Tensor, Buffer],
              rows: bool = False
              ) -> tuple[list[Stmt], list[Buffer], Buffer, tuple[BinaryOp, Buffer] | None]:
@@ -536,4 +539,4 @@ def _pass(body: list[Stmt], lv: Var, m: Var, l_total: int, mc: int, options: Low
     return _nest([(lv, l_total, LoopKind.SERIAL, 0), (m, mc, _vector(options), lanes)], inner)
 
 
-__all__ = ["Chain", "ChainBlocking", "as_chain", "lower_chain"]
+__all__ = ["ContractionChain", "ChainBlocking", "as_chain", "lower_chain"]

@@ -69,10 +69,10 @@ result (``ops.matmul`` of two bfloat16 tensors) is accumulated in the float32 wo
 >>> from tilecraft.lower.options import LoweringOptions
 >>> A = te.placeholder((5, 7), "int8", name="A")
 >>> B = te.placeholder((7, 20), "int8", name="B")
->>> gc = as_dot_product_contraction(ops.matmul(A, B, name="C"))
->>> gc.group, gc.accumulator.value, gc.contraction.extents()
+>>> dot = as_dot_product_contraction(ops.matmul(A, B, name="C"))
+>>> dot.group, dot.accumulator.value, dot.contraction.extents()
 (4, 'int32', (1, 5, 20, 7))
->>> kernels = lower_dot_product_contraction(gc, "dot4", Blocking(mi=2, nr=16, kc=8, mc=4),
+>>> kernels = lower_dot_product_contraction(dot, "dot4", Blocking(mi=2, nr=16, kc=8, mc=4),
 ...                                         LoweringOptions(vector_lanes=16), packed_a="uint8")
 >>> [k.name for k in kernels], kernels[0].outputs
 (['C_bpacked_pack', 'C'], ('C_bpacked', 'C_bcomp'))
@@ -132,7 +132,7 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
 )
 
 
-def reads_a_in_place(gc: DotProductContraction, kc: int, options: LoweringOptions) -> bool:
+def reads_a_in_place(dot: DotProductContraction, kc: int, options: LoweringOptions) -> bool:
     """Whether A, unshifted, is read by the micro-kernel where it lies (as ``[rows, KG, G]``):
     ``k`` is its contiguous trailing axis, ``G`` divides ``K`` and the ``KC`` slices cover
     ``K`` without padding. Then shifting B instead of A (int8 x int8, uint8 x uint8) saves
@@ -141,27 +141,27 @@ def reads_a_in_place(gc: DotProductContraction, kc: int, options: LoweringOption
     >>> from tilecraft import ops, te
     >>> A = te.placeholder((5, 12), "int8", name="A")
     >>> B = te.placeholder((12, 20), "int8", name="B")
-    >>> gc = as_dot_product_contraction(ops.matmul(A, B))
-    >>> reads_a_in_place(gc, 12, LoweringOptions()), reads_a_in_place(gc, 8, LoweringOptions())
+    >>> dot = as_dot_product_contraction(ops.matmul(A, B))
+    >>> reads_a_in_place(dot, 12, LoweringOptions()), reads_a_in_place(dot, 8, LoweringOptions())
     (True, False)
     """
-    c = gc.contraction
+    c = dot.contraction
     k_total = c.extents()[3]
-    k_blocks, kc = k_slices(k_total, kc, gc.group)
+    k_blocks, kc = k_slices(k_total, kc, dot.group)
     if k_blocks * kc != k_total:
         return False
     reader = OperandReader(c.a, c.tensor, c.k_axes, options)
-    return reader.rows_view((*c.batch_axes, *c.m_axes), gc.group) is not None
+    return reader.rows_view((*c.batch_axes, *c.m_axes), dot.group) is not None
 
 
 # lowering ------------------------------------------------------------------------------------
-def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, blocking: Blocking,
-                              options: LoweringOptions,
-                              packed_a: DType | str | None = None,
-                              packed_b: DType | str | None = None,
-                              row_sums_micro_kernel: str | None = None,
-                              panels_per_block: int = 0) -> list[Kernel]:
-    """The kernels of ``gc``: [im2col,] pack B, and the main kernel (see the module docstring).
+def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str, blocking: Blocking,
+                                  options: LoweringOptions,
+                                  packed_a: DType | str | None = None,
+                                  packed_b: DType | str | None = None,
+                                  row_sums_micro_kernel: str | None = None,
+                                  panels_per_block: int = 0) -> list[Kernel]:
+    """The kernels of ``dot``: [im2col,] pack B, and the main kernel (see the module docstring).
 
     ``micro_kernel`` names the target's micro-kernel with semantics
     ``C[m, n] += cast(acc, A[m, kg, g]) * cast(acc, B[kg, n, g])`` and parameters ``MI``, ``NR``
@@ -178,16 +178,16 @@ def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, 
     the packing split over the threads. It applies where A is read in place, unshifted, and
     ``n`` is one axis with no bfloat16 rounding pass (else the separate pack kernel is used).
     """
-    c, bl = gc.contraction, blocking
-    tensor, group, acc_dtype = c.tensor, gc.group, gc.accumulator
-    a_packed = as_dtype(packed_a) if packed_a is not None else gc.a_dtype
-    b_packed = as_dtype(packed_b) if packed_b is not None else gc.b_dtype
-    shift = packing_shift(gc.a_dtype, a_packed)
-    shift_b = packing_shift(gc.b_dtype, b_packed)
+    c, bl = dot.contraction, blocking
+    tensor, group, acc_dtype = c.tensor, dot.group, dot.accumulator
+    a_packed = as_dtype(packed_a) if packed_a is not None else dot.a_dtype
+    b_packed = as_dtype(packed_b) if packed_b is not None else dot.b_dtype
+    shift = packing_shift(dot.a_dtype, a_packed)
+    shift_b = packing_shift(dot.b_dtype, b_packed)
     if shift and shift_b:
         raise LoweringError(f"compute {tensor.name}: both operands would be shifted (A "
-                            f"{gc.a_dtype.value} packed as {a_packed.value}, B "
-                            f"{gc.b_dtype.value} as {b_packed.value}); shift one of them only")
+                            f"{dot.a_dtype.value} packed as {a_packed.value}, B "
+                            f"{dot.b_dtype.value} as {b_packed.value}); shift one of them only")
     batch, m_total, n_total, k_total = c.extents()
     k_blocks, kc = k_slices(k_total, bl.kc, group)
     kg_slice = kc // group
@@ -210,14 +210,14 @@ def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, 
         and len(c.n_axes) == 1 and tensor.dtype is acc_dtype else 0
     n_blocks = _ceil_div(nb, per_block) if per_block else 1
     fused_im2col = len(c.n_axes) > 1 and not shift
-    im2col = [im2col_kernel(gc, options)] if len(c.n_axes) > 1 and shift else []
+    im2col = [im2col_kernel(dot, options)] if len(c.n_axes) > 1 and shift else []
     pack_kernels: list[Kernel] = []
     comp = None
     if per_block:
         packed = Buffer(f"{tensor.name}_bblock", (per_block, k_blocks * kg_slice, bl.nr, group),
                         b_packed, level=level)
     else:
-        pack_kernel = pack_b_kernel(gc, bl.nr, bl.kc, shift, options,
+        pack_kernel = pack_b_kernel(dot, bl.nr, bl.kc, shift, options,
                                     im2col[0].params[-1] if im2col else None, b_packed,
                                     im2col=fused_im2col)
         pack_kernels = [pack_kernel]
@@ -238,7 +238,7 @@ def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, 
     if block_sums:
         row_comp = Buffer(f"{tensor.name}_arowcomp", (mc,), DType.INT32, level=level)
     elif shift_b:
-        row_kernel = [a_row_sums_kernel(gc, -shift_b, options)]
+        row_kernel = [a_row_sums_kernel(dot, -shift_b, options)]
         row_comp = row_kernel[0].params[-1]
     # C viewed as [batch, M, N] (its axes are [batch..., m..., n...] plus extent-1 axes)
     out = Buffer(tensor.name, (batch, m_total, n_total), tensor.dtype, level=level)
@@ -266,7 +266,7 @@ def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, 
         m_values = {**_unflatten(b_index, c.batch_axes),
                     **_unflatten(minimum(m_flat, m_total - 1), c.m_axes)}
         k_index = minimum(k_flat, k_total - 1) if clamp_k else k_flat
-        value = shifted(a_reader.value(m_values, k_index), gc.a_dtype, a_packed)
+        value = shifted(a_reader.value(m_values, k_index), dot.a_dtype, a_packed)
         valid = all_of(m_flat < m_total, k_flat < k_total) if clamp_k else m_flat < m_total
         return _nest([(ir, count, LoopKind.SERIAL, 0), (r, bl.mi, LoopKind.SERIAL, 0),
                       (kg, kg_slice, LoopKind.SERIAL, 0), (g, group, LoopKind.UNROLLED, 0)],
@@ -402,7 +402,7 @@ def lower_dot_product_contraction(gc: DotProductContraction, micro_kernel: str, 
     body: Stmt = For(pc, const(k_blocks), LoopKind.SERIAL, loops)
     if per_block:   # pack the block's panels, then every block of rows against them
         assert isinstance(mb, Var)
-        pack, b_source = pack_b_panel(gc, bl.nr, bl.kc, options, b_packed, packed, jl, jr,
+        pack, b_source = pack_b_panel(dot, bl.nr, bl.kc, options, b_packed, packed, jl, jr,
                                       b_index if batch > 1 and b_batch(c) > 1 else None)
         if nb % per_block:
             pack = IfThenElse(jr < nb, pack)

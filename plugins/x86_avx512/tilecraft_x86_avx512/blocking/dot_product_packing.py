@@ -186,15 +186,15 @@ def _columns_row(c: Contraction, source: Buffer, k_index: Expr, batch_index: Exp
     return _nest(loops, store(simplify(n_flat), value))
 
 
-def im2col_kernel(gc: DotProductContraction, options: LoweringOptions) -> Kernel:
+def im2col_kernel(dot: DotProductContraction, options: LoweringOptions) -> Kernel:
     """A kernel writing B as the matrix ``<C>_bcols[batch, K, N]``, one row of ``k`` at a time
     with the ``n`` axes as separate loops: a convolution's input is then read along its rows,
     where packing straight from the fused ``n`` index needs ``//`` and ``%`` per element
     (gathers). The loops stay serial: LLVM's loop vectoriser turns the innermost one into wide
     loads, strided ones (stride-2 convolutions) included, which measured 3x faster than
     explicit vector lanes (gathers) on ResNet-18's stride-2 layers."""
-    c = gc.contraction
-    tensor, dtype = c.tensor, gc.b_dtype
+    c = dot.contraction
+    tensor, dtype = c.tensor, dot.b_dtype
     _, _, n_total, k_total = c.extents()
     batch = b_batch(c)
     level = options.param_level
@@ -215,7 +215,7 @@ def im2col_kernel(gc: DotProductContraction, options: LoweringOptions) -> Kernel
     return kernel
 
 
-def pack_b_kernel(gc: DotProductContraction, nr: int, kc: int, shift: int,
+def pack_b_kernel(dot: DotProductContraction, nr: int, kc: int, shift: int,
                   options: LoweringOptions, columns_of: Buffer | None = None,
                   packed_b: DType | None = None, im2col: bool = False) -> Kernel:
     """B packed into ``<C>_bpacked[batch, NB, KG, NR, G]``, read from the operand itself or
@@ -239,12 +239,12 @@ def pack_b_kernel(gc: DotProductContraction, nr: int, kc: int, shift: int,
     >>> from tilecraft_x86_avx512.blocking.dot_product import as_dot_product_contraction
     >>> A = te.placeholder((8, 10), "uint8", name="A")
     >>> B = te.placeholder((10, 40), "int8", name="B")
-    >>> gc = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32", name="C"))
-    >>> print(pack_b_kernel(gc, 16, 12, 0, LoweringOptions()).attrs["schedule"])
+    >>> dot = as_dot_product_contraction(ops.matmul(A, B, out_dtype="int32", name="C"))
+    >>> print(pack_b_kernel(dot, 16, 12, 0, LoweringOptions()).attrs["schedule"])
     pack B of C: 3 panels of 3x16x4, group-major
     """
-    c = gc.contraction
-    tensor, group, dtype = c.tensor, gc.group, gc.b_dtype
+    c = dot.contraction
+    tensor, group, dtype = c.tensor, dot.group, dot.b_dtype
     packed_dtype = packed_b or dtype
     packing_shift(dtype, packed_dtype)   # int8 <-> uint8 only
     _, _, n_total, k_total = c.extents()
@@ -390,7 +390,7 @@ def pack_b_kernel(gc: DotProductContraction, nr: int, kc: int, shift: int,
     return kernel
 
 
-def pack_b_panel(gc: DotProductContraction, nr: int, kc: int, options: LoweringOptions,
+def pack_b_panel(dot: DotProductContraction, nr: int, kc: int, options: LoweringOptions,
                  packed_b: DType, target: Buffer, slot: Expr, panel: Expr,
                  batch_index: Expr | None) -> tuple[Stmt, Buffer]:
     """Inside a kernel (the statement, and the buffer it reads B from: a parameter of the
@@ -402,8 +402,8 @@ def pack_b_panel(gc: DotProductContraction, nr: int, kc: int, options: LoweringO
     ``k`` is B's contiguous axis. Used where each thread packs the panels it computes with
     (:func:`~.dot_product.lower_dot_product_contraction` with
     column blocks)."""
-    c = gc.contraction
-    tensor, group, dtype = c.tensor, gc.group, gc.b_dtype
+    c = dot.contraction
+    tensor, group, dtype = c.tensor, dot.group, dot.b_dtype
     packing_shift(dtype, packed_b)   # int8 <-> uint8 only
     if len(c.n_axes) != 1:
         raise LoweringError(f"compute {tensor.name}: B packed per panel inside the main kernel "
@@ -451,11 +451,11 @@ def pack_b_panel(gc: DotProductContraction, nr: int, kc: int, options: LoweringO
             reader.buffer)
 
 
-def a_row_sums_kernel(gc: DotProductContraction, scale: int, options: LoweringOptions) -> Kernel:
+def a_row_sums_kernel(dot: DotProductContraction, scale: int, options: LoweringOptions) -> Kernel:
     """``<C>_arowcomp[batch * M] = scale * sum_k A[m, k]``: the compensation of a shifted B
     (``scale = -shift``), one row per iteration of a parallel loop, ``k`` a vector reduction
     (contiguous loads when ``k`` is A's trailing axes)."""
-    c = gc.contraction
+    c = dot.contraction
     tensor = c.tensor
     batch, m_total, _, k_total = c.extents()
     reader = OperandReader(c.a, tensor, c.k_axes, options)
@@ -468,7 +468,7 @@ def a_row_sums_kernel(gc: DotProductContraction, scale: int, options: LoweringOp
                  For(kk, const(k_total), _vector(options),
                      Store(rows, (t,), reader.value(values, kk).astype(DType.INT32),
                            accumulate=ReduceOp.SUM),
-                     lanes=max(1, options.lanes(gc.a_dtype))),
+                     lanes=max(1, options.lanes(dot.a_dtype))),
                  Store(rows, (t,), BufferLoad(rows, (t,)) * scale)))
     outer = batch * m_total
     kernel = Kernel(f"{rows.name}_sum", tuple(_unique_params([reader.buffer, rows])),

@@ -114,8 +114,8 @@ def _kernel_expr(expr: Expr, values: Mapping[IterVar, Expr], buffers: Mapping[Te
     return to_kernel_expr(expr, mapping, buffers)
 
 
-def grouped_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],
-                 level: str) -> tuple[Buffer, Expr] | None:
+def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],
+                     level: str) -> tuple[Buffer, Expr] | None:
     """``load`` as a load from a lower-rank view of its tensor, one dimension per axis group,
     indexed by the groups' flat values — when the tensor's dimensions are exactly the groups'
     axes, run after run, in row-major order (``W[k, c, r, s]`` read as ``W2[k, (c, r, s)]``).
@@ -229,9 +229,9 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     a_values.update(_unflatten(b_index, c.batch_axes))
     a_values.update(_unflatten(minimum(m_flat, m_total - 1), c.m_axes))
     a_values.update(_unflatten(minimum(k_flat, k_total - 1), c.k_axes))
-    viewed = grouped_view(c.a, [(c.batch_axes, b_index),
-                                (c.m_axes, minimum(m_flat, m_total - 1)),
-                                (c.k_axes, minimum(k_flat, k_total - 1))], param_level)
+    viewed = axis_groups_view(c.a, [(c.batch_axes, b_index),
+                                    (c.m_axes, minimum(m_flat, m_total - 1)),
+                                    (c.k_axes, minimum(k_flat, k_total - 1))], param_level)
     if viewed is not None:
         a_buffer, load_a = viewed
     else:
@@ -277,7 +277,7 @@ def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
     c = contraction
     if not c.m_axes or not c.k_axes:
         return None
-    found = grouped_view(c.a, [(c.batch_axes, b_index), (c.m_axes, m0), (c.k_axes, k0)], level)
+    found = axis_groups_view(c.a, [(c.batch_axes, b_index), (c.m_axes, m0), (c.k_axes, k0)], level)
     if found is None:
         return None
     view, load = found
@@ -374,8 +374,8 @@ def operand_source(load: Load, batch_axes: Sequence[IterVar], width_axes: Sequen
     element), the tensor itself otherwise."""
     source = Buffer(load.tensor.name, load.tensor.shape, load.tensor.dtype,
                     level=options.param_level)
-    view = grouped_view(load, [(batch_axes, const(0)), (width_axes, const(0)),
-                               (k_axes, const(0))], options.param_level)
+    view = axis_groups_view(load, [(batch_axes, const(0)), (width_axes, const(0)),
+                                   (k_axes, const(0))], options.param_level)
     return view[0] if view is not None else source
 
 
@@ -406,9 +406,9 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
                   **_unflatten(k_flat, k_axes)}
         value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
         if viewed:
-            found = grouped_view(load, [(batch_axes, pb if pb is not None else const(0)),
-                                        (width_axes, w_index), (k_axes, k_flat)],
-                                 options.param_level)
+            found = axis_groups_view(load, [(batch_axes, pb if pb is not None else const(0)),
+                                            (width_axes, w_index), (k_axes, k_flat)],
+                                     options.param_level)
             assert found is not None and isinstance(found[1], BufferLoad)
             value = BufferLoad(source, found[1].indices)
         if clamp:
