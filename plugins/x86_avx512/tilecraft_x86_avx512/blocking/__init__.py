@@ -7,8 +7,8 @@ transposed convolutions as a matrix product); these modules decide how a CPU run
 producing Kernel IR:
 
 - :mod:`.register_tiles`: a contraction as packing plus blocked loops around an ``MI x NR``
-  register-tile micro-kernel (:class:`~.register_tiles.Blocking`), and the kernel-building
-  helpers the other modules share;
+  register-tile micro-kernel (:class:`~.register_tiles.Blocking`), with the operand packing
+  and edge tiles the other modules reuse;
 - :mod:`.block_packed`: B packed inside the parallel loop, one block of columns at a time;
 - :mod:`.dot_product` and :mod:`.dot_product_packing`: int8 (VNNI) and bfloat16 contractions,
   packed with ``k`` groups innermost, with the sign compensation of ``vpdpbusd``;
@@ -16,7 +16,9 @@ producing Kernel IR:
   GEMM) as one kernel over blocks of rows;
 - :mod:`.column_chain` and :mod:`.column_packing`: a convolution chain as one kernel over
   blocks of columns (output pixels);
-- :mod:`.col2im`: the gather of a transposed convolution's scatter form, phase by phase.
+- :mod:`.col2im`: the gather of a transposed convolution's scatter form, phase by phase;
+- :mod:`.building`: the small helpers all of them build Kernel IR with (loop nests and kinds,
+  flat indices of axis groups, te expressions as Kernel IR).
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions

@@ -42,13 +42,15 @@ from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
 from tilecraft.te.expr import Var, const
 from tilecraft.te.functions import eq
+from tilecraft_x86_avx512.blocking.building import (
+    axes_in,
+    ceil_div,
+    contraction_kernel,
+    nest,
+    parallel_kind,
+)
 from tilecraft_x86_avx512.blocking.register_tiles import (
     Blocking,
-    _axes_in,
-    _ceil_div,
-    _main_kernel,
-    _nest,
-    _parallel,
     a_row_view,
     edge_tiles,
     operand_source,
@@ -70,14 +72,14 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
     dtype = tensor.dtype
     param_level = options.param_level
     kc = min(bl.kc, k_total)
-    k_blocks = _ceil_div(k_total, kc)
-    kc = _ceil_div(k_total, k_blocks)                 # equal slices; the last one may be shorter
+    k_blocks = ceil_div(k_total, kc)
+    kc = ceil_div(k_total, k_blocks)                 # equal slices; the last one may be shorter
     k_last = k_total - (k_blocks - 1) * kc
-    panels = _ceil_div(n_total, bl.nr)
+    panels = ceil_div(n_total, bl.nr)
     per_block = max(1, min(panels_per_block, panels))
-    n_blocks = _ceil_div(panels, per_block)
-    mc = min(bl.mc, _ceil_div(m_total, bl.mi) * bl.mi)
-    m_blocks = _ceil_div(m_total, mc)
+    n_blocks = ceil_div(panels, per_block)
+    mc = min(bl.mc, ceil_div(m_total, bl.mi) * bl.mi)
+    m_blocks = ceil_div(m_total, mc)
     strips = mc // bl.mi
     t, pc, mb, jr, ir = Var("t"), Var("pc"), Var("mb"), Var("jr"), Var("is")
     b_index = t // n_blocks if batch > 1 else const(0)
@@ -92,7 +94,7 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
     local = Buffer(f"{tensor.name}_bblock", (per_block, kc, bl.nr), dtype,
                    level=pack_level or param_level)
     panel = block * per_block + jr
-    batched = any(a in _axes_in(c.b) for a in c.batch_axes)
+    batched = any(a in axes_in(c.b) for a in c.batch_axes)
 
     def slice_body(ki: int) -> Stmt:
         pack = panel_copy(c.b, tensor, source, c.batch_axes, c.n_axes, c.k_axes, bl.nr,
@@ -108,21 +110,21 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
                            a_rows_dim=-2)
         if panels % per_block:
             tiles = IfThenElse(panel < panels, tiles)
-        compute = _nest([(mb, m_blocks, LoopKind.SERIAL, 0), (jr, per_block, LoopKind.SERIAL, 0),
-                         (ir, strips, LoopKind.SERIAL, 0)], tiles)
-        return Seq((_nest([(jr, per_block, LoopKind.SERIAL, 0)], pack), compute))
+        compute = nest([(mb, m_blocks, LoopKind.SERIAL, 0), (jr, per_block, LoopKind.SERIAL, 0),
+                        (ir, strips, LoopKind.SERIAL, 0)], tiles)
+        return Seq((nest([(jr, per_block, LoopKind.SERIAL, 0)], pack), compute))
 
     body = slice_body(kc) if k_last == kc else \
         IfThenElse(pc < k_blocks - 1, slice_body(kc), slice_body(k_last))
     outer = batch * n_blocks
-    body = _nest([(t, outer, _parallel(options, outer), 0)],
-                 Allocate(local, _nest([(pc, k_blocks, LoopKind.SERIAL, 0)], body)))
+    body = nest([(t, outer, parallel_kind(options, outer), 0)],
+                Allocate(local, nest([(pc, k_blocks, LoopKind.SERIAL, 0)], body)))
     schedule = (f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A "
                 f"read in place, B packed per block of {per_block} panels: parallel({outer}) > "
                 f"k-slices({k_blocks}) > [pack B block] > row blocks({m_blocks}) > panels"
                 f"({per_block}) > strips({strips})")
-    return [_main_kernel(tensor, [source, a_view, out], body, rows_micro_kernel, schedule,
-                         options)]
+    return [contraction_kernel(tensor, [source, a_view, out], body, rows_micro_kernel, schedule,
+                               options)]
 
 
 __all__ = ["lower_block_packed"]

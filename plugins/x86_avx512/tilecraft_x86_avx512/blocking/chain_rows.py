@@ -12,7 +12,7 @@ A: in parallel over (batch, blocks of ``MC`` rows of ``m``), each block
    into ``NR1``-column panels by its own kernel;
 2. applies the memory-bound computes in place, vectorised along ``l`` (a row reduction such as
    softmax's max and sum reduces across the lanes; see
-   :func:`~.contraction_chain._between` for the fewer-passes rules);
+   :func:`~.contraction_chain.between_passes` for the fewer-passes rules);
 3. multiplies the tile's rows, read in place, by the packed ``D`` into ``E``'s rows.
 
 The tile tree is ``[batch x M/MC] (parallel) > { T[MC, L] in L2; E[MC, N] }``. It applies when
@@ -50,18 +50,20 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.te.expr import Var, const
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    nest,
+    vector_kind,
+)
 from tilecraft_x86_avx512.blocking.contraction_chain import (
     ChainBlocking,
     ContractionChain,
-    _between,
     between_inputs,
+    between_passes,
     fused_chain_kernel,
     scale_rows,
 )
 from tilecraft_x86_avx512.blocking.register_tiles import (
-    _ceil_div,
-    _nest,
-    _vector,
     a_row_view,
     edge_tiles,
     pack_operand,
@@ -105,8 +107,8 @@ def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: 
     l_panels = b1p.shape[1]
     l_padded = l_panels * bl.nr1
     step = math.lcm(bl.mi1, bl.mi2)
-    mc = min(bl.mc, _ceil_div(m_total, step) * step)
-    m_blocks = _ceil_div(m_total, mc)
+    mc = min(bl.mc, ceil_div(m_total, step) * step)
+    m_blocks = ceil_div(m_total, mc)
     tile = Buffer(f"{ref.name}_tile", (mc, l_padded), dtype, level=level)
     e_view = Buffer(out.name, (batch, m_total, n_total), dtype, level=level)
     t, jl, ms, row, col = Var("t"), Var("jl"), Var("ms"), Var("row"), Var("col")
@@ -123,8 +125,8 @@ def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: 
     b1_batch = b_index if b1p.shape[0] > 1 else const(0)
 
     def strip(rows: int) -> Stmt:
-        zero = _nest([(row, rows, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
-                     Store(tile, (ms * bl.mi1 + row, jl * bl.nr1 + col), const(0.0)))
+        zero = nest([(row, rows, LoopKind.SERIAL, 0), (col, bl.nr1, vector_kind(options), lanes)],
+                    Store(tile, (ms * bl.mi1 + row, jl * bl.nr1 + col), const(0.0)))
         call = MicroKernelCall(rows_micro_kernel, (
             Region(a1_view, a1_base, (*lead, rows, k_total)),
             Region(b1p, (b1_batch, jl, const(0), const(0)), (1, 1, k_total, bl.nr1)),
@@ -136,12 +138,12 @@ def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: 
     rest = m_total % bl.mi1
     strips: Stmt = IfThenElse(row0 < m_total, strip(bl.mi1)) if not rest else IfThenElse(
         row0 + bl.mi1 <= m_total, strip(bl.mi1), IfThenElse(row0 < m_total, strip(rest)))
-    first_gemm = _nest([(jl, l_panels, LoopKind.SERIAL, 0),
-                        (ms, mc // bl.mi1, LoopKind.SERIAL, 0)], strips)
+    first_gemm = nest([(jl, l_panels, LoopKind.SERIAL, 0),
+                       (ms, mc // bl.mi1, LoopKind.SERIAL, 0)], strips)
 
     placeholders = between_inputs(chain, options)
-    stmts, allocs, z_buffer, deferred = _between(chain, tile, b_index, m0, mc, l_total,
-                                                 options, lanes, placeholders, rows=True)
+    stmts, allocs, z_buffer, deferred = between_passes(chain, tile, b_index, m0, mc, l_total,
+                                                       options, lanes, placeholders, rows=True)
 
     # E rows of the block: A = the tile's rows in place, B = packed D panel
     jr, ms2 = Var("jr"), Var("ms2")
@@ -152,8 +154,8 @@ def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: 
                        m0 + ms2 * bl.mi2, jr * bl.nr2, m_total, n_total, bl.mi2, bl.nr2,
                        (("MI", bl.mi2), ("NR", bl.nr2), ("KI", l_total)), const(True), options,
                        a_rows_dim=-2)
-    second_gemm: Stmt = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
-                               (ms2, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
+    second_gemm: Stmt = nest([(jr, ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
+                              (ms2, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
     if deferred is not None:  # the rows of E scaled instead of the tile
         second_gemm = Seq((second_gemm, scale_rows(deferred, e_view, b_index, m0, mc, m_total,
                                                    n_total, options, lanes)))

@@ -52,10 +52,7 @@ from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.transposed_conv import TransposedConv
 from tilecraft.te.expr import Expr, ReduceOp, Var, const
 from tilecraft.te.functions import all_of
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
+from tilecraft_x86_avx512.blocking.building import ceil_div
 
 
 def phase_taps(phase: int, stride: int, padding: int, dilation: int,
@@ -87,7 +84,7 @@ def lower_col2im(conv: TransposedConv, cols_name: str, options: LoweringOptions)
     cols = Buffer(cols_name, (conv.groups, out_per_group, *kernel, batch, *in_spatial), dtype,
                   level=level)
     out = Buffer(tensor.name, tensor.shape, dtype, level=level)
-    quotients = [_ceil_div(extent, s) for extent, s in zip(out_spatial, conv.stride)]
+    quotients = [ceil_div(extent, s) for extent, s in zip(out_spatial, conv.stride)]
     acc = Buffer(f"{tensor.name}_acc", (quotients[-1],), dtype, level=level)
     lanes = max(1, options.lanes(dtype))
     vector = LoopKind.VECTOR if options.vectorize and options.allows(LoopKind.VECTOR) \

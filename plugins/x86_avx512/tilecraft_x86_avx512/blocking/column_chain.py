@@ -42,6 +42,7 @@ halo of ``T`` that neighbouring blocks compute as well; such chains are not reco
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -69,14 +70,18 @@ from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Select, Var, const
 from tilecraft.te.functions import eq, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import is_const, loads_in, substitute, transform, vars_in
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    kernel_expr,
+    nest,
+    parallel_kind,
+    product_of,
+    topological_order,
+    unflatten,
+    vector_kind,
+)
 from tilecraft_x86_avx512.blocking.column_packing import pack_block_columns, pack_slices
 from tilecraft_x86_avx512.blocking.register_tiles import (
-    _ceil_div,
-    _kernel_expr,
-    _nest,
-    _parallel,
-    _unflatten,
-    _vector,
     a_row_view,
     edge_tiles,
     pack_operand,
@@ -192,7 +197,7 @@ def as_column_chain(output: Tensor, consumers: Mapping[Tensor, Sequence[Tensor]]
             [a.extent for a in first.batch_axes] != [a.extent for a in second.batch_axes] or \
             first.m_axes[0].extent != second.k_axes[0].extent:
         return None
-    order = _topological(between, ref)
+    order = topological_order(between, ref)
     if order is None or (z is not ref and order[-1] is not z):
         return None
     inside = {ref, *order, output}
@@ -207,20 +212,6 @@ def as_column_chain(output: Tensor, consumers: Mapping[Tensor, Sequence[Tensor]]
             set(consumers.get(source, ())) == {ref}:
         padded = source
     return ColumnChain(first, tuple(order), second, padded)
-
-
-def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
-    remaining, done, order = list(dict.fromkeys(between)), {ref}, []
-    while remaining:
-        ready = next((t for t in remaining
-                      if all(ld.tensor in done or ld.tensor.is_placeholder
-                             for ld in loads_in(t.op.body))), None)
-        if ready is None:
-            return None
-        order.append(ready)
-        done.add(ready)
-        remaining.remove(ready)
-    return order
 
 
 def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBlocking,
@@ -240,11 +231,11 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
     lanes = max(1, options.lanes(dtype))
     level = options.param_level
     kc = min(bl.kc or k_total, k_total)
-    k_blocks = _ceil_div(k_total, kc)
-    kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
-    step = bl.nr1 * bl.nr2 // _gcd(bl.nr1, bl.nr2)
-    nc = min(bl.nc, _ceil_div(n_total, step) * step)
-    n_blocks = _ceil_div(n_total, nc)
+    k_blocks = ceil_div(k_total, kc)
+    kc = ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
+    step = bl.nr1 * bl.nr2 // math.gcd(bl.nr1, bl.nr2)
+    nc = min(bl.nc, ceil_div(n_total, step) * step)
+    n_blocks = ceil_div(n_total, nc)
     t, pc, ls, ms = Var("t"), Var("pc"), Var("ls"), Var("ms")
     b_index = t // n_blocks if batch > 1 else const(0)
     w1_rows = a_row_view(first, b_index, ls * bl.mi1, pc * kc, level) \
@@ -260,7 +251,7 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
                                   second.m_axes, second.k_axes, bl.mi2, l_total, options,
                                   role=f"pack A of {out.name} into m-strips"))
         w2p = Buffer(packs[-1].params[-1].name, packs[-1].params[-1].shape, dtype, level=level)
-    l_strips = _ceil_div(l_total, bl.mi1)
+    l_strips = ceil_div(l_total, bl.mi1)
     l_padded = l_strips * bl.mi1
     panels = nc // bl.nr1
     xpack = Buffer(f"{ref.name}_bpacked", (panels, kc, bl.nr1), dtype, level=level)
@@ -276,9 +267,9 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
             params.setdefault(tensor.name, Buffer(tensor.name, tensor.shape, tensor.dtype,
                                                   level=level))
         buffers = {ld.tensor: params[ld.tensor.name] for ld in loads_in(expr)}
-        return _kernel_expr(expr, values, buffers, extra_zero=unit)
+        return kernel_expr(expr, values, buffers, extra_zero=unit)
 
-    batch_values = _unflatten(b_index, first.batch_axes)
+    batch_values = unflatten(b_index, first.batch_axes)
     unit = [a for a in (*ref.axes, *ref.reduce_axes) if a.extent == 1]
     k_last = k_total - (k_blocks - 1) * kc
     slice_rows = const(kc) if k_last == kc else minimum(k_total - pc * kc, kc)
@@ -287,15 +278,15 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
                        lambda e, v: to_buffers(e, v, unit))
     if w1_rows is None and k_last < kc:  # the last slice's rows past K are zero, as W1's are
         jz, kz, cz = Var("jz"), Var("kz"), Var("cz")
-        pack = Seq((pack, IfThenElse(eq(pc, k_blocks - 1), _nest(
+        pack = Seq((pack, IfThenElse(eq(pc, k_blocks - 1), nest(
             [(jz, panels, LoopKind.SERIAL, 0), (kz, kc - k_last, LoopKind.SERIAL, 0),
-             (cz, bl.nr1, _vector(options), lanes)],
+             (cz, bl.nr1, vector_kind(options), lanes)],
             Store(xpack, (jz, kz + k_last, cz), const(0.0))))))
 
     # T tile: A = W1 strip (l rows), B = packed im2col panel (n columns), by k slices
     jp, row, col = Var("jp"), Var("row"), Var("col")
-    zero = _nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
-                 Store(tile, (ls * bl.mi1 + row, jp * bl.nr1 + col), const(0.0)))
+    zero = nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, vector_kind(options), lanes)],
+                Store(tile, (ls * bl.mi1 + row, jp * bl.nr1 + col), const(0.0)))
     b_part = Region(xpack, (jp, const(0), const(0)), (1, kc, bl.nr1))
     if w1_rows is None:
         w1_batch = b_index if w1p.shape[0] > 1 else const(0)
@@ -308,7 +299,7 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
                            k_blocks, k_total, l_total)
     step_body: Stmt = Seq((IfThenElse(eq(pc, 0), zero), call)) if k_blocks > 1 else \
         Seq((zero, call))
-    first_gemm = For(pc, const(k_blocks), LoopKind.SERIAL, Seq((pack, _nest(
+    first_gemm = For(pc, const(k_blocks), LoopKind.SERIAL, Seq((pack, nest(
         [(jp, panels, LoopKind.SERIAL, 0), (ls, l_strips, LoopKind.SERIAL, 0)], step_body))))
 
     stmts, allocs, z_buffer = _between(chain, tile, batch_values, n0, nc, l_total, options,
@@ -332,14 +323,14 @@ def lower_column_chain(chain: ColumnChain, micro_kernel: str, blocking: ColumnBl
                            second_params, const(True), options, a_rows_dim=-2)
     if n_total % nc:  # panels of the last block past the last column write nothing
         tiles = IfThenElse(n0 + jq * bl.nr2 < n_total, tiles)
-    second_gemm = _nest([(ms, _ceil_div(m_total, bl.mi2), LoopKind.SERIAL, 0),
-                         (jq, nc // bl.nr2, LoopKind.SERIAL, 0)], tiles)
+    second_gemm = nest([(ms, ceil_div(m_total, bl.mi2), LoopKind.SERIAL, 0),
+                        (jq, nc // bl.nr2, LoopKind.SERIAL, 0)], tiles)
 
     body: Stmt = Seq((first_gemm, *stmts, second_gemm))
     for buffer in (*allocs, tile, xpack):
         body = Allocate(buffer, body)
     outer = batch * n_blocks
-    main = For(t, const(outer), _parallel(options, outer), body)
+    main = For(t, const(outer), parallel_kind(options, outer), body)
     inputs = [w1p if w1_rows is None else w1_rows[0], w2p if w2_rows is None else w2_rows[0],
               *params.values()]
     kernel = Kernel(out.name, (*inputs, e_view), (out.name,), main, attrs={
@@ -364,7 +355,7 @@ def _rows_calls(micro_kernel: str, w1: tuple[Buffer, tuple[Expr, ...]], xpack: B
     so nothing past either end of ``W1`` is read."""
     view, base = w1
     lead = (1,) * (len(base) - 2)
-    l_strips = _ceil_div(l_total, bl.mi1)
+    l_strips = ceil_div(l_total, bl.mi1)
     k_last = k_total - (k_blocks - 1) * kc
 
     def call(rows: int, ki: int) -> Stmt:
@@ -383,12 +374,6 @@ def _rows_calls(micro_kernel: str, w1: tuple[Buffer, tuple[Expr, ...]], xpack: B
     if k_last == kc:
         return by_rows(kc)
     return IfThenElse(pc < k_blocks - 1, by_rows(kc), by_rows(k_last))
-
-
-def _gcd(a: int, b: int) -> int:
-    while b:
-        a, b = b, a % b
-    return a
 
 
 def _between(chain: ColumnChain, tile: Buffer, batch_values: Mapping[IterVar, Expr], n0: Expr,
@@ -427,21 +412,14 @@ def _between(chain: ColumnChain, tile: Buffer, batch_values: Mapping[IterVar, Ex
         values: dict[IterVar, Expr] = {}
         values.update({a: batch_values[b] for a, b in zip(live[:nb], first.batch_axes)})
         values[live[nb]] = lv
-        values.update(_unflatten(minimum(n0 + c, _product(first.n_axes) - 1), live[nb + 1:]))
+        values.update(unflatten(minimum(n0 + c, product_of(first.n_axes) - 1), live[nb + 1:]))
         expr = transform(t.op.body, to_local)
         expr = to_buffers(expr, values, [a for a in t.axes if a.extent == 1])
-        stmts.append(_nest([(lv, l_total, LoopKind.SERIAL, 0), (c, nc, _vector(options), lanes)],
-                           Store(buffer, (lv, c), simplify(expr))))
+        stmts.append(nest([(lv, l_total, LoopKind.SERIAL, 0), (c, nc, vector_kind(options), lanes)],
+                          Store(buffer, (lv, c), simplify(expr))))
         local[t] = buffer
     z = chain.between[-1] if chain.between else ref
     return stmts, allocs, local[z]
-
-
-def _product(axes: Sequence[IterVar]) -> int:
-    total = 1
-    for axis in axes:
-        total *= axis.extent
-    return total
 
 
 __all__ = ["ColumnBlocking", "ColumnChain", "as_column_chain", "lower_column_chain"]

@@ -32,14 +32,16 @@ from tilecraft.te.expr import Expr, IterVar, Load, Select, Var, const, select
 from tilecraft.te.functions import all_of, maximum, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import substitute, vars_in
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    kernel_expr,
+    nest,
+    parallel_kind,
+    product_of,
+    unflatten,
+    vector_kind,
+)
 from tilecraft_x86_avx512.blocking.register_tiles import (
-    _ceil_div,
-    _kernel_expr,
-    _nest,
-    _parallel,
-    _product_of,
-    _unflatten,
-    _vector,
     axis_groups_view,
 )
 
@@ -53,12 +55,12 @@ def pack_slices(name: str, contraction: Contraction, width: int, kc: int, k_bloc
     hardware prefetcher)."""
     load, tensor = contraction.a, contraction.tensor
     dtype = load.tensor.dtype
-    m_total = _product_of(contraction.m_axes)
-    k_total = _product_of(contraction.k_axes)
-    strips = _ceil_div(m_total, width)
+    m_total = product_of(contraction.m_axes)
+    k_total = product_of(contraction.k_axes)
+    strips = ceil_div(m_total, width)
     batched = any(a in {v for i in load.indices for v in vars_in(i)}
                   for a in contraction.batch_axes)
-    batch = _product_of(contraction.batch_axes) if batched else 1
+    batch = product_of(contraction.batch_axes) if batched else 1
     packed = Buffer(name, (batch, k_blocks, strips, kc, width), dtype, level=options.param_level)
     t, kq, r = Var("t"), Var("kq"), Var("r")
     pb = t // (k_blocks * strips) if batch > 1 else const(0)
@@ -72,19 +74,19 @@ def pack_slices(name: str, contraction: Contraction, width: int, kc: int, k_bloc
     if view is not None:  # W[k, c, r, s] read as W[k, (c, r, s)]: no div/mod per element
         source, value = view
     else:
-        values = {**(_unflatten(pb, contraction.batch_axes) if batched else {}),
-                  **_unflatten(m_index, contraction.m_axes),
-                  **_unflatten(k_index, contraction.k_axes)}
+        values = {**(unflatten(pb, contraction.batch_axes) if batched else {}),
+                  **unflatten(m_index, contraction.m_axes),
+                  **unflatten(k_index, contraction.k_axes)}
         unit = [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
-        value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=unit)
+        value = kernel_expr(load, values, {load.tensor: source}, extra_zero=unit)
     store = Store(packed, (pb, pc, ls, kq, r),
                   select(all_of(m_flat < m_total, k_flat < k_total), value, const(0.0, dtype)))
     outer = batch * k_blocks * strips
-    body = _nest([(kq, kc, LoopKind.SERIAL, 0),
-                  (r, width, _vector(options), max(1, options.lanes(dtype)))], store)
+    body = nest([(kq, kc, LoopKind.SERIAL, 0),
+                 (r, width, vector_kind(options), max(1, options.lanes(dtype)))], store)
     role = f"pack A of {tensor.name} into {kc}-row slices of {width}-row strips"
     kernel = Kernel(f"{name}_pack", (source, packed), (name,),
-                    For(t, const(outer), _parallel(options, outer), body),
+                    For(t, const(outer), parallel_kind(options, outer), body),
                     attrs={"compute": tensor.name, "role": role,
                            "schedule": f"{role}: {k_blocks} x {strips} blocks"})
     verify_kernel(kernel, options.spec, check_bounds=False)  # selects guard the clamps
@@ -112,7 +114,7 @@ def pack_block_columns(xpack: Buffer, load: Load, padded: Tensor | None, first: 
         inner = n_axes[-1]
         extent = inner.extent
         rows_total = n_total // extent
-        touched = min(rows_total, _ceil_div(width - 1, extent) + 1)
+        touched = min(rows_total, ceil_div(width - 1, extent) + 1)
         hr, wv = Var("hr"), Var("wv")
         row = start // extent + hr
         # the row's segment inside the panel: columns [lo, hi) (empty past the last row)
@@ -120,8 +122,8 @@ def pack_block_columns(xpack: Buffer, load: Load, padded: Tensor | None, first: 
         hi = minimum(minimum(start + width - row * extent, extent), n_total - row * extent)
         column = lo + wv
         flat = row * extent + column
-        values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), n_axes[:-1]),
-                  inner: column, **_unflatten(k0 + kk, first.k_axes)}
+        values = {**batch_values, **unflatten(minimum(row, rows_total - 1), n_axes[:-1]),
+                  inner: column, **unflatten(k0 + kk, first.k_axes)}
         where = (jp, kk, flat - start)
         if padded is None:
             store: Stmt = Store(xpack, where, to_buffers(load, values))
@@ -136,25 +138,25 @@ def pack_block_columns(xpack: Buffer, load: Load, padded: Tensor | None, first: 
                                Store(xpack, where, false_value))
         copy = For(kk, k_rows, LoopKind.SERIAL, For(
             hr, const(touched), LoopKind.SERIAL,
-            For(wv, maximum(hi - lo, 0), _vector(options), store, lanes=lanes)))
+            For(wv, maximum(hi - lo, 0), vector_kind(options), store, lanes=lanes)))
         if n_total % (panels * width) == 0:   # no panel runs past the last pixel
             return For(jp, const(panels), LoopKind.SERIAL, copy)
         tail = IfThenElse(start + width > n_total, For(  # the last block's ragged panels
             kk, k_rows, LoopKind.SERIAL, For(
-                jn, const(width), _vector(options),
+                jn, const(width), vector_kind(options),
                 IfThenElse(start + jn >= n_total, Store(xpack, (jp, kk, jn), zero)),
                 lanes=lanes)))
         return For(jp, const(panels), LoopKind.SERIAL, Seq((copy, tail)))
     flat = start + jn
-    values = {**batch_values, **_unflatten(minimum(flat, n_total - 1), n_axes),
-              **_unflatten(k0 + kk, first.k_axes)}
+    values = {**batch_values, **unflatten(minimum(flat, n_total - 1), n_axes),
+              **unflatten(k0 + kk, first.k_axes)}
     source: Expr = load
     if padded is not None:
         source = clamp_guarded_loads(substitute(padded.op.body,
                                                 dict(zip(padded.axes, load.indices))))
     value = select(flat < n_total, to_buffers(source, values), zero)
     return For(jp, const(panels), LoopKind.SERIAL, For(kk, k_rows, LoopKind.SERIAL, For(
-        jn, const(width), _vector(options), Store(xpack, (jp, kk, jn), value), lanes=lanes)))
+        jn, const(width), vector_kind(options), Store(xpack, (jp, kk, jn), value), lanes=lanes)))
 
 
 __all__ = ["pack_block_columns", "pack_slices"]

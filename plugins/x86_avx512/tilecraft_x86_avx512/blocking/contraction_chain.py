@@ -68,13 +68,17 @@ from tilecraft.te.expr import (
 from tilecraft.te.functions import all_of, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import is_const, loads_in, substitute, transform
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    kernel_expr,
+    nest,
+    parallel_kind,
+    topological_order,
+    unflatten,
+    unit_axes,
+    vector_kind,
+)
 from tilecraft_x86_avx512.blocking.register_tiles import (
-    _ceil_div,
-    _kernel_expr,
-    _nest,
-    _parallel,
-    _unflatten,
-    _vector,
     edge_tiles,
     pack_operand,
 )
@@ -176,7 +180,7 @@ def as_chain(output: Tensor,
         return None
     if ref.axes[-1] is not first.n_axes[0] or ref.axes[-2] is not first.m_axes[0]:
         return None
-    order = _topological([*between], ref)
+    order = topological_order([*between], ref)
     if order is None:
         return None
     for t in order:
@@ -216,23 +220,6 @@ def as_chain(output: Tensor,
     return ContractionChain(first, tuple(order), second)
 
 
-def _topological(between: list[Tensor], ref: Tensor) -> list[Tensor] | None:
-    remaining = list(dict.fromkeys(between))
-    done = {ref}
-    order: list[Tensor] = []
-    while remaining:
-        for t in remaining:
-            deps = [ld.tensor for ld in loads_in(t.op.body) if not ld.tensor.is_placeholder]
-            if all(d in done for d in deps):
-                order.append(t)
-                done.add(t)
-                remaining.remove(t)
-                break
-        else:
-            return None
-    return order
-
-
 def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlocking,
                 options: LoweringOptions) -> list[Kernel]:
     """Pack kernels for ``B1`` and ``D``, and the fused kernel (see the module docstring)."""
@@ -265,8 +252,8 @@ def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlock
     a1 = first.a.tensor
     a1_buffer = Buffer(a1.name, a1.shape, a1.dtype, level=level)
     e_view = Buffer(out.name, (batch, m_total, n_total), dtype, level=level)
-    mc = min(bl.mc, _ceil_div(m_total, bl.mc) * bl.mc)
-    m_blocks = _ceil_div(m_total, mc)
+    mc = min(bl.mc, ceil_div(m_total, bl.mc) * bl.mc)
+    m_blocks = ceil_div(m_total, mc)
     m_panels = mc // bl.nr1
     l_strips = l_padded // bl.mi1
     tile = Buffer(f"{ref.name}_tile", (l_padded, mc), dtype, level=level)
@@ -279,36 +266,36 @@ def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlock
     # pack A1^T: panels of nr1 values of m, k major
     mp, kq, jn = Var("mp"), Var("kq"), Var("jn")
     m_flat = m0 + mp * bl.nr1 + jn
-    values = {**_unflatten(b_index, first.batch_axes),
-              **_unflatten(minimum(m_flat, m_total - 1), first.m_axes),
-              **_unflatten(minimum(kq, k_total - 1), first.k_axes)}
-    load = _kernel_expr(first.a, values, {a1: a1_buffer}, extra_zero=_unit_axes(ref))
-    pack_a = _nest([(mp, m_panels, LoopKind.SERIAL, 0), (kq, k_padded, LoopKind.SERIAL, 0),
-                    (jn, bl.nr1, _vector(options), lanes)],
+    values = {**unflatten(b_index, first.batch_axes),
+              **unflatten(minimum(m_flat, m_total - 1), first.m_axes),
+              **unflatten(minimum(kq, k_total - 1), first.k_axes)}
+    load = kernel_expr(first.a, values, {a1: a1_buffer}, extra_zero=unit_axes(ref))
+    pack_a = nest([(mp, m_panels, LoopKind.SERIAL, 0), (kq, k_padded, LoopKind.SERIAL, 0),
+                   (jn, bl.nr1, vector_kind(options), lanes)],
                    Store(a1_pack, (mp, kq, jn),
                          select(all_of(m_flat < m_total, kq < k_total), load, const(0.0))))
 
     # T^T tile: micro-kernel with A = B1 strip (l rows), B = A1^T panel (m columns)
     ls, row, col = Var("ls"), Var("row"), Var("col")
     b1_batch = b_index if b1p.shape[0] > 1 else const(0)
-    zero = _nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, _vector(options), lanes)],
-                 Store(tile, (ls * bl.mi1 + row, mp * bl.nr1 + col), const(0.0)))
+    zero = nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, vector_kind(options), lanes)],
+                Store(tile, (ls * bl.mi1 + row, mp * bl.nr1 + col), const(0.0)))
     call1 = MicroKernelCall(micro_kernel, (
         Region(b1p, (b1_batch, ls, const(0), const(0)), (1, 1, k_padded, bl.mi1)),
         Region(a1_pack, (mp, const(0), const(0)), (1, k_padded, bl.nr1)),
         Region(tile, (ls * bl.mi1, mp * bl.nr1), (bl.mi1, bl.nr1))),
         (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_padded), ("MV", bl.mi1), ("NC", bl.nr1)))
-    first_gemm = _nest([(ls, l_strips, LoopKind.SERIAL, 0), (mp, m_panels, LoopKind.SERIAL, 0)],
-                       Seq((zero, call1)))
+    first_gemm = nest([(ls, l_strips, LoopKind.SERIAL, 0), (mp, m_panels, LoopKind.SERIAL, 0)],
+                      Seq((zero, call1)))
 
     # memory-bound computes on the tile, in place where a buffer dies
     placeholders = between_inputs(chain, options)
-    stmts, allocs, z_buffer, deferred = _between(chain, tile, b_index, m0, mc, l_total,
-                                                 options, lanes, placeholders)
+    stmts, allocs, z_buffer, deferred = between_passes(chain, tile, b_index, m0, mc, l_total,
+                                                       options, lanes, placeholders)
     if l_padded > l_total:  # padded k rows of the second contraction must be zero
         lz, cz = Var("lz"), Var("cz")
-        stmts.append(_nest([(lz, l_padded - l_total, LoopKind.SERIAL, 0),
-                            (cz, mc, _vector(options), lanes)],
+        stmts.append(nest([(lz, l_padded - l_total, LoopKind.SERIAL, 0),
+                           (cz, mc, vector_kind(options), lanes)],
                            Store(z_buffer, (lz + l_total, cz), const(0.0))))
 
     # E rows of the block: A = Z^T strip (columns m), B = packed D panel
@@ -322,8 +309,8 @@ def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlock
     a_region = Region(z_buffer, (const(0), ms * bl.mi2), (l_total, bl.mi2))
     tiles = edge_tiles(micro_kernel, a_region, b_region, e_view, b_index, e_m0, e_n0, m_total,
                        n_total, bl.mi2, bl.nr2, params2, const(True), options)
-    second_gemm: Stmt = _nest([(jr, _ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
-                               (ms, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
+    second_gemm: Stmt = nest([(jr, ceil_div(n_total, bl.nr2), LoopKind.SERIAL, 0),
+                              (ms, mc // bl.mi2, LoopKind.SERIAL, 0)], tiles)
     if deferred is not None:  # the rows of E scaled instead of the tile's columns
         second_gemm = Seq((second_gemm, scale_rows(deferred, e_view, b_index, m0, mc, m_total,
                                                    n_total, options, lanes)))
@@ -342,14 +329,14 @@ def scale_rows(deferred: tuple[BinaryOp, Buffer], e_view: Buffer, b_index: Expr,
                mc: int, m_total: int, n_total: int, options: LoweringOptions,
                lanes: int) -> Stmt:
     """``E[b, m0 + mm, :] = E[b, m0 + mm, :] op factor[mm]`` for the block's rows: a row
-    scaling of the intermediate (see :func:`_between`) applied to the product instead."""
+    scaling of the intermediate (see :func:`between_passes`) applied to the product instead."""
     op, factor = deferred
     mm, nv = Var("mm"), Var("nv")
     where = (b_index, m0 + mm, nv)
     scaled = Store(e_view, where, Binary(op, BufferLoad(e_view, where),
                                          BufferLoad(factor, (mm,))))
     return For(mm, const(mc), LoopKind.SERIAL, IfThenElse(
-        m0 + mm < m_total, For(nv, const(n_total), _vector(options), scaled, lanes=lanes)))
+        m0 + mm < m_total, For(nv, const(n_total), vector_kind(options), scaled, lanes=lanes)))
 
 
 def fused_chain_kernel(chain: ContractionChain, body: Stmt, local: Sequence[Buffer], t: Var,
@@ -361,7 +348,7 @@ def fused_chain_kernel(chain: ContractionChain, body: Stmt, local: Sequence[Buff
     placeholders the memory-bound computes read) and ``e_view``."""
     for buffer in local:
         body = Allocate(buffer, body)
-    main = For(t, const(outer), _parallel(options, outer), body)
+    main = For(t, const(outer), parallel_kind(options, outer), body)
     names = {b.name for b in inputs}
     for buffer in placeholders.values():
         if buffer.name not in names:
@@ -379,7 +366,7 @@ def fused_chain_kernel(chain: ContractionChain, body: Stmt, local: Sequence[Buff
 
 def between_inputs(chain: ContractionChain, options: LoweringOptions) -> dict[Tensor, Buffer]:
     """The parameter buffers of the placeholders the memory-bound computes read (a bias, a
-    mask): made once per fused kernel and given to both :func:`_between` (its loads) and
+    mask): made once per fused kernel and given to both :func:`between_passes` (its loads) and
     :func:`fused_chain_kernel` (its parameters), which must be the same buffers."""
     buffers: dict[Tensor, Buffer] = {}
     for between in chain.between:
@@ -390,14 +377,10 @@ def between_inputs(chain: ContractionChain, options: LoweringOptions) -> dict[Te
     return buffers
 
 
-def _unit_axes(tensor: Tensor) -> list[IterVar]:
-    return [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
-
-
-def _between(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Expr, mc: int, l_total: int,
-             options: LoweringOptions, lanes: int, placeholders: Mapping[Tensor, Buffer],
-             rows: bool = False
-             ) -> tuple[list[Stmt], list[Buffer], Buffer, tuple[BinaryOp, Buffer] | None]:
+def between_passes(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Expr, mc: int,
+                   l_total: int, options: LoweringOptions, lanes: int,
+                   placeholders: Mapping[Tensor, Buffer], rows: bool = False
+                   ) -> tuple[list[Stmt], list[Buffer], Buffer, tuple[BinaryOp, Buffer] | None]:
     """Loop nests applying the memory-bound computes to the local tile (``[l, m]``, vectorised
     along ``m``; ``rows``: ``[m, l]``, vectorised along ``l``, row reductions across lanes) and
     to per-row buffers (``[m]``), in as few passes over the tile as the computes allow:
@@ -480,8 +463,8 @@ def _between(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Expr, mc:
             buffer = Buffer(f"{t.name}_local", (mc,), DType.FLOAT32,
                             level=options.register_level or tile.level)
             allocs.append(buffer)
-        batch_values = _unflatten(b_index, [a for a in t.axes[:len(ref.shape) - 2]
-                                            if a.extent > 1])
+        batch_values = unflatten(b_index, [a for a in t.axes[:len(ref.shape) - 2]
+                                           if a.extent > 1])
         values: dict[IterVar, Expr] = {**batch_values, t.axes[len(ref.shape) - 2]: m0 + m}
         full_reads = {ld.tensor for ld in loads_in(expr_t) if full(ld.tensor)}
         # a row reduction over the tensor the open pass has just computed joins that pass
@@ -502,12 +485,12 @@ def _between(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Expr, mc:
             return None
 
         expr = expr_t.body if isinstance(expr_t, Reduce) else expr_t
-        expr = _kernel_expr(transform(expr, to_local), values, placeholders,
-                            extra_zero=_unit_axes(t))
+        expr = kernel_expr(transform(expr, to_local), values, placeholders,
+                           extra_zero=unit_axes(t))
         local[t] = buffer
         if isinstance(body, Reduce):
             identity = Reduce(body.op, body.body, body.axes).identity()
-            init = For(m, const(mc), _vector(options),
+            init = For(m, const(mc), vector_kind(options),
                        Store(buffer, (m,), const(identity, DType.FLOAT32)), lanes=lanes)
             update = Store(buffer, (m,), expr, accumulate=body.op)
             if joins:
@@ -517,9 +500,10 @@ def _between(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Expr, mc:
                 stmts[-1] = _pass(open_pass[1], lv, m, l_total, mc, options, lanes, rows)
                 open_pass = (open_pass[0], open_pass[1], position)
                 continue
-            loops = [(m, mc, LoopKind.SERIAL, 0), (r, l_total, _vector(options), lanes)] if rows \
-                else [(r, l_total, LoopKind.SERIAL, 0), (m, mc, _vector(options), lanes)]
-            stmts.extend((init, _nest(loops, update)))
+            vector = vector_kind(options)
+            loops = [(m, mc, LoopKind.SERIAL, 0), (r, l_total, vector, lanes)] if rows \
+                else [(r, l_total, LoopKind.SERIAL, 0), (m, mc, vector, lanes)]
+            stmts.extend((init, nest(loops, update)))
             open_pass = None
         else:
             pass_body: list[Stmt] = [Store(buffer, (m, lv) if rows else (lv, m), simplify(expr))]
@@ -534,9 +518,10 @@ def _pass(body: list[Stmt], lv: Var, m: Var, l_total: int, mc: int, options: Low
     """One pass over the tile, vectorised along its contiguous axis."""
     inner: Stmt = body[0] if len(body) == 1 else Seq(tuple(body))
     if rows:
-        return _nest([(m, mc, LoopKind.SERIAL, 0), (lv, l_total, _vector(options), lanes)],
-                     inner)
-    return _nest([(lv, l_total, LoopKind.SERIAL, 0), (m, mc, _vector(options), lanes)], inner)
+        return nest([(m, mc, LoopKind.SERIAL, 0), (lv, l_total, vector_kind(options), lanes)],
+                    inner)
+    return nest([(lv, l_total, LoopKind.SERIAL, 0), (m, mc, vector_kind(options), lanes)], inner)
 
 
-__all__ = ["ContractionChain", "ChainBlocking", "as_chain", "lower_chain"]
+__all__ = ["ChainBlocking", "ContractionChain", "as_chain", "between_inputs", "between_passes",
+           "fused_chain_kernel", "lower_chain", "scale_rows"]

@@ -109,6 +109,14 @@ from tilecraft.te.expr import (
     select,
 )
 from tilecraft.te.functions import all_of, eq, minimum
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    nest,
+    parallel_kind,
+    unflatten,
+    unique_params,
+    vector_kind,
+)
 from tilecraft_x86_avx512.blocking.dot_product_packing import (
     COLUMN_LANES,
     OperandReader,
@@ -123,12 +131,6 @@ from tilecraft_x86_avx512.blocking.dot_product_packing import (
 )
 from tilecraft_x86_avx512.blocking.register_tiles import (
     Blocking,
-    _ceil_div,
-    _nest,
-    _parallel,
-    _unflatten,
-    _unique_params,
-    _vector,
 )
 
 
@@ -191,9 +193,9 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
     batch, m_total, n_total, k_total = c.extents()
     k_blocks, kc = k_slices(k_total, bl.kc, group)
     kg_slice = kc // group
-    nb = _ceil_div(n_total, bl.nr)
-    mc = min(bl.mc, _ceil_div(m_total, bl.mi) * bl.mi)
-    m_blocks = _ceil_div(m_total, mc)
+    nb = ceil_div(n_total, bl.nr)
+    mc = min(bl.mc, ceil_div(m_total, bl.mi) * bl.mi)
+    m_blocks = ceil_div(m_total, mc)
     strips = mc // bl.mi
     level = options.param_level
     col_lanes = min(COLUMN_LANES, max(1, options.lanes(acc_dtype)))
@@ -208,7 +210,7 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
     # B packed per block of panels inside the main kernel (see the docstring)
     per_block = min(panels_per_block, nb) if panels_per_block > 0 and a_rows is not None \
         and len(c.n_axes) == 1 and tensor.dtype is acc_dtype else 0
-    n_blocks = _ceil_div(nb, per_block) if per_block else 1
+    n_blocks = ceil_div(nb, per_block) if per_block else 1
     fused_im2col = len(c.n_axes) > 1 and not shift
     im2col = [im2col_kernel(dot, options)] if len(c.n_axes) > 1 and shift else []
     pack_kernels: list[Kernel] = []
@@ -257,19 +259,19 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
     # per block) of a serial loop over row blocks and the block's panels
     mb: Expr = Var("mb") if per_block else t % outer_per_batch
     jr: Expr = (t % n_blocks) * per_block + jl if per_block and n_blocks > 1 else jl
-    columns = _vector(options)
+    columns = vector_kind(options)
 
     def pack_a(first_row: Expr, count: int, clamp_k: bool) -> Stmt:
         """Ap[ir, r, kg, g] = A(m = first_row + ir*mi + r, k = pc*kc + kg*G + g), 0 outside."""
         m_flat = first_row + ir * bl.mi + r
         k_flat = pc * kc + kg * group + g
-        m_values = {**_unflatten(b_index, c.batch_axes),
-                    **_unflatten(minimum(m_flat, m_total - 1), c.m_axes)}
+        m_values = {**unflatten(b_index, c.batch_axes),
+                    **unflatten(minimum(m_flat, m_total - 1), c.m_axes)}
         k_index = minimum(k_flat, k_total - 1) if clamp_k else k_flat
         value = shifted(a_reader.value(m_values, k_index), dot.a_dtype, a_packed)
         valid = all_of(m_flat < m_total, k_flat < k_total) if clamp_k else m_flat < m_total
-        return _nest([(ir, count, LoopKind.SERIAL, 0), (r, bl.mi, LoopKind.SERIAL, 0),
-                      (kg, kg_slice, LoopKind.SERIAL, 0), (g, group, LoopKind.UNROLLED, 0)],
+        return nest([(ir, count, LoopKind.SERIAL, 0), (r, bl.mi, LoopKind.SERIAL, 0),
+                     (kg, kg_slice, LoopKind.SERIAL, 0), (g, group, LoopKind.UNROLLED, 0)],
                      Store(a_pack, (ir, r, kg, g), select(valid, value, const(0, a_packed))))
 
     packing: Stmt | None
@@ -321,7 +323,7 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
         return MicroKernelCall(micro_kernel, (a_region, b_region, c_region), params)
 
     def tile_rows(store: Stmt) -> Stmt:
-        return _nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, columns, col_lanes)], store)
+        return nest([(row, bl.mi, LoopKind.SERIAL, 0), (col, bl.nr, columns, col_lanes)], store)
 
     def strip_sums(rows: int) -> Stmt:
         """row_comp[strip rows] = sum_k A (the strip's rows inside M; 0 below)."""
@@ -378,7 +380,7 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
     # a ragged last panel: the micro-kernel on the 16-column vectors holding its columns only
     # (N = 196 in panels of 80: 48 columns computed of the last panel's 80)
     last_columns = bl.nr if bl.nr % COLUMN_LANES else \
-        _ceil_div(n_total - (nb - 1) * bl.nr, COLUMN_LANES) * COLUMN_LANES
+        ceil_div(n_total - (nb - 1) * bl.nr, COLUMN_LANES) * COLUMN_LANES
 
     def edge(rows_used: int, columns_used: int = bl.nr) -> Stmt:
         return then(first_use, load_tile, call(tile_region, rows_used, columns_used),
@@ -396,8 +398,8 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
     b_source: Buffer | None = None
     if per_block and nb % per_block:   # the last block has fewer panels
         tiles = IfThenElse(jr < nb, tiles)
-    tile_loops = _nest([(jl, per_block or nb, LoopKind.SERIAL, 0),
-                        (ir2, strips, LoopKind.SERIAL, 0)], tiles)
+    tile_loops = nest([(jl, per_block or nb, LoopKind.SERIAL, 0),
+                       (ir2, strips, LoopKind.SERIAL, 0)], tiles)
     loops = tile_loops if packing is None else Seq((packing, tile_loops))
     body: Stmt = For(pc, const(k_blocks), LoopKind.SERIAL, loops)
     if per_block:   # pack the block's panels, then every block of rows against them
@@ -421,13 +423,13 @@ def lower_dot_product_contraction(dot: DotProductContraction, micro_kernel: str,
                 acc, (b_index, m_row, col)).astype(out.dtype)), lanes=col_lanes)))
         body = Seq((body, convert))
     outer = batch * outer_per_batch
-    body = For(t, const(outer), _parallel(options, outer), body)
+    body = For(t, const(outer), parallel_kind(options, outer), body)
     inputs = [a_reader.buffer if a_rows is None else a_rows] + \
         ([b_source] if per_block else [packed]) + \
         ([comp] if comp is not None else []) + \
         ([row_comp] if row_comp is not None and not block_sums else [])
     outputs = [out] if acc is out else [out, acc]
-    kernel = Kernel(tensor.name, tuple(_unique_params([*inputs, *outputs])),
+    kernel = Kernel(tensor.name, tuple(unique_params([*inputs, *outputs])),
                     tuple(b.name for b in outputs), body,
                     attrs={"compute": tensor.name, "statement": tensor.statement(),
                            "schedule": (f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} "

@@ -46,17 +46,17 @@ from tilecraft.te.expr import Expr, IterVar, Load, ReduceOp, Var, const, select
 from tilecraft.te.functions import eq, minimum
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import substitute, vars_in, walk
-from tilecraft_x86_avx512.blocking.register_tiles import (
-    _axes_in,
-    _ceil_div,
-    _kernel_expr,
-    _nest,
-    _parallel,
-    _product_of,
-    _unflatten,
-    _unique_params,
-    _unit_axes,
-    _vector,
+from tilecraft_x86_avx512.blocking.building import (
+    axes_in,
+    ceil_div,
+    kernel_expr,
+    nest,
+    parallel_kind,
+    product_of,
+    unflatten,
+    unique_params,
+    unit_axes,
+    vector_kind,
 )
 
 #: lanes of the small vector loops over a tile's columns (one zmm of 32-bit values)
@@ -82,7 +82,7 @@ def _flat_k_view(load: Load, k_axes: Sequence[IterVar], param_level: str
     prefix = kept[:-n]
     if any(set(vars_in(index)) & set(k_axes) or _has_load(index) for index, _ in prefix):
         return None
-    shape = (*(extent for _, extent in prefix), _product_of(k_axes))
+    shape = (*(extent for _, extent in prefix), product_of(k_axes))
     view = Buffer(load.tensor.name, shape, load.tensor.dtype, level=param_level)
     return view, tuple(index for index, _ in prefix)
 
@@ -115,24 +115,24 @@ class OperandReader:
         """The operand as ``[rows, K / group, group]`` when it already is that, row-major: its
         non-``k`` indices are exactly ``row_axes`` in order (``A[i, k]``, a weight ``W[o, c, r,
         s]``) and ``group`` divides ``K``; a micro-kernel can then read its rows in place."""
-        k_total = _product_of(self.k_axes)
+        k_total = product_of(self.k_axes)
         if self._prefix is None or k_total % group or \
                 list(self._prefix) != [axis for axis in row_axes if axis.extent > 1]:
             return None
-        return Buffer(self.buffer.name, (_product_of(row_axes), k_total // group, group),
+        return Buffer(self.buffer.name, (product_of(row_axes), k_total // group, group),
                       self.buffer.dtype, level=self.buffer.level)
 
     def value(self, values: dict[IterVar, Expr], k_flat: Expr) -> Expr:
         """The operand at the other axes' ``values`` and the fused ``k`` index ``k_flat``."""
         if self._prefix is not None:
             mapping = dict(values)
-            for axis in _unit_axes(self.tensor):
+            for axis in unit_axes(self.tensor):
                 mapping.setdefault(axis, const(0))
             prefix = tuple(simplify(substitute(i, mapping)) for i in self._prefix)
             return BufferLoad(self.buffer, (*prefix, simplify(k_flat)))
-        values = {**values, **_unflatten(k_flat, self.k_axes)}
-        return _kernel_expr(self.load, values, {self.load.tensor: self.buffer},
-                            extra_zero=_unit_axes(self.tensor))
+        values = {**values, **unflatten(k_flat, self.k_axes)}
+        return kernel_expr(self.load, values, {self.load.tensor: self.buffer},
+                           extra_zero=unit_axes(self.tensor))
 
 
 def shifted(value: Expr, source: DType, packed: DType) -> Expr:
@@ -155,16 +155,16 @@ def packing_shift(source: DType, packed: DType) -> int:
 
 def k_slices(k_total: int, kc: int, group: int) -> tuple[int, int]:
     """(slices, KC): equal slices of ``k``, each a multiple of ``group``, covering ``k_total``."""
-    kc = _ceil_div(min(kc, k_total), group) * group
-    blocks = _ceil_div(k_total, kc)
-    kc = _ceil_div(_ceil_div(k_total, blocks), group) * group
-    return _ceil_div(k_total, kc), kc
+    kc = ceil_div(min(kc, k_total), group) * group
+    blocks = ceil_div(k_total, kc)
+    kc = ceil_div(ceil_div(k_total, blocks), group) * group
+    return ceil_div(k_total, kc), kc
 
 
 # B as columns (convolutions), then packed ----------------------------------------------
 def b_batch(c: Contraction) -> int:
     """The batch extent of packed B: 1 when B does not depend on the batch axes."""
-    return _product_of(c.batch_axes) if any(a in _axes_in(c.b) for a in c.batch_axes) else 1
+    return product_of(c.batch_axes) if any(a in axes_in(c.b) for a in c.batch_axes) else 1
 
 
 def _columns_row(c: Contraction, source: Buffer, k_index: Expr, batch_index: Expr | None,
@@ -173,17 +173,17 @@ def _columns_row(c: Contraction, source: Buffer, k_index: Expr, batch_index: Exp
     ``n`` axes as separate loops (see :func:`im2col_kernel`)."""
     n_vars = [Var(f"n{d}") for d in range(len(c.n_axes))]
     values: dict[IterVar, Expr] = dict(zip(c.n_axes, n_vars))
-    values.update(_unflatten(k_index, c.k_axes))
+    values.update(unflatten(k_index, c.k_axes))
     if batch_index is not None:
-        values.update(_unflatten(batch_index, c.batch_axes))
-    value = _kernel_expr(c.b, values, {c.b.tensor: source}, extra_zero=_unit_axes(c.tensor))
+        values.update(unflatten(batch_index, c.batch_axes))
+    value = kernel_expr(c.b, values, {c.b.tensor: source}, extra_zero=unit_axes(c.tensor))
     n_flat: Expr = const(0)
     stride = 1
     for var, axis in zip(reversed(n_vars), reversed(c.n_axes)):
         n_flat = var * stride + n_flat if stride > 1 else var + n_flat
         stride *= axis.extent
     loops = [(var, axis.extent, LoopKind.SERIAL, 0) for var, axis in zip(n_vars, c.n_axes)]
-    return _nest(loops, store(simplify(n_flat), value))
+    return nest(loops, store(simplify(n_flat), value))
 
 
 def im2col_kernel(dot: DotProductContraction, options: LoweringOptions) -> Kernel:
@@ -207,7 +207,7 @@ def im2col_kernel(dot: DotProductContraction, options: LoweringOptions) -> Kerne
                         lambda n_flat, value: Store(cols, (pb, kk, n_flat), value))
     outer = batch * k_total
     kernel = Kernel(f"{cols.name}_im2col", (source, cols), (cols.name,),
-                    For(t, const(outer), _parallel(options, outer), body),
+                    For(t, const(outer), parallel_kind(options, outer), body),
                     attrs={"compute": tensor.name, "role": f"B of {tensor.name} as columns",
                            "schedule": f"im2col of {c.b.tensor.name}: {k_total} rows of "
                                        f"{n_total}"})
@@ -251,7 +251,7 @@ def pack_b_kernel(dot: DotProductContraction, nr: int, kc: int, shift: int,
     k_blocks, kc = k_slices(k_total, kc, group)
     groups_total = k_blocks * kc // group
     full_groups = k_total // group
-    panels = _ceil_div(n_total, nr)
+    panels = ceil_div(n_total, nr)
     batch = b_batch(c)
     reader = OperandReader(c.b, tensor, c.k_axes, options)
     cols = None if columns_of is None else \
@@ -276,11 +276,11 @@ def pack_b_kernel(dot: DotProductContraction, nr: int, kc: int, shift: int,
     if rows is not None:
         source = Buffer(c.b.tensor.name, c.b.tensor.shape, dtype, level=options.param_level)
     t, kg, g, jn, jv = Var("t"), Var("kg"), Var("g"), Var("jn"), Var("jb")
-    outer_per_batch = _ceil_div(groups_total, GROUP_BLOCK) if group_major else panels
+    outer_per_batch = ceil_div(groups_total, GROUP_BLOCK) if group_major else panels
     pb = t // outer_per_batch if batch > 1 else const(0)
     local = t % outer_per_batch if batch > 1 else t
-    batch_values = _unflatten(pb, c.batch_axes) if batch > 1 else {}
-    columns = _vector(options)
+    batch_values = unflatten(pb, c.batch_axes) if batch > 1 else {}
+    columns = vector_kind(options)
 
     ragged = n_total % nr != 0
     last_panel = const(panels - 1)
@@ -296,7 +296,7 @@ def pack_b_kernel(dot: DotProductContraction, nr: int, kc: int, shift: int,
         if rows is not None:   # the block's im2col rows (group_index = first + kg)
             value = BufferLoad(rows, (kg * group + g, w_flat))
         elif cols is None:
-            value = reader.value({**batch_values, **_unflatten(w_flat, c.n_axes)}, k_index)
+            value = reader.value({**batch_values, **unflatten(w_flat, c.n_axes)}, k_index)
         else:
             value = BufferLoad(cols, (pb, k_index, w_flat))
         if clamp_k:
@@ -311,12 +311,12 @@ def pack_b_kernel(dot: DotProductContraction, nr: int, kc: int, shift: int,
                                 accumulate=ReduceOp.SUM))
         inner = stores[0] if len(stores) == 1 else Seq(tuple(stores))
         group_kind = (columns, group) if k_inner else (LoopKind.UNROLLED, 0)
-        copy = _nest([(jn, in_last if ragged_panel else nr, LoopKind.SERIAL, 0),
-                      (g, group, *group_kind)], inner)
+        copy = nest([(jn, in_last if ragged_panel else nr, LoopKind.SERIAL, 0),
+                     (g, group, *group_kind)], inner)
         if not ragged_panel:
             return copy
-        zero = _nest([(jn, nr - in_last, LoopKind.SERIAL, 0), (g, group, *group_kind)],
-                     Store(packed, (pb, jb, group_index, jn + in_last, g),
+        zero = nest([(jn, nr - in_last, LoopKind.SERIAL, 0), (g, group, *group_kind)],
+                    Store(packed, (pb, jb, group_index, jn + in_last, g),
                            const(0, packed_dtype)))
         return Seq((copy, zero))
 
@@ -368,17 +368,17 @@ def pack_b_kernel(dot: DotProductContraction, nr: int, kc: int, shift: int,
         work = IfThenElse(eq(jb, panels - 1), panel(True), panel(False)) if ragged \
             else panel(False)
         if comp is not None:
-            column = _nest([(jn, nr, columns, COLUMN_LANES)],
-                           Store(comp, (pb, jb, jn), const(0)))
-            scale = _nest([(jn, nr, columns, COLUMN_LANES)],
-                          Store(comp, (pb, jb, jn), BufferLoad(comp, (pb, jb, jn)) * (-shift)))
+            column = nest([(jn, nr, columns, COLUMN_LANES)],
+                          Store(comp, (pb, jb, jn), const(0)))
+            scale = nest([(jn, nr, columns, COLUMN_LANES)],
+                         Store(comp, (pb, jb, jn), BufferLoad(comp, (pb, jb, jn)) * (-shift)))
             work = Seq((column, work, scale))
     outer = batch * outer_per_batch
     outputs = (packed,) if comp is None else (packed, comp)
-    loop: Stmt = For(t, const(outer), _parallel(options, outer), work)
+    loop: Stmt = For(t, const(outer), parallel_kind(options, outer), work)
     if rows is not None:   # one per thread (and zeroed once: rows past K stay 0)
         loop = Allocate(rows, loop)
-    kernel = Kernel(f"{name}_pack", tuple(_unique_params([source, *outputs])),
+    kernel = Kernel(f"{name}_pack", tuple(unique_params([source, *outputs])),
                     tuple(b.name for b in outputs), loop,
                     attrs={"compute": tensor.name, "role": f"pack B of {tensor.name}",
                            "schedule": (f"pack B of {tensor.name}: {panels} panels of "
@@ -412,11 +412,11 @@ def pack_b_panel(dot: DotProductContraction, nr: int, kc: int, options: Lowering
     k_blocks, kc = k_slices(k_total, kc, group)
     groups_total = k_blocks * kc // group
     full_groups = k_total // group
-    panels = _ceil_div(n_total, nr)
+    panels = ceil_div(n_total, nr)
     reader = OperandReader(c.b, tensor, c.k_axes, options)
-    batch_values = _unflatten(batch_index, c.batch_axes) if batch_index is not None else {}
+    batch_values = unflatten(batch_index, c.batch_axes) if batch_index is not None else {}
     k_inner = reader.contiguous_in_k
-    group_kind = (_vector(options), group) if k_inner else (LoopKind.UNROLLED, 0)
+    group_kind = (vector_kind(options), group) if k_inner else (LoopKind.UNROLLED, 0)
     kg, g, jn = Var("kg"), Var("g"), Var("jn")
     in_last = n_total - (panels - 1) * nr
 
@@ -427,16 +427,16 @@ def pack_b_panel(dot: DotProductContraction, nr: int, kc: int, options: Lowering
         k_flat = group_index * group + g
         clamp = first >= full_groups
         k_index = minimum(k_flat, k_total - 1) if clamp else k_flat
-        value = shifted(reader.value({**batch_values, **_unflatten(panel * nr + jn, c.n_axes)},
+        value = shifted(reader.value({**batch_values, **unflatten(panel * nr + jn, c.n_axes)},
                                      k_index), dtype, packed_b)
         if clamp:
             value = select(k_flat < k_total, value, const(0, packed_b))
         store = Store(target, (slot, group_index, jn, g), value)
-        inner = _nest([(jn, in_last if ragged else nr, LoopKind.SERIAL, 0),
-                       (g, group, *group_kind)], store)
+        inner = nest([(jn, in_last if ragged else nr, LoopKind.SERIAL, 0),
+                      (g, group, *group_kind)], store)
         if ragged:
-            zero = _nest([(jn, nr - in_last, LoopKind.SERIAL, 0), (g, group, *group_kind)],
-                         Store(target, (slot, group_index, jn + in_last, g),
+            zero = nest([(jn, nr - in_last, LoopKind.SERIAL, 0), (g, group, *group_kind)],
+                        Store(target, (slot, group_index, jn + in_last, g),
                                const(0, packed_b)))
             inner = Seq((inner, zero))
         return For(kg, const(last - first), LoopKind.SERIAL, inner)
@@ -462,17 +462,17 @@ def a_row_sums_kernel(dot: DotProductContraction, scale: int, options: LoweringO
     rows = Buffer(f"{tensor.name}_arowcomp", (batch * m_total,), DType.INT32,
                   level=options.param_level)
     t, kk = Var("t"), Var("kk")
-    values = {**(_unflatten(t // m_total, c.batch_axes) if batch > 1 else {}),
-              **_unflatten(t % m_total if batch > 1 else t, c.m_axes)}
+    values = {**(unflatten(t // m_total, c.batch_axes) if batch > 1 else {}),
+              **unflatten(t % m_total if batch > 1 else t, c.m_axes)}
     total = Seq((Store(rows, (t,), const(0, DType.INT32)),
-                 For(kk, const(k_total), _vector(options),
+                 For(kk, const(k_total), vector_kind(options),
                      Store(rows, (t,), reader.value(values, kk).astype(DType.INT32),
                            accumulate=ReduceOp.SUM),
                      lanes=max(1, options.lanes(dot.a_dtype))),
                  Store(rows, (t,), BufferLoad(rows, (t,)) * scale)))
     outer = batch * m_total
-    kernel = Kernel(f"{rows.name}_sum", tuple(_unique_params([reader.buffer, rows])),
-                    (rows.name,), For(t, const(outer), _parallel(options, outer), total),
+    kernel = Kernel(f"{rows.name}_sum", tuple(unique_params([reader.buffer, rows])),
+                    (rows.name,), For(t, const(outer), parallel_kind(options, outer), total),
                     attrs={"compute": tensor.name,
                            "role": f"row sums of A of {tensor.name} (compensation of B's shift)",
                            "schedule": f"{outer} rows of {k_total}, times {scale}"})

@@ -38,7 +38,7 @@ The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilecraft.errors import LoweringError
@@ -57,12 +57,23 @@ from tilecraft.kernel_ir.nodes import (
     Store,
 )
 from tilecraft.kernel_ir.verify import verify_kernel
-from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
 from tilecraft.te.expr import Const, Expr, IterVar, Load, Var, const, select
 from tilecraft.te.functions import all_of, eq, minimum
 from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.blocking.building import (
+    axes_in,
+    ceil_div,
+    contraction_kernel,
+    kernel_expr,
+    nest,
+    parallel_kind,
+    product_of,
+    unflatten,
+    unit_axes,
+    vector_kind,
+)
 
 
 @dataclass(frozen=True)
@@ -88,32 +99,6 @@ class Blocking:
                                 f"mi = {self.mi}; round it to {rounded}")
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _unflatten(flat: Expr, axes: Sequence[IterVar]) -> dict[IterVar, Expr]:
-    """Each axis of a fused group as an expression of the group's flat (row-major) index."""
-    values: dict[IterVar, Expr] = {}
-    inner = 1
-    for position in range(len(axes) - 1, -1, -1):
-        axis = axes[position]
-        value = flat // inner if inner > 1 else flat
-        if position > 0:
-            value = value % axis.extent
-        values[axis] = value
-        inner *= axis.extent
-    return values
-
-
-def _kernel_expr(expr: Expr, values: Mapping[IterVar, Expr], buffers: Mapping[Tensor, Buffer],
-                 extra_zero: Sequence[IterVar] = ()) -> Expr:
-    mapping = dict(values)
-    for axis in extra_zero:
-        mapping.setdefault(axis, const(0))
-    return to_kernel_expr(expr, mapping, buffers)
-
-
 def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],
                      level: str) -> tuple[Buffer, Expr] | None:
     """``load`` as a load from a lower-rank view of its tensor, one dimension per axis group,
@@ -135,19 +120,13 @@ def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]
         if len(run) != len(axes) or any(i is not a or e != a.extent
                                          for (i, e), a in zip(run, axes)):
             return None
-        shape.append(_product_of(axes))
+        shape.append(product_of(axes))
         indices.append(flat)
         position += len(axes)
     if len(indices) != len(live) or not shape:
         return None
     view = Buffer(tensor.name, tuple(shape), tensor.dtype, level=level)
     return view, BufferLoad(view, tuple(indices))
-
-
-def _nest(loops: Sequence[tuple[Var, int, LoopKind, int]], body: Stmt) -> Stmt:
-    for var, extent, kind, lanes in reversed(loops):
-        body = For(var, const(extent), kind, body, lanes=lanes)
-    return body
 
 
 def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blocking,
@@ -166,11 +145,11 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     batch, m_total, n_total, k_total = c.extents()
     dtype = tensor.dtype
     kc = min(bl.kc, k_total)
-    k_blocks = _ceil_div(k_total, kc)
-    kc = _ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
-    nb = _ceil_div(n_total, bl.nr)
-    mc = min(bl.mc, _ceil_div(m_total, bl.mi) * bl.mi)
-    m_blocks = _ceil_div(m_total, mc)
+    k_blocks = ceil_div(k_total, kc)
+    kc = ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
+    nb = ceil_div(n_total, bl.nr)
+    mc = min(bl.mc, ceil_div(m_total, bl.mi) * bl.mi)
+    m_blocks = ceil_div(m_total, mc)
     strips = mc // bl.mi
     param_level = options.param_level
     a_tensor = c.a.tensor
@@ -214,10 +193,10 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
 
         tiles = slice_tiles(kc) if k_last == kc else \
             IfThenElse(pc < k_blocks - 1, slice_tiles(kc), slice_tiles(k_last))
-        body = _nest([(t, outer, _parallel(options, outer), 0),
-                      (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0),
-                      (ir2, strips, LoopKind.SERIAL, 0)], tiles)
-        return [pack_kernel, _main_kernel(
+        body = nest([(t, outer, parallel_kind(options, outer), 0),
+                     (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0),
+                     (ir2, strips, LoopKind.SERIAL, 0)], tiles)
+        return [pack_kernel, contraction_kernel(
             tensor, [a_view, packed_in, out], body, rows_micro_kernel,
             f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A read "
             f"in place: parallel({outer}) > k-slices({k_blocks}) > panels({nb}) > "
@@ -226,20 +205,20 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     m_flat = mb * mc + ir * bl.mi + r
     k_flat = pc * kc + kq
     a_values = {}
-    a_values.update(_unflatten(b_index, c.batch_axes))
-    a_values.update(_unflatten(minimum(m_flat, m_total - 1), c.m_axes))
-    a_values.update(_unflatten(minimum(k_flat, k_total - 1), c.k_axes))
+    a_values.update(unflatten(b_index, c.batch_axes))
+    a_values.update(unflatten(minimum(m_flat, m_total - 1), c.m_axes))
+    a_values.update(unflatten(minimum(k_flat, k_total - 1), c.k_axes))
     viewed = axis_groups_view(c.a, [(c.batch_axes, b_index),
                                     (c.m_axes, minimum(m_flat, m_total - 1)),
                                     (c.k_axes, minimum(k_flat, k_total - 1))], param_level)
     if viewed is not None:
         a_buffer, load_a = viewed
     else:
-        load_a = _kernel_expr(c.a, a_values, {a_tensor: a_buffer},
-                              extra_zero=_unit_axes(tensor))
+        load_a = kernel_expr(c.a, a_values, {a_tensor: a_buffer},
+                             extra_zero=unit_axes(tensor))
     a_valid = all_of(m_flat < m_total, k_flat < k_total)
-    pack_a = _nest([(ir, strips, LoopKind.SERIAL, 0), (kq, kc, LoopKind.SERIAL, 0),
-                    (r, bl.mi, _vector(options), max(1, options.lanes(dtype)))],
+    pack_a = nest([(ir, strips, LoopKind.SERIAL, 0), (kq, kc, LoopKind.SERIAL, 0),
+                   (r, bl.mi, vector_kind(options), max(1, options.lanes(dtype)))],
                    Store(a_pack, (ir, kq, r), select(a_valid, load_a, const(0.0, dtype))))
 
     # output element (row, col) of the tile at strip `is`, panel `jr`
@@ -248,25 +227,14 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     params = (("MI", bl.mi), ("NR", bl.nr), ("KI", kc))
     tiles = edge_tiles(micro_kernel, a_region, b_region, out, b_index, m0, n0, m_total,
                        n_total, bl.mi, bl.nr, params, eq(pc, 0), options)
-    loops = Seq((pack_a, _nest([(jr, nb, LoopKind.SERIAL, 0),
-                                (ir2, strips, LoopKind.SERIAL, 0)], tiles)))
+    loops = Seq((pack_a, nest([(jr, nb, LoopKind.SERIAL, 0),
+                               (ir2, strips, LoopKind.SERIAL, 0)], tiles)))
     body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops))
-    body = For(t, const(outer), _parallel(options, outer), body)
-    return [pack_kernel, _main_kernel(
+    body = For(t, const(outer), parallel_kind(options, outer), body)
+    return [pack_kernel, contraction_kernel(
         tensor, [a_buffer, packed_in, out], body, micro_kernel,
         f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}: parallel({outer})"
         f" > k-slices({k_blocks}) > panels({nb}) > strips({strips})", options)]
-
-
-def _main_kernel(tensor: Tensor, params: Sequence[Buffer], body: Stmt, micro_kernel: str,
-                 schedule: str, options: LoweringOptions) -> Kernel:
-    kernel = Kernel(tensor.name, tuple(_unique_params(params)), (tensor.name,), body,
-                    attrs={"compute": tensor.name, "statement": tensor.statement(),
-                           "schedule": schedule, "micro_kernel": micro_kernel})
-    # tiles are kept in bounds by the whole-tile / edge conditions around them, which the
-    # verifier's interval analysis does not use; the interpreter checks every access instead
-    verify_kernel(kernel, options.spec, check_bounds=False)
-    return kernel
 
 
 def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
@@ -302,8 +270,8 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
     lanes = max(1, options.lanes(out.dtype))
 
     def variant(rows: int, cols: int) -> Stmt:
-        zero = _nest([(row, rows, LoopKind.SERIAL, 0), (col, cols, _vector(options), lanes)],
-                     Store(out, (b_index, m0 + row, n0 + col), const(0, out.dtype)))
+        zero = nest([(row, rows, LoopKind.SERIAL, 0), (col, cols, vector_kind(options), lanes)],
+                    Store(out, (b_index, m0 + row, n0 + col), const(0, out.dtype)))
         # the operands' strides come from their buffers: narrowing the regions to the written
         # rows and columns changes no address, only what the declared semantics covers
         a_extents = list(a_region.extents)
@@ -337,14 +305,14 @@ def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[Ite
     ``tensor`` is the compute the load belongs to (its extent-1 axes read index 0)."""
     dtype = load.tensor.dtype
     lanes = max(1, options.lanes(dtype))
-    w_total = _product_of(width_axes)
-    k_total = _product_of(k_axes)
+    w_total = product_of(width_axes)
+    k_total = product_of(k_axes)
     kc = min(kc, k_total)
-    k_blocks = _ceil_div(k_total, kc)
-    k_padded = _ceil_div(k_total, k_blocks) * k_blocks
-    panels = _ceil_div(w_total, width)
-    batched = any(a in _axes_in(load) for a in batch_axes)
-    batch = _product_of(batch_axes) if batched else 1
+    k_blocks = ceil_div(k_total, kc)
+    k_padded = ceil_div(k_total, k_blocks) * k_blocks
+    panels = ceil_div(w_total, width)
+    batched = any(a in axes_in(load) for a in batch_axes)
+    batch = product_of(batch_axes) if batched else 1
     source = operand_source(load, batch_axes, width_axes, k_axes, options)
     packed = Buffer(name, (batch, panels, k_padded, width), dtype,
                     level=level or options.param_level)
@@ -354,13 +322,13 @@ def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[Ite
     panel = panel_copy(load, tensor, source, batch_axes, width_axes, k_axes, width, options,
                        pb if batched else None, jb, const(0), k_total, packed, (pb, jb))
     if k_padded > k_total:
-        zero_rows = _nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
-                           (jn, width, _vector(options), lanes)],
+        zero_rows = nest([(kz, k_padded - k_total, LoopKind.SERIAL, 0),
+                          (jn, width, vector_kind(options), lanes)],
                           Store(packed, (pb, jb, kz + k_total, jn), const(0.0, dtype)))
         panel = Seq((panel, zero_rows))
     outer = batch * panels
     kernel = Kernel(f"{name}_pack", (source, packed), (packed.name,),
-                    For(t, const(outer), _parallel(options, outer), panel),
+                    For(t, const(outer), parallel_kind(options, outer), panel),
                     attrs={"compute": tensor.name, "role": role,
                            "schedule": f"{role}: {panels} panels of {k_padded}x{width}"})
     verify_kernel(kernel, options.spec, check_bounds=False)  # guarded: see panel_copy
@@ -390,11 +358,11 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
     :func:`operand_source`."""
     dtype = load.tensor.dtype
     lanes = max(1, options.lanes(dtype))
-    w_total = _product_of(width_axes)
+    w_total = product_of(width_axes)
     viewed = source.shape != load.tensor.shape or source.name != load.tensor.name
     kk, jn = Var("kk"), Var("jn")
     w_flat = jb * width + jn
-    batch_values = _unflatten(pb, batch_axes) if pb is not None else {}
+    batch_values = unflatten(pb, batch_axes) if pb is not None else {}
     k_flat = k0 + kk if not (isinstance(k0, Const) and k0.value == 0) else kk
     prefix = tuple(dest_prefix)
 
@@ -402,9 +370,9 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
         # clamped indices (and a select) only where the panel runs past W: elsewhere the load
         # stays affine in jn (a contiguous vector load when the operand is contiguous there)
         w_index = minimum(w_flat, w_total - 1) if clamp else w_flat
-        values = {**batch_values, **_unflatten(w_index, width_axes),
-                  **_unflatten(k_flat, k_axes)}
-        value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
+        values = {**batch_values, **unflatten(w_index, width_axes),
+                  **unflatten(k_flat, k_axes)}
+        value = kernel_expr(load, values, {load.tensor: source}, extra_zero=unit_axes(tensor))
         if viewed:
             found = axis_groups_view(load, [(batch_axes, pb if pb is not None else const(0)),
                                             (width_axes, w_index), (k_axes, k_flat)],
@@ -413,8 +381,8 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
             value = BufferLoad(source, found[1].indices)
         if clamp:
             value = select(w_flat < w_total, value, const(0.0, dtype))
-        return _nest([(kk, k_rows, LoopKind.SERIAL, 0), (jn, width, _vector(options), lanes)],
-                     Store(dest, (*prefix, kk, jn), value))
+        return nest([(kk, k_rows, LoopKind.SERIAL, 0), (jn, width, vector_kind(options), lanes)],
+                    Store(dest, (*prefix, kk, jn), value))
 
     def by_rows() -> Stmt:
         # several width axes (a convolution's h, w): walk the rows the panel touches with a
@@ -423,21 +391,21 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
         inner = width_axes[-1]
         extent = inner.extent
         rows_total = w_total // extent
-        touched = min(rows_total, _ceil_div(width - 1, extent) + 1)
+        touched = min(rows_total, ceil_div(width - 1, extent) + 1)
         hr, wv = Var("hr"), Var("wv")
         row = (jb * width) // extent + hr
         flat = row * extent + wv
-        values = {**batch_values, **_unflatten(minimum(row, rows_total - 1), width_axes[:-1]),
-                  inner: wv, **_unflatten(k_flat, k_axes)}
-        value = _kernel_expr(load, values, {load.tensor: source}, extra_zero=_unit_axes(tensor))
+        values = {**batch_values, **unflatten(minimum(row, rows_total - 1), width_axes[:-1]),
+                  inner: wv, **unflatten(k_flat, k_axes)}
+        value = kernel_expr(load, values, {load.tensor: source}, extra_zero=unit_axes(tensor))
         inside = all_of(flat >= jb * width, flat < jb * width + width, flat < w_total)
-        copy = _nest([(kk, k_rows, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
-                      (wv, extent, _vector(options), lanes)],
+        copy = nest([(kk, k_rows, LoopKind.SERIAL, 0), (hr, touched, LoopKind.SERIAL, 0),
+                     (wv, extent, vector_kind(options), lanes)],
                      IfThenElse(inside, Store(dest, (*prefix, kk, flat - jb * width), value)))
         if w_total % width == 0:
             return copy
-        zero_tail = _nest([(kk, k_rows, LoopKind.SERIAL, 0),
-                           (jn, width, _vector(options), lanes)],
+        zero_tail = nest([(kk, k_rows, LoopKind.SERIAL, 0),
+                          (jn, width, vector_kind(options), lanes)],
                           IfThenElse(w_flat >= w_total,
                                      Store(dest, (*prefix, kk, jn), const(0.0, dtype))))
         return Seq((copy, zero_tail))
@@ -448,43 +416,5 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
         IfThenElse(jb * width + width <= w_total, store(False), store(True))
 
 
-def _product_of(axes: Sequence[IterVar]) -> int:
-    total = 1
-    for axis in axes:
-        total *= axis.extent
-    return total
-
-
-def _axes_in(load: Load) -> set[IterVar]:
-    from tilecraft.te.visit import vars_in
-
-    found: set[IterVar] = set()
-    for index in load.indices:
-        found |= {v for v in vars_in(index) if isinstance(v, IterVar)}
-    return found
-
-
-def _unit_axes(tensor: Tensor) -> list[IterVar]:
-    return [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
-
-
-def _parallel(options: LoweringOptions, extent: int) -> LoopKind:
-    if options.parallel and options.allows(LoopKind.PARALLEL) and extent > 1:
-        return LoopKind.PARALLEL
-    return LoopKind.SERIAL
-
-
-def _vector(options: LoweringOptions) -> LoopKind:
-    if options.vectorize and options.allows(LoopKind.VECTOR):
-        return LoopKind.VECTOR
-    return LoopKind.SERIAL
-
-
-def _unique_params(buffers: Sequence[Buffer]) -> list[Buffer]:
-    seen: dict[str, Buffer] = {}
-    for buffer in buffers:
-        seen.setdefault(buffer.name, buffer)
-    return list(seen.values())
-
-
-__all__ = ["Blocking", "lower_contraction"]
+__all__ = ["Blocking", "a_row_view", "axis_groups_view", "edge_tiles", "lower_contraction",
+           "operand_source", "pack_operand", "panel_copy"]
