@@ -9,7 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: class names that must name exactly one class in the core and the plugins
-DEFINED_ONCE = ("CompiledKernel", "InterpretedKernel", "NativeKernel", "Executable")
+DEFINED_ONCE = ("CompiledKernel", "InterpretedKernel", "NativeKernel", "Executable", "Chain",
+                "ContractionChain")
 
 
 def _class_definitions(name: str) -> list[str]:
@@ -28,3 +29,13 @@ def test_each_name_is_one_class() -> None:
     assert {name: len(places) for name, places in where.items()} == \
         dict.fromkeys(DEFINED_ONCE, 1), where
     assert where["CompiledKernel"][0].startswith("core/runtime/executable.py:")
+    # Chimera's chain is the core's; the x86 blocking's GEMM chain has a name of its own
+    assert where["Chain"][0].startswith("core/fusion/chain.py:")
+
+
+def test_microkernel_names_only_the_replaceable_micro_kernels() -> None:
+    """In the core "microkernel" is thesis §3.4.1.2's replaceable micro-kernel (its
+    declaration) and nothing else: a target's blocking around micro-kernels is the target's."""
+    named = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "core").rglob("*microkernel*")
+                   if "__pycache__" not in path.parts)
+    assert named == ["core/target/microkernel.py"], named
