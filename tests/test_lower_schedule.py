@@ -1,5 +1,6 @@
-"""The structure of lowered kernels: the default schedule, explicit schedules, clamping of
-guarded loads, options from a target spec, and lowering errors."""
+"""The structure of lowered kernels: the default (CPU strategy's) schedule, explicit schedules
+built with the primitives, clamping of guarded loads, options from a target spec, and lowering
+errors."""
 
 from __future__ import annotations
 
@@ -25,14 +26,9 @@ from tilecraft.kernel_ir.nodes import (
     Store,
     walk_expr,
 )
-from tilecraft.lower import (
-    LoopNestSchedule,
-    LoweringOptions,
-    ScheduledLoop,
-    default_schedule,
-    lower_compute,
-    lower_graph,
-)
+from tilecraft.lower import LoweringOptions, lower_compute, lower_graph
+from tilecraft.schedule import create_schedule
+from tilecraft.schedule.strategies import schedule_with_strategy
 from tilecraft.te.expr import Binary, BinaryOp
 
 OPTIONS = LoweringOptions(vector_lanes=16, cores=2)
@@ -104,17 +100,19 @@ def test_gemm_default_schedule_parallel_reduce_vector() -> None:
     inner = update.body
     assert inner.kind is LoopKind.VECTOR and inner.var.name == "j" and inner.lanes == 16
     assert isinstance(inner.body, Store) and inner.body.accumulate is te.ReduceOp.SUM
-    assert kernel.attrs["schedule"] == "i: parallel(17) > k: serial(5) > j: vector(23, lanes=16)"
+    assert kernel.attrs["schedule"] == "C: i: parallel(17) > k: serial(5) > j: vector(lanes=16)(23)"
     assert kernel.attrs["statement"] == C.statement()
+    assert kernel.attrs["strategy"] == "cpu"
+    assert [step["primitive"] for step in kernel.attrs["trace"]] == \
+        ["reorder", "parallel", "vectorize"]
 
 
 def test_batch_one_axes_are_dropped_and_leading_axes_fused_for_parallelism() -> None:
     Y = _conv(batch=1)
-    schedule = default_schedule(Y, LoweringOptions(vector_lanes=8, cores=2))
+    stage = schedule_with_strategy(Y, LoweringOptions(vector_lanes=8, cores=2))[Y]
     # axes: n f y x | rc ry rx; n has extent 1, f (2) is too small alone: fuse f and y
-    assert schedule.loops[0] == ScheduledLoop((1, 2), LoopKind.PARALLEL)
-    assert [loop.axes for loop in schedule.loops] == [(1, 2), (4,), (5,), (6,), (3,)]
-    assert schedule.loops[-1].kind is LoopKind.VECTOR
+    assert stage.describe() == "n: serial(1) > f_y: parallel(12) > rc: serial(3) > " \
+                               "ry: serial(3) > rx: serial(3) > x: vector(lanes=8)(6)"
     kernel = lower_compute(Y, LoweringOptions(vector_lanes=8, cores=2))
     (parallel,) = [loop for loop in _loops(kernel) if loop.kind is LoopKind.PARALLEL]
     assert parallel is kernel.body and parallel.extent == te.const(12)
@@ -125,8 +123,9 @@ def test_batch_one_axes_are_dropped_and_leading_axes_fused_for_parallelism() -> 
 
 
 def test_large_leading_axis_is_not_fused() -> None:
-    schedule = default_schedule(_gemm(64, 8, 3), LoweringOptions(vector_lanes=8, cores=2))
-    assert schedule.loops[0] == ScheduledLoop((0,), LoopKind.PARALLEL)
+    C = _gemm(64, 8, 3)
+    stage = schedule_with_strategy(C, LoweringOptions(vector_lanes=8, cores=2))[C]
+    assert stage.describe() == "i: parallel(64) > k: serial(3) > j: vector(lanes=8)(8)"
 
 
 def test_full_reduction_vectorises_the_reduce_axis_without_parallel_loop() -> None:
@@ -213,29 +212,33 @@ def test_clamped_loads_never_read_out_of_bounds_in_either_branch() -> None:
     assert out[0, 0, 0, 0] == 12.0 and out[0, 0, 2, 2] == 27.0
 
 
-# explicit schedules -----------------------------------------------------------------------------
+# explicit schedules, built with the primitives -------------------------------------------------
 
 def test_explicit_schedule_reorders_and_fuses_axes() -> None:
     C = _gemm(6, 10, 7)
-    schedule = LoopNestSchedule((ScheduledLoop((0, 1), LoopKind.PARALLEL),
-                                 ScheduledLoop((2,), LoopKind.UNROLLED, lanes=7)))
-    kernel = lower_compute(C, OPTIONS, schedule)
+    s = create_schedule(C, OPTIONS)
+    i, j = s[C].axes
+    s[C].parallel(s[C].fuse(i, j, name="i_j"))
+    s[C].unroll(s[C].reduce_axes[0])
+    (kernel,) = s.lower(OPTIONS)
     assert [(loop.var.name, loop.kind) for loop in _loops(kernel)] == [
         ("i_j", LoopKind.PARALLEL), ("k", LoopKind.UNROLLED)]
-    assert kernel.attrs["schedule"] == "i.j: parallel(60) > k: unrolled(7, lanes=7)"
+    assert kernel.attrs["schedule"] == "C: i_j: parallel(60) > k: unrolled(7)"
     a = np.arange(42, dtype=np.float32).reshape(6, 7)
     b = np.arange(70, dtype=np.float32).reshape(7, 10) / 10
     out = run_kernels([kernel], {"A": a, "B": b})["C"]
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
 
 
-def test_explicit_schedule_with_reduce_outermost_and_local_accumulator() -> None:
+def test_explicit_schedule_with_reduce_outermost_and_a_local_accumulator() -> None:
     C = _gemm(4, 5, 6)
-    schedule = LoopNestSchedule((ScheduledLoop((2,)), ScheduledLoop((0,)),
-                                 ScheduledLoop((1,), LoopKind.VECTOR, lanes=4)),
-                                local_accumulator=True)
-    kernel = lower_compute(C, OPTIONS, schedule)
-    (alloc,) = [s for s in _statements(kernel.body) if isinstance(s, Allocate)]
+    s = create_schedule(C, OPTIONS)
+    local = s.cache_write(C, "global")
+    i, j = s[local].axes
+    s[local].reorder(s[local].reduce_axes[0], i, j)
+    s[local].vectorize(j, lanes=4)
+    (kernel,) = s.lower(OPTIONS)
+    (alloc,) = [st for st in _statements(kernel.body) if isinstance(st, Allocate)]
     assert alloc.buffer.shape == (4, 5) and alloc.buffer.dtype is DType.FLOAT32
     a = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
     b = np.random.default_rng(2).standard_normal((6, 5)).astype(np.float32)
@@ -245,52 +248,14 @@ def test_explicit_schedule_with_reduce_outermost_and_local_accumulator() -> None
 
 def test_bound_loops_from_a_schedule() -> None:
     C = _gemm(4, 8, 3)
-    schedule = LoopNestSchedule((ScheduledLoop((0,), LoopKind.BOUND, axis="blockIdx.x"),
-                                 ScheduledLoop((1,), LoopKind.BOUND, axis="threadIdx.x"),
-                                 ScheduledLoop((2,))))
-    kernel = lower_compute(C, OPTIONS, schedule)
+    s = create_schedule(C)
+    i, j = s[C].axes
+    s[C].bind(i, "blockIdx.x")
+    s[C].bind(j, "threadIdx.x")
+    (kernel,) = s.lower(OPTIONS)
     assert [loop.axis for loop in _loops(kernel)[:2]] == ["blockIdx.x", "threadIdx.x"]
     a, b = np.ones((4, 3), np.float32), np.ones((3, 8), np.float32)
     assert (run_kernels([kernel], {"A": a, "B": b})["C"] == 3.0).all()
-
-
-@pytest.mark.parametrize(("loops", "message"), [
-    (((0,), (1,)), "axes k have no loop"),
-    (((0,), (1,), (2,), (1,)), "appears in two loops"),
-    (((0,), (1, 2)), "fuses spatial and reduce axes"),
-    (((0,), (1,), (7,)), "names axis 7"),
-    (((),), "runs over no axis"),
-])
-def test_malformed_schedules_are_rejected(loops, message) -> None:
-    schedule = LoopNestSchedule(tuple(ScheduledLoop(tuple(axes)) for axes in loops))
-    with pytest.raises(LoweringError, match=message) as info:
-        lower_compute(_gemm(3, 4, 5), OPTIONS, schedule)
-    assert "compute C" in str(info.value)
-
-
-@pytest.mark.parametrize(("loops", "message"), [
-    ((ScheduledLoop((0,)), ScheduledLoop((2,), LoopKind.PARALLEL), ScheduledLoop((1,))),
-     "only the outermost loop may be parallel"),
-    ((ScheduledLoop((0,)), ScheduledLoop((1,), LoopKind.VECTOR, lanes=4), ScheduledLoop((2,))),
-     "must be the innermost loop"),
-    ((ScheduledLoop((0,)), ScheduledLoop((2,)), ScheduledLoop((1,), LoopKind.VECTOR)),
-     "needs lanes >= 1"),
-    ((ScheduledLoop((2,), LoopKind.BOUND, axis="threadIdx.x"), ScheduledLoop((0,)),
-      ScheduledLoop((1,))), "reduce axis cannot be bound"),
-    ((ScheduledLoop((0,), LoopKind.BOUND), ScheduledLoop((2,)), ScheduledLoop((1,))),
-     "needs a hardware axis"),
-])
-def test_schedule_kinds_are_checked(loops, message) -> None:
-    with pytest.raises(LoweringError, match=message):
-        lower_compute(_gemm(3, 4, 5), OPTIONS, LoopNestSchedule(loops))
-
-
-def test_loop_kind_not_offered_by_target_is_rejected() -> None:
-    options = LoweringOptions(loop_kinds=frozenset({LoopKind.SERIAL, LoopKind.VECTOR}))
-    schedule = LoopNestSchedule((ScheduledLoop((0,), LoopKind.PARALLEL), ScheduledLoop((2,)),
-                                 ScheduledLoop((1,))))
-    with pytest.raises(LoweringError, match="parallel is not offered"):
-        lower_compute(_gemm(3, 4, 5), options, schedule)
 
 
 # graphs, options, errors -------------------------------------------------------------------------
@@ -303,8 +268,6 @@ def test_lower_graph_orders_kernels_and_params() -> None:
     kernels = lower_graph(Graph.from_outputs([U]), OPTIONS)
     assert [k.name for k in kernels] == ["T", "U"]
     assert [b.name for b in kernels[1].params] == ["Y", "T", "X", "U"]
-    with pytest.raises(LoweringError, match="Z, which are not computes"):
-        lower_graph(Graph.from_outputs([U]), OPTIONS, {"Z": LoopNestSchedule(())})
 
 
 def test_placeholder_and_duplicate_names_cannot_be_lowered() -> None:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from tilecraft import ops, te
-from tilecraft.kernel_ir.interpreter import run_kernels
+from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Allocate, For, LoopKind, Seq, Stmt
-from tilecraft.lower import LoopNestSchedule, LoweringOptions, ScheduledLoop, lower_graph
+from tilecraft.lower import LoweringOptions, lower_graph
 from tilecraft.schedule import apply_config, create_schedule, replay
-from tilecraft.schedule.loop_nest import apply_default_schedule, apply_loop_nest
+from tilecraft.schedule.trace import apply_step
 from tilecraft.schedule.verify import check_schedule
 
 OPTIONS = LoweringOptions(vector_lanes=8, register_level="register", register_bytes=4096)
@@ -233,7 +233,7 @@ def test_apply_config_on_batch_matmul_with_size_one_axes() -> None:
     check_schedule(s, {"a": _rand(5, 1, 9, 5), "b": _rand(6, 1, 5, 1)}, OPTIONS)
 
 
-# loop-nest schedules through the primitives ----------------------------------------------
+# the default schedule is a schedule like any other ------------------------------------------
 def _ops_for_default():
     x = te.placeholder((2, 3, 7, 6), name="x")
     w = te.placeholder((4, 3, 3, 3), name="w")
@@ -247,31 +247,28 @@ def _ops_for_default():
 
 
 @pytest.mark.parametrize("case", range(3))
-def test_default_schedule_through_the_primitives_matches_lower_compute(case: int) -> None:
+def test_default_schedule_is_a_trace_that_replays_to_the_same_kernels(case: int) -> None:
     out, inputs = list(_ops_for_default())[case]
     options = LoweringOptions(vector_lanes=8, cores=2, unroll_limit=4,
                               register_level="register", register_bytes=4096)
-    s = create_schedule(out)
-    apply_default_schedule(s, options)
+    default = lower_graph(Graph.from_outputs([out]), options)
+    s = create_schedule(out, options)
+    for kernel in default:
+        assert kernel.attrs["strategy"] == "cpu" and kernel.attrs["trace"]
+        for step in kernel.attrs["trace"]:
+            apply_step(s, json.loads(json.dumps(step)))
+    assert [str(k) for k in s.lower(options)] == [str(k) for k in default]
     check_schedule(s, inputs, options)
-    scheduled = s.lower(options)
-    default = lower_graph(s.graph, options)
-    for ours, theirs in zip(scheduled, default):
-        kinds = [(loop.kind, int(loop.extent.value)) for loop in _loops(ours.body)]
-        expected = [(loop.kind, int(loop.extent.value)) for loop in _loops(theirs.body)]
-        assert kinds == expected, (str(ours), str(theirs))
-    reference = run_kernels(default, inputs)[out.name]
-    np.testing.assert_allclose(run_kernels(scheduled, inputs)[out.name], reference, rtol=1e-5,
-                               atol=1e-5)
 
 
-def test_apply_loop_nest_with_bound_and_pipelined_loops() -> None:
+def test_bound_pipelined_and_unrolled_loops_through_the_primitives() -> None:
     C, inputs = _matmul(6, 5, 4)
     s = create_schedule(C)
-    apply_loop_nest(s, C, LoopNestSchedule((
-        ScheduledLoop((1,), LoopKind.BOUND, axis="threadIdx.x"),
-        ScheduledLoop((2,), LoopKind.PIPELINED, initiation_interval=2),
-        ScheduledLoop((0,), LoopKind.UNROLLED, lanes=2))))
+    (i, j), (k,) = s[C].axes, s[C].reduce_axes
+    s[C].reorder(j, k, i)
+    s[C].bind(j, "threadIdx.x")
+    s[C].pipeline(k, initiation_interval=2)
+    s[C].unroll(i, factor=2)
     assert s[C].describe() == "j: bound(threadIdx.x)(5) > k: pipelined(II=2)(4) > " \
                               "i: unrolled(factor=2)(6)"
     check_schedule(s, inputs, OPTIONS)

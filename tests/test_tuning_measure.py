@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from tilecraft.errors import TargetError
-from tilecraft.kernel_ir.nodes import LoopKind
-from tilecraft.lower import LoopNestSchedule, ScheduledLoop
+from tilecraft.lower import LoweringOptions, lower_graph
+from tilecraft.schedule import create_schedule
 from tilecraft.tuning import (
     ErrorKind,
     MeasureInput,
@@ -28,8 +28,7 @@ from tilecraft.tuning import (
     Workload,
     evaluate_in_process,
     flop_count,
-    loop_nest_from_json,
-    loop_nest_to_json,
+    lower_trace,
 )
 from tilecraft.tuning import worker as worker_module
 from tilecraft.tuning.workload import resolve_reference
@@ -195,16 +194,17 @@ x86 = pytest.mark.skipif(not _x86_executes(), reason="x86_avx512 cannot execute 
 @x86
 def test_real_x86_candidates_are_checked_against_the_reference_and_timed():
     matmul = Workload.from_catalog("matmul[m13-k17-n19]")
-    transposed = LoopNestSchedule((ScheduledLoop((1,), LoopKind.SERIAL),
-                                   ScheduledLoop((2,), LoopKind.SERIAL),
-                                   ScheduledLoop((0,), LoopKind.SERIAL)))
+    transposed = create_schedule(matmul.instantiate().graph)
+    out = transposed["out"]
+    out.reorder(out.axes[1], out.reduce_axes[0], out.axes[0])
     settings = MeasureSettings(warmup=1, repeats=3, min_seconds=0.001, timeout_s=30)
     with Measurer(settings=settings) as m:
         results = m.measure([
             MeasureInput(matmul, "x86_avx512"),
-            MeasureInput(matmul, "x86_avx512", {"out": loop_nest_to_json(transposed)}),
-            MeasureInput(matmul, "x86_avx512", {"out": transposed}),
-            MeasureInput(matmul, "x86_avx512", {"out": {"loops": [{"axes": [7]}]}}),
+            MeasureInput(matmul, "x86_avx512", transposed.trace),
+            MeasureInput(matmul, "x86_avx512", transposed),
+            MeasureInput(matmul, "x86_avx512", [{"primitive": "split", "stage": "out",
+                                                 "loop": "q", "factor": 2}]),
             MeasureInput(Workload(ref("scaled"), (101,)), "x86_avx512",
                          builder=ref("tripled_builder")),
         ])
@@ -215,7 +215,7 @@ def test_real_x86_candidates_are_checked_against_the_reference_and_timed():
         assert result.flops == 2 * 13 * 17 * 19
         assert result.max_abs_error < 1e-4 and result.build_seconds > 0
     assert (invalid.error_kind, invalid.stage) == (ErrorKind.INVALID, Stage.LOWER)
-    assert "names axis 7" in invalid.error_message
+    assert "no loop named 'q'" in invalid.error_message
     assert (wrong.error_kind, wrong.stage) == (ErrorKind.WRONG_RESULT, Stage.CHECK)
     assert "101 of 101 elements differ from the reference" in wrong.error_message
     assert wrong.max_abs_error > 0
@@ -328,19 +328,26 @@ def test_bad_workloads_and_builders():
         Workload("not a reference")
     with pytest.raises(TuningError, match="returned int"):
         Workload("builtins:len", ((1, 2),)).instantiate()
-    with pytest.raises(TuningError, match="not a loop-nest schedule"):
-        loop_nest_from_json({"loops": [{"kind": "vector"}]})
+    graph = SCALED.instantiate().graph
+    target = resolve_reference(MEASURING)()
+    with pytest.raises(TuningError, match="takes a schedule's trace"):
+        lower_trace(graph, {"out": "parallel"}, target)
 
 
-def test_loop_nest_json_round_trip_keeps_every_field():
-    nest = LoopNestSchedule((ScheduledLoop((0, 1), LoopKind.PARALLEL),
-                             ScheduledLoop((2,), LoopKind.BOUND, axis="threadIdx.x"),
-                             ScheduledLoop((3,), LoopKind.PIPELINED, initiation_interval=2),
-                             ScheduledLoop((4,), LoopKind.VECTOR, lanes=8)),
-                            local_accumulator=True)
-    assert loop_nest_from_json(loop_nest_to_json(nest)) == nest
-    assert MeasureInput(SCALED, MEASURING, {"out": nest}).schedule_json() == \
-        {"out": loop_nest_to_json(nest)}
+def test_a_schedule_is_measured_and_recorded_as_its_trace():
+    graph = SCALED.instantiate().graph
+    s = create_schedule(graph)
+    outer, inner = s["out"].split(s["out"].axes[0], factor=8)
+    s["out"].vectorize(inner)
+    record = {"trace": s.trace}
+    assert MeasureInput(SCALED, MEASURING, s).schedule_json() == record
+    assert MeasureInput(SCALED, MEASURING, s.trace).schedule_json() == record
+    target = resolve_reference(MEASURING)()
+    for form in (s, s.trace, record):
+        assert [str(k) for k in lower_trace(graph, form, target)] == \
+            [str(k) for k in s.lower(target)]
+    default = [str(k) for k in lower_trace(graph, None, target)]
+    assert default == [str(k) for k in lower_graph(graph, LoweringOptions.from_spec(target.spec))]
 
 
 def test_an_interrupted_batch_leaves_the_measurer_usable():

@@ -1,6 +1,6 @@
 """The predicted time of the core's lowering of a compute: what a target that has no lowering of
-its own for it gets (:func:`tilecraft.lower.lower_compute`: the default loop nest of
-:func:`~tilecraft.lower.default_schedule` on a CPU-like spec, the lowering strategy its spec
+its own for it gets (:func:`tilecraft.lower.lower_compute`: the CPU strategy's default loop nest
+(:mod:`tilecraft.schedule.strategies.cpu`) on a CPU-like spec, the lowering strategy its spec
 selects otherwise, :mod:`tilecraft.schedule.strategies`), so that the AMOS mapping stage can
 weigh a mapping against it (:mod:`tilecraft.intrin.decision`).
 
@@ -71,16 +71,15 @@ def estimate_loop_nest(tensor: Tensor, spec: TargetSpec,
                        options: LoweringOptions) -> LoweringEstimate:
     """The default loop nest's predicted time for ``tensor`` on ``spec`` (see the module
     docstring); ``options`` are the lowering options the nest would be lowered with."""
-    from tilecraft.lower import default_schedule
-    from tilecraft.schedule.strategies import strategy_for
+    from tilecraft.schedule.strategies import schedule_with_strategy, strategy_for
 
     strategy = strategy_for(options).name
     if strategy == "cpu":
-        schedule = default_schedule(tensor, options)
-        vector = any(loop.kind is LoopKind.VECTOR for loop in schedule.loops)
-        parallel = [loop for loop in schedule.loops if loop.kind is LoopKind.PARALLEL]
-        cores = min(options.cores, spec.compute.cores,
-                    parallel[0].extent(tensor)) if parallel else 1
+        stage = schedule_with_strategy(tensor, options)[tensor]
+        kinds = {loop: stage.annotation(loop).kind for loop in stage.leaf_loops}
+        vector = LoopKind.VECTOR in kinds.values()
+        parallel = [loop for loop, kind in kinds.items() if kind is LoopKind.PARALLEL]
+        cores = min(options.cores, spec.compute.cores, parallel[0].extent) if parallel else 1
     else:
         vector, cores = True, spec.compute.cores
     dtype = tensor.dtype

@@ -1,9 +1,6 @@
-"""Lowering te computes to Kernel IR: one kernel per compute, following a loop-nest schedule.
-
-This is the fixed-structure path (a permutation of the axes, fused groups, loop kinds) that the
-default schedules use; :mod:`tilecraft.schedule` lowers full schedules (split, fuse, tile,
-compute_at, caches, ...) to the same Kernel IR, and expresses these loop-nest schedules through
-its primitives (:mod:`tilecraft.schedule.loop_nest`).
+"""Lowering te computes to Kernel IR: one kernel per compute, by the schedule the target's
+lowering strategy builds (:mod:`tilecraft.schedule.strategies`), lowered by
+:meth:`tilecraft.schedule.Schedule.lower` — the one schedule type, FlexTensor's.
 
 >>> from tilecraft import te
 >>> from tilecraft.lower import LoweringOptions, lower_compute
@@ -19,14 +16,5 @@ kernel B(A: float32[4, 20], B: float32[4, 20]) -> (B):
 from tilecraft.lower.compute import lower_compute, lower_graph
 from tilecraft.lower.guards import clamp_guarded_loads
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.lower.schedule import (
-    LoopNestSchedule,
-    ScheduledLoop,
-    compute_axes,
-    default_schedule,
-)
 
-__all__ = [
-    "LoopNestSchedule", "LoweringOptions", "ScheduledLoop", "clamp_guarded_loads",
-    "compute_axes", "default_schedule", "lower_compute", "lower_graph",
-]
+__all__ = ["LoweringOptions", "clamp_guarded_loads", "lower_compute", "lower_graph"]

@@ -5,7 +5,8 @@ In order of precedence: the fusion group's (``fused``), the AMOS mapping's (``te
 the parameters tuning found now or the tuning database holds (``template`` for a target
 template's parameters, ``primitives`` for FlexTensor's generic schedule, applied by the
 schedule primitives), else the target's own choice (``default``: its template with its own
-parameters, or the core's default loop nest).
+parameters, or the schedule its spec's lowering strategy builds with the primitives:
+:mod:`tilecraft.schedule.strategies`).
 
 >>> ScheduleSelection.name
 'schedule'

@@ -7,7 +7,10 @@ pipeline), move computation (compute_inline, compute_at) and data (cache_read, c
 buffer, partition). A target spec says which primitives it offers; every primitive checks it
 and its arguments, raising a :class:`ScheduleError` that names the primitive, the stage and
 the loop. ``s.lower(target)`` gives Kernel IR kernels that the Kernel IR interpreter and the
-targets' code generators run.
+targets' code generators run. This is tilecraft's one schedule representation: the default
+schedule of every compute is built with these primitives too, by the lowering strategy the
+target's spec selects (:mod:`tilecraft.schedule.strategies`: CPU, GPU, NPU, FPGA), and every
+schedule travels as its trace.
 
 >>> from tilecraft import te
 >>> from tilecraft.lower import LoweringOptions

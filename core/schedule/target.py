@@ -103,7 +103,7 @@ class TargetView:
     def vector_reduction(self, dtype: DType) -> str | None:
         """Why a reduction loop of ``dtype`` cannot be vectorised here (None when it can)."""
         if self.spec is not None and \
-                self.spec.fixed_decisions.get("vector_reduction", True) is False:
+                getattr(self.spec, "fixed_decisions", {}).get("vector_reduction", True) is False:
             return (f"{self.name} fixes vector_reduction: false (it keeps no lane-wise partial "
                     "results)")
         if self.known and self.lanes(dtype) < 2:

@@ -3,12 +3,7 @@ rebuild, isolated measurement of candidates, budgets and presets, the event stre
 progress display."""
 
 from tilecraft.tuning.budget import PRESETS, Budget, TuningOptions, open_event_stream
-from tilecraft.tuning.builders import (
-    DEFAULT_BUILDER,
-    loop_nest_from_json,
-    loop_nest_to_json,
-    lower_loop_nests,
-)
+from tilecraft.tuning.builders import DEFAULT_BUILDER, lower_trace
 from tilecraft.tuning.candidate import (
     MeasureInput,
     MeasureResult,
@@ -33,6 +28,5 @@ __all__ = ["DEFAULT_BUILDER", "PRESETS", "SCHEMA_VERSION", "Budget", "ErrorKind"
            "EventStream", "JsonLinesWriter", "MeasureInput", "MeasureResult", "MeasureSettings",
            "Measurer", "ProgressDisplay", "Stage", "TuningDatabase", "TuningError",
            "TuningEvent", "TuningOptions", "TuningRecord", "Workload", "WorkloadInstance",
-           "canonical_json", "evaluate_in_process", "flop_count", "loop_nest_from_json",
-           "loop_nest_to_json", "lower_loop_nests", "open_event_stream", "read_events",
-           "workload_key"]
+           "canonical_json", "evaluate_in_process", "flop_count", "lower_trace",
+           "open_event_stream", "read_events", "workload_key"]

@@ -2,9 +2,10 @@
 
 A :class:`~tilecraft.tuning.candidate.MeasureInput` names its builder by reference
 (``"module:function"``), so it crosses into worker processes as text. The default,
-:func:`lower_loop_nests`, lowers :class:`~tilecraft.lower.LoopNestSchedule` payloads (or their
-JSON form) with :func:`~tilecraft.lower.lower_graph`; a builder for schedule traces or
-search-space configs (``tilecraft.schedule``) has the same signature.
+:func:`lower_trace`, replays a schedule's trace (FlexTensor's one schedule representation:
+the primitives applied, as JSON) and gives every compute the trace leaves alone the lowering
+strategy its target selects; builders for the targets' templates and for search-space configs
+(``tilecraft.schedule``) have the same signature.
 """
 
 from __future__ import annotations
@@ -13,77 +14,63 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tilecraft.graph import Graph
-from tilecraft.kernel_ir.nodes import Kernel, LoopKind
-from tilecraft.lower import (
-    LoopNestSchedule,
-    LoweringOptions,
-    ScheduledLoop,
-    lower_compute,
-    lower_graph,
-)
+from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.lower import LoweringOptions, lower_compute
 from tilecraft.target.base import Target
 from tilecraft.tuning.workload import TuningError
 
 __all__ = ["DEFAULT_BUILDER", "SCHEDULE_BUILDER", "TEMPLATE_BUILDER", "Builder",
-           "loop_nest_from_json", "lower_compute_with_config", "lower_with_configs",
-           "loop_nest_to_json", "lower_loop_nests", "lower_with_templates"]
+           "lower_compute_with_config", "lower_trace", "lower_with_configs",
+           "lower_with_templates"]
 
 #: ``builder(graph, schedule, target) -> kernels in execution order``
 Builder = Callable[[Graph, Any, Target], Sequence[Kernel]]
 
-DEFAULT_BUILDER = "tilecraft.tuning.builders:lower_loop_nests"
+DEFAULT_BUILDER = "tilecraft.tuning.builders:lower_trace"
 
 
-def loop_nest_to_json(schedule: LoopNestSchedule) -> dict[str, Any]:
-    """A loop-nest schedule as JSON (what records store and the default builder accepts).
+def lower_trace(graph: Graph, schedule: Any, target: Target) -> list[Kernel]:
+    """The default :data:`Builder`: ``schedule`` is a schedule's trace (``Schedule.trace``, a
+    list of primitive steps, or ``{"trace": steps}`` as records store it, ``{}`` for none), a
+    :class:`~tilecraft.schedule.Schedule` (its trace), or ``None``. The steps are replayed on a
+    schedule of ``graph``; every stage they leave untouched that is computed in its own
+    kernel gets the lowering strategy ``target``'s spec selects.
 
-    >>> nest = LoopNestSchedule((ScheduledLoop((0,), LoopKind.PARALLEL),
-    ...                          ScheduledLoop((1,), LoopKind.VECTOR, lanes=16)))
-    >>> loop_nest_to_json(nest)["loops"][1]
-    {'axes': [1], 'kind': 'vector', 'lanes': 16}
-    >>> loop_nest_from_json(loop_nest_to_json(nest)) == nest
-    True
     """
-    loops = []
-    for loop in schedule.loops:
-        entry: dict[str, Any] = {"axes": list(loop.axes), "kind": loop.kind.value}
-        if loop.lanes:
-            entry["lanes"] = loop.lanes
-        if loop.axis is not None:
-            entry["axis"] = loop.axis
-        if loop.initiation_interval is not None:
-            entry["initiation_interval"] = loop.initiation_interval
-        loops.append(entry)
-    return {"loops": loops, "local_accumulator": schedule.local_accumulator}
+    from tilecraft.schedule import Schedule, create_schedule
+    from tilecraft.schedule.strategies import strategy_for
+    from tilecraft.schedule.trace import replay
+
+    if isinstance(schedule, Schedule):
+        schedule = schedule.trace
+    if isinstance(schedule, Mapping) and set(schedule) <= {"trace"}:
+        schedule = schedule.get("trace")  # as records store it; {}: no steps
+    if schedule is not None and not isinstance(schedule, (list, tuple)):
+        raise TuningError(f"the default builder takes a schedule's trace (a list of steps), a "
+                          f"Schedule or None, got {type(schedule).__name__}; pass another "
+                          "builder for other schedule forms")
+    options = LoweringOptions.from_spec(target.spec)
+    scheduled = create_schedule(graph, options)
+    replay(scheduled, list(schedule or ()))
+    strategy = strategy_for(options)
+    for stage in list(scheduled.stages):
+        if _untouched(scheduled, stage):
+            strategy.apply(scheduled, stage.tensor, options)
+    return scheduled.lower(options)
 
 
-def loop_nest_from_json(data: Mapping[str, Any]) -> LoopNestSchedule:
-    """The inverse of :func:`loop_nest_to_json`."""
-    try:
-        loops = tuple(ScheduledLoop(tuple(entry["axes"]), LoopKind(entry.get("kind", "serial")),
-                                    int(entry.get("lanes", 0)), entry.get("axis"),
-                                    entry.get("initiation_interval"))
-                      for entry in data["loops"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise TuningError(f"not a loop-nest schedule in JSON form ({type(err).__name__}: "
-                          f"{err}): {data!r}; write it with loop_nest_to_json") from None
-    return LoopNestSchedule(loops, bool(data.get("local_accumulator", False)))
+def _untouched(schedule: Any, stage: Any) -> bool:
+    """Whether no primitive has changed ``stage``: its own kernel, its axes' loops as created,
+    no caches, buffers or stages computed inside it."""
+    from tilecraft.schedule.stage_base import AttachKind
 
-
-def lower_loop_nests(graph: Graph, schedule: Any, target: Target) -> list[Kernel]:
-    """The default :data:`Builder`: ``schedule`` maps compute names to a
-    :class:`~tilecraft.lower.LoopNestSchedule` (or its JSON form); computes not named, or a
-    ``None`` schedule, get the default schedule."""
-    nests: dict[str, LoopNestSchedule] = {}
-    if schedule is not None:
-        if not isinstance(schedule, Mapping):
-            raise TuningError(f"the default builder takes a mapping from compute name to loop-"
-                              f"nest schedule, got {type(schedule).__name__}; pass another "
-                              "builder for other schedule forms")
-        for name, nest in schedule.items():
-            nests[name] = nest if isinstance(nest, LoopNestSchedule) \
-                else loop_nest_from_json(nest)
-    return lower_graph(graph, LoweringOptions.from_spec(target.spec), nests)
+    attached = any(other.attach.kind is AttachKind.AT and other.attach.stage == stage.name
+                   for other in schedule.stages)
+    return (stage.attach.kind is AttachKind.ROOT and stage.cache is None and not attached
+            and not stage.relations and not stage.annotations and stage.streaming is None
+            and stage.level is None and not stage.read_buffers and not stage.partitions
+            and len(stage.root_loops) == len(stage.tensor.axes) + len(stage.tensor.reduce_axes)
+            and list(stage.leaf_loops) == list(stage.root_loops))
 
 
 TEMPLATE_BUILDER = "tilecraft.tuning.builders:lower_with_templates"

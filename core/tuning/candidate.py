@@ -1,7 +1,7 @@
 """One tuning candidate: what to evaluate, how, and what came out — the steps a worker runs.
 
 A :class:`MeasureInput` names a workload, a target and a schedule (any picklable payload —
-a schedule trace, a search-space config, loop-nest schedules) plus the *builder* that turns
+a schedule trace, a search-space config, a template's parameters) plus the *builder* that turns
 ``(graph, schedule, target)`` into Kernel IR kernels. Evaluating it goes through stages, and
 the stage that fails decides the :class:`~tilecraft.tuning.record.ErrorKind`:
 
@@ -39,9 +39,8 @@ import numpy as np
 
 from tilecraft.errors import TilecraftError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.lower import LoopNestSchedule
 from tilecraft.target.base import Target
-from tilecraft.tuning.builders import DEFAULT_BUILDER, Builder, loop_nest_to_json
+from tilecraft.tuning.builders import DEFAULT_BUILDER, Builder
 from tilecraft.tuning.record import ErrorKind, TuningRecord
 from tilecraft.tuning.workload import TuningError, Workload, WorkloadInstance, resolve_reference
 
@@ -141,7 +140,7 @@ class MeasureInput:
     ``target`` is an installed target's name (``"x86_avx512"``) or a reference
     ``"module:factory"`` / ``"file.py:factory"`` to a Target instance, class or zero-argument
     factory (worker processes do not see targets registered in-process). ``builder`` is the
-    reference of a :data:`Builder`; the default lowers loop-nest schedules. ``label`` names
+    reference of a :data:`Builder`; the default replays a schedule's trace. ``label`` names
     the candidate in events.
     """
 
@@ -274,15 +273,15 @@ def _target_name(candidate: MeasureInput) -> str:
 def _schedule_json(schedule: Any) -> dict[str, Any]:
     if schedule is None:
         return {}
-    if isinstance(schedule, LoopNestSchedule):
-        return loop_nest_to_json(schedule)
+    trace = getattr(schedule, "trace", None)
+    if isinstance(trace, list):  # a Schedule: its trace is what replays it
+        return {"trace": trace}
     to_json = getattr(schedule, "to_json", None)
     if callable(to_json):
         value = to_json()
         return value if isinstance(value, dict) else {"schedule": value}
     if isinstance(schedule, Mapping):
-        return {str(k): _schedule_json(v) if isinstance(v, LoopNestSchedule) else v
-                for k, v in schedule.items()}
+        return {str(k): v for k, v in schedule.items()}
     if isinstance(schedule, (list, tuple)):  # a trace: a list of steps
         return {"trace": list(schedule)}
     return {"schedule": repr(schedule)}

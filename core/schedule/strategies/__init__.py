@@ -12,6 +12,7 @@ compute gets the strategy its spec selects (:func:`strategy_for`), through
 from tilecraft.schedule.strategies.base import (
     LoweringStrategy,
     lower_with_strategy,
+    schedule_with_strategy,
     strategy_for,
 )
 from tilecraft.schedule.strategies.cpu import CpuStrategy
@@ -24,4 +25,4 @@ STRATEGIES: tuple[LoweringStrategy, ...] = (FpgaStrategy(), NpuStrategy(), GpuSt
                                             CpuStrategy())
 
 __all__ = ["STRATEGIES", "CpuStrategy", "FpgaStrategy", "GpuStrategy", "LoweringStrategy",
-           "NpuStrategy", "lower_with_strategy", "strategy_for"]
+           "NpuStrategy", "lower_with_strategy", "schedule_with_strategy", "strategy_for"]

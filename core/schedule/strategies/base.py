@@ -35,7 +35,8 @@ from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import loads_in
 
 __all__ = ["LoweringStrategy", "bind_to_grid", "contiguous_loads", "fuse_all", "grid_axes",
-           "is_row_reduction", "lower_with_strategy", "strategy_for"]
+           "is_row_reduction", "lower_with_strategy", "schedule_with_strategy",
+           "strategy_for"]
 
 
 class LoweringStrategy(Protocol):
@@ -64,16 +65,34 @@ def strategy_for(options: LoweringOptions) -> LoweringStrategy:
     return STRATEGIES[-1]
 
 
-def lower_with_strategy(tensor: Tensor, options: LoweringOptions,
-                        strategy: LoweringStrategy | None = None) -> Kernel:
-    """The kernel computing ``tensor`` (its inputs are parameters, even computed ones) under
-    ``strategy`` (default: the one ``options`` selects), verified against ``options.spec``;
-    its ``attrs`` name the strategy and hold the schedule's trace."""
+def schedule_with_strategy(tensor: Tensor, options: LoweringOptions,
+                           strategy: LoweringStrategy | None = None) -> Any:
+    """A schedule of ``tensor``'s program whose stage of ``tensor`` ``strategy`` (default: the
+    one ``options`` selects) has scheduled; read its decisions from ``schedule[tensor]``
+    (``leaf_loops``, ``annotation(loop)``) or its ``trace``.
+
+    >>> from tilecraft import te
+    >>> A = te.placeholder((8, 40), name="A")
+    >>> B = te.compute((8, 40), lambda i, j: A[i, j] * 2.0, name="B")
+    >>> stage = schedule_with_strategy(B, LoweringOptions(vector_lanes=16, cores=2))[B]
+    >>> [(loop.name, stage.annotation(loop).kind.value) for loop in stage.leaf_loops]
+    [('i', 'parallel'), ('j', 'vector')]
+    """
     from tilecraft.schedule.schedule import create_schedule
 
     strategy = strategy or strategy_for(options)
     schedule = create_schedule(tensor, options)
     strategy.apply(schedule, tensor, options)
+    return schedule
+
+
+def lower_with_strategy(tensor: Tensor, options: LoweringOptions,
+                        strategy: LoweringStrategy | None = None) -> Kernel:
+    """The kernel computing ``tensor`` (its inputs are parameters, even computed ones) under
+    ``strategy`` (default: the one ``options`` selects), verified against ``options.spec``;
+    its ``attrs`` name the strategy and hold the schedule's trace."""
+    strategy = strategy or strategy_for(options)
+    schedule = schedule_with_strategy(tensor, options, strategy)
     (kernel,) = schedule.lower(options, computes=[tensor.name])
     return replace(kernel, attrs={**kernel.attrs, "strategy": strategy.name})
 

@@ -1,30 +1,50 @@
-"""The CPU strategy: FlexTensor's CPU template (thesis §4.5, Fig. 4.4a) at its defaults —
-the outermost spatial loops fused into one parallel loop over the cores, the innermost loop
-vectorised, a short innermost reduce loop unrolled.
+"""The CPU strategy: FlexTensor's CPU template (thesis §4.5, Fig. 4.4a) at its fixed decisions
+(§4.3.2: "parallelise the outermost (fused) loop, vectorise the innermost") — the schedule
+every compute of a CPU-like target gets when nothing else (a target's template, tuning) says
+otherwise.
 
-The loop nest is :func:`~tilecraft.lower.schedule.default_schedule`'s, built with the
-primitives (:func:`~tilecraft.schedule.loop_nest.apply_loop_nest`).
+With the primitives, on the stage of one compute:
+
+- ``reorder``: spatial axes outermost, in order; then the reduce axes; the innermost spatial
+  axis (the output's contiguous one) innermost — unless the compute is a row reduction (no
+  load walks memory along the innermost spatial axis, some do along the innermost reduce axis:
+  softmax's max and sum), where every spatial axis stays outside. Axes of extent 1 get no
+  loop (spatial ones go first, reduce ones last);
+- ``fuse`` + ``parallel``: leading spatial axes fused until the loop has
+  ``options.parallel_threshold`` iterations, run on the cores;
+- ``vectorize``: the innermost loop, when it is the innermost spatial axis or the innermost
+  reduce axis (a vector reduction), with the target's lanes for the output's dtype;
+- ``unroll``: the innermost non-vector reduce loop when its extent is within
+  ``options.unroll_limit``.
+
+Each step is taken only where the target offers its primitive and loop kind (without
+``reorder`` the loops keep their order, without ``fuse`` one axis runs in parallel).
+Half-precision reductions accumulate in a float32 buffer, as every lowering does.
 
 >>> from tilecraft import te
 >>> from tilecraft.lower import LoweringOptions
 >>> from tilecraft.schedule import create_schedule
->>> A = te.placeholder((6, 40), name="A")
->>> B = te.compute((6, 40), lambda i, j: A[i, j] * 2.0, name="B")
+>>> A = te.placeholder((1, 32, 64), name="A")
+>>> W = te.placeholder((64, 48), name="W")
+>>> k = te.reduce_axis(64, name="k")
+>>> C = te.compute((1, 32, 48), lambda b, i, j: te.sum(A[b, i, k] * W[k, j], axis=k), name="C")
 >>> options = LoweringOptions(vector_lanes=16, cores=2)
->>> s = create_schedule(B, options)
->>> CpuStrategy().apply(s, B, options)
->>> print(s.lower(options)[0])
-kernel B(A: float32[6, 40], B: float32[6, 40]) -> (B):
-  for i in parallel(6):
-    for j in vector(40, lanes=16):
-      B[i, j] = A[i, j] * 2.0
+>>> s = create_schedule(C, options)
+>>> CpuStrategy().apply(s, C, options)
+>>> s[C].describe()
+'b: serial(1) > i: parallel(32) > k: serial(64) > j: vector(lanes=16)(48)'
+>>> [step["primitive"] for step in s.trace]
+['reorder', 'parallel', 'vectorize']
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tilecraft.kernel_ir.nodes import LoopKind
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.schedule.strategies.base import contiguous_loads
+from tilecraft.target.spec import SchedulePrimitive
 from tilecraft.te.tensor import Tensor
 
 __all__ = ["CpuStrategy"]
@@ -39,7 +59,72 @@ class CpuStrategy:
         return True
 
     def apply(self, schedule: Any, tensor: Tensor, options: LoweringOptions) -> None:
-        from tilecraft.lower.schedule import default_schedule
-        from tilecraft.schedule.loop_nest import apply_loop_nest
+        stage = schedule[tensor]
+        target = schedule.target
+        roots = stage.root_loops
+        axes = (*tensor.axes, *tensor.reduce_axes)
+        spatial = [p for p, axis in enumerate(tensor.axes) if axis.extent > 1]
+        reduce = [len(tensor.axes) + p for p, axis in enumerate(tensor.reduce_axes)
+                  if axis.extent > 1]
+        last_spatial = len(tensor.axes) - 1
+        reorder = target.offers(SchedulePrimitive.REORDER)
+        inner_spatial = [last_spatial] if reorder and reduce and last_spatial in spatial else []
+        if (inner_spatial and contiguous_loads(tensor, axes[last_spatial]) == 0
+                and contiguous_loads(tensor, axes[reduce[-1]]) > 0):
+            inner_spatial = []  # a row reduction: the reduce axis is the vector one
+        outer_spatial = [p for p in spatial if p not in inner_spatial]
+        order = outer_spatial + reduce + inner_spatial
 
-        apply_loop_nest(schedule, tensor, default_schedule(tensor, options))
+        vector = None
+        lanes = options.lanes(tensor.dtype)
+        if options.vectorize and options.allows(LoopKind.VECTOR) and lanes > 1 and order \
+                and target.offers(SchedulePrimitive.VECTORIZE):
+            if order[-1] == last_spatial or (reduce and order[-1] == reduce[-1]):
+                vector = order[-1]
+        unrolled = None
+        if options.unroll_limit and options.allows(LoopKind.UNROLLED) and \
+                target.offers(SchedulePrimitive.UNROLL):
+            candidates = [p for p in reduce if p != vector]
+            if candidates and axes[candidates[-1]].extent <= options.unroll_limit:
+                unrolled = candidates[-1]
+        parallel = self._parallel_axes(order, outer_spatial, vector, axes, options, target,
+                                       reorder)
+
+        if reorder:  # axes of extent 1 (no loop) outside, reduce ones inside the nest
+            unused = [p for p in range(len(roots)) if p not in order]
+            wanted = [roots[p] for p in unused if not roots[p].is_reduce] + \
+                [roots[p] for p in order] + [roots[p] for p in unused if roots[p].is_reduce]
+            if len(wanted) > 1 and wanted != list(stage.leaf_loops):
+                stage.reorder(*wanted)
+        if parallel:
+            loops = [roots[p] for p in parallel]
+            fused = loops[0] if len(loops) == 1 else \
+                stage.fuse(*loops, name="_".join(loop.name for loop in loops))
+            stage.parallel(fused)
+        if vector is not None:
+            stage.vectorize(roots[vector], lanes=lanes)
+        if unrolled is not None:
+            stage.unroll(roots[unrolled], factor=axes[unrolled].extent)
+
+    @staticmethod
+    def _parallel_axes(order: list[int], outer_spatial: list[int], vector: int | None,
+                       axes: tuple[Any, ...], options: LoweringOptions, target: Any,
+                       reorder: bool) -> list[int]:
+        """The leading spatial axes fused into the parallel loop (module docstring); without
+        ``reorder`` only axes next to each other fuse."""
+        if not (options.parallel and options.allows(LoopKind.PARALLEL)
+                and target.offers(SchedulePrimitive.PARALLEL)):
+            return []
+        fuse = target.offers(SchedulePrimitive.FUSE)
+        chosen: list[int] = []
+        product = 1
+        for position in order:
+            if position not in outer_spatial or position == vector:
+                break
+            if chosen and not reorder and position != chosen[-1] + 1:
+                break
+            chosen.append(position)
+            product *= axes[position].extent
+            if product >= options.parallel_threshold or not fuse:
+                break
+        return chosen

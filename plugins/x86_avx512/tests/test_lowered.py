@@ -10,7 +10,8 @@ from tilecraft_x86_avx512.codegen.analysis import walk_stmts
 import tilecraft as tc
 from tilecraft import te
 from tilecraft.kernel_ir.nodes import For, LoopKind
-from tilecraft.lower import LoopNestSchedule, LoweringOptions, ScheduledLoop, lower_compute
+from tilecraft.lower import LoweringOptions, lower_compute
+from tilecraft.schedule import Schedule, create_schedule
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +19,12 @@ def options(target):
     return LoweringOptions.from_spec(target.spec)
 
 
-def _check(native, tensor, options, inputs, schedule=None, rtol=1e-5, atol=1e-5):
-    kern = lower_compute(tensor, options, schedule)
+def _check(native, tensor, options, inputs, schedule: Schedule | None = None, rtol=1e-5,
+           atol=1e-5):
+    if schedule is None:
+        kern = lower_compute(tensor, options)
+    else:
+        (kern,) = schedule.lower(options, computes=[tensor.name])
     source = native.codegen(kern)
     assert not source.meta["notes"], source.meta["notes"]  # every vector loop vectorised
     arrays = {name: np.array(value, copy=True) for name, value in inputs.items()}
@@ -47,8 +52,10 @@ def test_lowered_gemm_with_odd_sizes(native, options):
     kinds = [s.kind for s in walk_stmts(kern.body) if isinstance(s, For)]
     assert kinds[0] is LoopKind.PARALLEL and LoopKind.VECTOR in kinds
     # the reduce axis vectorised instead: lane-wise partial sums into C[i, j]
-    vector_k = LoopNestSchedule((ScheduledLoop((0,), LoopKind.PARALLEL), ScheduledLoop((1,)),
-                                 ScheduledLoop((2,), LoopKind.VECTOR, 16)))
+    vector_k = create_schedule(C, options)
+    (i, _), (k,) = vector_k[C].axes, vector_k[C].reduce_axes
+    vector_k[C].parallel(i)
+    vector_k[C].vectorize(k, lanes=16)
     _check(native, C, options, inputs, vector_k, rtol=1e-4, atol=1e-4)
 
 
