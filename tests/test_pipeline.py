@@ -188,5 +188,6 @@ def test_every_stage_output_prints(x86: Any) -> None:
     text = Pipeline(default_stages()).describe(state)
     headers = [line[3:-3] for line in text.splitlines() if line.startswith("== ")]
     assert headers == STAGES
-    assert "1 fused group(s)\n  C -> R -> E: kernels" in text
+    assert "1 fused group(s) lowered by x86_avx512\n  C -> R -> E: kernels" in text
+    assert "fusion plan for x86_avx512" in text
     assert "passes applied: none registered" in text

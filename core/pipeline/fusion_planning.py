@@ -1,7 +1,13 @@
-"""Stage 2, fusion planning: which computes the target lowers together, with their tiles
-(:meth:`~tilecraft.target.base.Target.fuse`; thesis ch. 3). Computes in no group are
-scheduled one by one; a group without computes only carries a note (a chain left unfused and
-why).
+"""Stage 2, fusion planning (thesis ch. 3): Chimera's planner decides which compute-intensive
+computes chain together, where the memory-bound computes between them go, and the tiles
+(:func:`tilecraft.fusion.plan_fusion`, from the target spec's memory levels and peaks); the
+target then lowers the planned chains its kernels can express
+(:meth:`~tilecraft.target.base.Target.fuse`), each group with its kernels, and says why it
+leaves any planned chain apart. Computes in no group are scheduled one by one; a group without
+computes only carries a note.
+
+The planner runs only where there is something to chain — two or more compute-intensive
+computes — and the target has a bounded memory level to keep tiles in.
 
 >>> FusionPlanning.name
 'fusion'
@@ -9,21 +15,45 @@ why).
 
 from __future__ import annotations
 
+from tilecraft.fusion.classify import is_compute_intensive
+from tilecraft.graph import Graph
 from tilecraft.pipeline.state import CompileState
+from tilecraft.target.memory import MemoryKind
+from tilecraft.target.spec import TargetSpec
+
+
+def chain_plan(graph: Graph, spec: TargetSpec):
+    """Chimera's fusion plan of ``graph`` for ``spec``, or ``None`` when the graph has fewer
+    than two compute-intensive computes or the spec no bounded cache or scratchpad level."""
+    from tilecraft.fusion import plan_fusion
+
+    if sum(1 for tensor in graph.computes if is_compute_intensive(tensor)) < 2:
+        return None
+    if not any(level.size_bytes is not None
+               and level.kind in (MemoryKind.CACHE, MemoryKind.SCRATCHPAD)
+               for level in spec.memory.levels):
+        return None
+    return plan_fusion(graph, spec)
 
 
 class FusionPlanning:
-    """Asks the target for its fusion groups of ``state.graph``."""
+    """Plans the fusion of ``state.graph`` and asks the target for the groups it lowers."""
 
     name = "fusion"
 
     def run(self, state: CompileState) -> CompileState:
-        state.groups = list(state.target.fuse(state.graph, state.options))
+        state.fusion_plan = chain_plan(state.graph, state.target.spec)
+        state.groups = list(state.target.fuse(state.graph, state.options, state.fusion_plan))
         return state
 
     def describe(self, state: CompileState) -> str:
+        lines = []
+        if state.fusion_plan is None:
+            lines.append("no fusion plan (fewer than two compute-intensive computes)")
+        else:
+            lines.append(str(state.fusion_plan))
         fused = [group for group in state.groups if group.computes]
-        lines = [f"{len(fused)} fused group(s)"]
+        lines.append(f"{len(fused)} fused group(s) lowered by {state.target.name}")
         for group in fused:
             kernels = ", ".join(kernel.name for kernel in group.kernels)
             lines.append(f"  {' -> '.join(group.computes)}: kernels {kernels}")

@@ -90,7 +90,11 @@ class CompileState:
     cost_model: str = "amos"
     #: graph passes: names of the passes applied
     passes_applied: list[str] = field(default_factory=list)
-    #: fusion planning: the groups lowered together (and note-only groups for chains left apart)
+    #: fusion planning: Chimera's plan (``None`` where the graph has no two compute-intensive
+    #: computes to chain, or the target no bounded memory level to keep tiles in)
+    fusion_plan: Any = None
+    #: fusion planning: the groups the target lowers together (and note-only groups for the
+    #: planned chains it leaves apart, with the reason)
     groups: list[FusedGroup] = field(default_factory=list)
     #: AMOS mapping: compute -> TensorizedCompute, the decision (MappingDecision: both
     #: predictions and the reason) of every compute with a usable mapping, and the cheap

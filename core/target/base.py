@@ -206,9 +206,14 @@ class Target(ABC):
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} has no performance model")
 
-    def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
+    def fuse(self, graph: Graph, options: LoweringOptions,
+             plan: Any = None) -> list[FusedGroup]:
         """Groups of computes of ``graph`` the target lowers together (thesis ch. 3), each
-        with its kernels; computes in no group are lowered one by one. Default: none."""
+        with its kernels; computes in no group are lowered one by one. ``plan`` is Chimera's
+        :class:`~tilecraft.fusion.FusionPlan` (``None`` when there is nothing to chain): the
+        target lowers the planned chains its kernels can express, with the plan's tiles, and
+        returns a note-only group (no computes) saying why for each one it leaves apart.
+        Default: none."""
         return []
 
     def native_lowering(self, tensor: Tensor,

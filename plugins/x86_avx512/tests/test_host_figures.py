@@ -28,6 +28,7 @@ from tilecraft_x86_avx512.spec import build_spec
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 from tilecraft import cli, ops, te
+from tilecraft.fusion import plan_fusion
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.target import registry
@@ -145,9 +146,10 @@ def test_chain_blocking_reads_the_spec():
         for c in CACHES),
         FLAGS, fma_flops_per_core=1.2e11, l3_bytes_per_second=8e10))
     [note] = fuse_chains(graph, LoweringOptions.from_spec(small),
-                         BlockingMachine.from_spec(small, threads=3))
+                         BlockingMachine.from_spec(small, threads=3), plan_fusion(graph, small))
     assert not note.computes and "more than half of L2 (2 KB)" in note.notes[0]
-    fused = fuse_chains(graph, LoweringOptions.from_spec(measured), machine)
+    fused = fuse_chains(graph, LoweringOptions.from_spec(measured), machine,
+                        plan_fusion(graph, measured))
     assert fused[0].computes == ("T", "E")
 
 

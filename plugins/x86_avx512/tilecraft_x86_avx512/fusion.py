@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from tilecraft.errors import TargetError
+from tilecraft.fusion import FusionPlan
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import as_contraction
@@ -163,14 +164,17 @@ def _windowed_producer(tensor: Tensor) -> Tensor | None:
     return None
 
 
-def fuse_chains(graph: Graph, options: LoweringOptions,
-                machine: BlockingMachine) -> list[FusedGroup]:
-    """The fused groups of ``graph``: each chain fused into one kernel (first), and a note per
-    chain left unfused, with the reason."""
+def fuse_chains(graph: Graph, options: LoweringOptions, machine: BlockingMachine,
+                plan: FusionPlan | None) -> list[FusedGroup]:
+    """The fused groups of ``graph``: each chain Chimera's ``plan`` fuses and the x86 kernels
+    can express, lowered into one kernel (first); a note for each planned chain left unfused,
+    with the reason."""
+    planned = {} if plan is None else {group.anchors: group for group in plan.chains}
     consumers = {t: list(graph.consumers(t)) for t in graph.computes}
     outputs = set(graph.outputs)
     groups: list[FusedGroup] = []
     taken: set[str] = set()
+    reasons: dict[tuple[str, ...], str] = {}
     for tensor in reversed(graph.computes):
         if tensor.name in taken:
             continue
@@ -178,26 +182,23 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
         if chain is None:
             chain = as_column_chain(tensor, consumers)
         if chain is None:
-            producer = _windowed_producer(tensor)
-            if producer is not None and producer.name not in taken:
-                groups.append(FusedGroup((), (), (
-                    f"chain {producer.name} -> {tensor.name} not fused: {tensor.name} reads a "
-                    f"window of {producer.name}'s output, so a block would recompute or wait "
-                    "for its neighbours' halo; the second product is compute-bound and fusing "
-                    "it does not pay (thesis §3.6, chain C6)",)))
             continue
-        if any(t in outputs for t in chain.computes[:-1]):
-            continue
+        anchors = (chain.first.tensor.name, chain.second.tensor.name)
+        if anchors not in planned:
+            continue  # the planner keeps these computes apart
         names = tuple(t.name for t in chain.computes)
+        if any(t in outputs for t in chain.computes[:-1]):
+            reasons[anchors] = "an intermediate is also a graph output"
+            continue
         if any(name in taken for name in names):
             continue
-        label = " -> ".join(names)
         if chain.flops < MIN_CHAIN_FLOPS:
+            reasons[anchors] = (f"{chain.flops:,} flops, below the {MIN_CHAIN_FLOPS:,} where "
+                                "packing pays")
             continue
         if isinstance(chain, ColumnChain):
             chain = _decide_pad_folding(chain)
             names = tuple(t.name for t in chain.computes)
-            label = " -> ".join(names)
             column_blocking, reason = column_chain_blocking(chain, machine, options.spec)
             kernels = [] if column_blocking is None else lower_column_chain(
                 chain, OUTER_PRODUCT_F32.name, column_blocking, options,
@@ -212,12 +213,33 @@ def fuse_chains(graph: Graph, options: LoweringOptions,
             else:
                 kernels = lower_chain(chain, OUTER_PRODUCT_F32.name, blocking, options)
         if not kernels:
-            groups.append(FusedGroup((), (), (f"chain {label} not fused: {reason}",)))
+            reasons[anchors] = reason
             continue
         taken.update(names)
+        del planned[anchors]
         groups.append(FusedGroup(names, tuple(kernels), (
-            f"fused {label} into one kernel: {kernels[-1].attrs['schedule']}",)))
-    return [g for g in groups if g.computes] + [g for g in groups if not g.computes]
+            f"fused {' -> '.join(names)} into one kernel: {kernels[-1].attrs['schedule']}",)))
+    for anchors, group in planned.items():
+        reason = reasons.get(anchors) or _inexpressible(graph, anchors)
+        groups.append(FusedGroup((), (), (
+            f"chain {' -> '.join(group.computes)} (planned by Chimera) not fused: {reason}",)))
+    return groups
+
+
+def _inexpressible(graph: Graph, anchors: tuple[str, ...]) -> str:
+    """Why the x86 fused kernels cannot express a planned chain."""
+    if len(anchors) != 2:
+        return (f"the x86 fused kernels chain two contractions, this chain has "
+                f"{len(anchors)} ({', '.join(anchors)})")
+    last = graph.tensor(anchors[-1])
+    producer = _windowed_producer(last)
+    if producer is not None and producer.name == anchors[0]:
+        return (f"{last.name} reads a window of {producer.name}'s output, so a block would "
+                "recompute or wait for its neighbours' halo; the second product is "
+                "compute-bound and fusing it does not pay (thesis §3.6, chain C6)")
+    return ("the x86 fused kernels need two contractions with only elementwise computes, "
+            "row reductions or a pad between them, the intermediate read whole as the second "
+            "product's operand")
 
 
 __all__ = ["BlockingMachine", "chain_blocking", "column_chain_blocking", "fuse_chains"]

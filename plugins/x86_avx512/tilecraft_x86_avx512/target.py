@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tilecraft.errors import CodegenError, LoweringError, TargetError
+from tilecraft.fusion import FusionPlan
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
@@ -142,9 +143,12 @@ class X86Avx512Target(Target):
         return X86Avx512Target(self.options, self._threads, cpu=variant, cores=self._cores)
 
     # schedule template -----------------------------------------------------------------------
-    def fuse(self, graph: Graph, options: LoweringOptions) -> list[FusedGroup]:
-        """Contraction chains fuse into one kernel each (:mod:`.fusion`)."""
-        return fuse_chains(graph, options, BlockingMachine.from_spec(self.spec, self.threads))
+    def fuse(self, graph: Graph, options: LoweringOptions,
+             plan: FusionPlan | None = None) -> list[FusedGroup]:
+        """The contraction chains Chimera's ``plan`` fuses become one kernel each
+        (:mod:`.fusion`)."""
+        return fuse_chains(graph, options, BlockingMachine.from_spec(self.spec, self.threads),
+                           plan)
 
     def native_lowering(self, tensor: Tensor,
                         options: LoweringOptions) -> LoweringEstimate | None:
