@@ -30,12 +30,9 @@ def as_graph(program: Graph | Tensor | Sequence[Tensor]) -> Graph:
     >>> [t.name for t in as_graph(te.compute((4,), lambda i: X[i] * 2.0, name="Y")).computes]
     ['Y']
     """
-    if isinstance(program, Graph):
-        return program
-    if isinstance(program, Tensor):
-        return Graph.from_outputs([program])
-    if isinstance(program, Sequence) and program and all(isinstance(t, Tensor) for t in program):
-        return Graph.from_outputs(list(program))
+    graph = Graph.of(program)
+    if graph is not None:
+        return graph
     raise GraphError(f"compile expects a Graph, a Tensor or a list of Tensors, got "
                      f"{type(program).__name__}")
 

@@ -75,6 +75,27 @@ class Graph:
             outputs = [outputs]
         return cls(list(outputs))
 
+    @classmethod
+    def of(cls, program: object) -> Graph | None:
+        """The graph of a program given as a Graph, a Tensor or a non-empty list of Tensors;
+        ``None`` for anything else (each caller raises its own error, naming what it takes).
+
+        >>> from tilecraft import te
+        >>> X = te.placeholder((4,), name="X")
+        >>> Graph.of(te.compute((4,), lambda i: X[i] + 1.0, name="Y")).outputs[0].name
+        'Y'
+        >>> Graph.of("Y") is None, Graph.of([]) is None
+        (True, True)
+        """
+        if isinstance(program, Graph):
+            return program
+        if isinstance(program, Tensor):
+            return cls([program])
+        if isinstance(program, (list, tuple)) and program and \
+                all(isinstance(t, Tensor) for t in program):
+            return cls(list(program))
+        return None
+
     @property
     def dag(self) -> nx.DiGraph:
         """The underlying networkx graph (read it, do not modify it)."""

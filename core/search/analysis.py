@@ -218,13 +218,9 @@ def contiguous_axis(tensor: Tensor) -> str | None:
 
 
 def _as_graph(program: Graph | Tensor | OperatorAnalysis) -> Graph:
-    if isinstance(program, Graph):
-        return program
-    if isinstance(program, Tensor):
-        return Graph.from_outputs([program])
-    if isinstance(program, (list, tuple)) and program and \
-            all(isinstance(t, Tensor) for t in program):
-        return Graph.from_outputs(list(program))
+    graph = Graph.of(program)
+    if graph is not None:
+        return graph
     raise SearchError(f"analyze() takes a Graph, a Tensor or a list of output tensors, got "
                       f"{type(program).__name__}; build the operator with tilecraft.te or "
                       "tilecraft.ops first")

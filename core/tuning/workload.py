@@ -26,7 +26,7 @@ import importlib
 import importlib.util
 import sys
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -306,12 +306,9 @@ def describe_graph(graph: Graph) -> dict[str, Any]:
 
 
 def _as_graph(made: Any, builder: str) -> Graph:
-    if isinstance(made, Graph):
-        return made
-    if isinstance(made, Tensor):
-        return Graph.from_outputs([made])
-    if isinstance(made, Sequence) and made and all(isinstance(t, Tensor) for t in made):
-        return Graph.from_outputs(list(made))
+    graph = Graph.of(made)
+    if graph is not None:
+        return graph
     raise TuningError(f"workload builder {builder!r} returned {type(made).__name__}; it must "
                       "return a Graph, a Tensor, a list of Tensors, (program, arrays) or a "
                       "WorkloadInstance")
