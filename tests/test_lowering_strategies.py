@@ -217,6 +217,25 @@ def test_scaffolded_target_compiles_in_its_style_without_lowering_code(
             del sys.modules[name]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(SCAFFOLD_KINDS))
+def test_scaffolded_package_tests_pass(kind: str, tmp_path: Path) -> None:
+    """The rendered package's own tests, the conformance suite among them, pass for every
+    kind as rendered."""
+    import os
+    import subprocess
+    import sys
+
+    render_target_package(f"toy_{kind}", tmp_path, kind)
+    package = tmp_path / f"toy_{kind}"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(package), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests"],
+                            cwd=package, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout.strip().splitlines()[-1]
+
+
 def test_unknown_scaffold_kind_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="unknown target kind 'tpu'; choose one of cpu, gpu"):
         render_target_package("toy", tmp_path, "tpu")
