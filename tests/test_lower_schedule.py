@@ -100,7 +100,7 @@ def test_gemm_default_schedule_parallel_reduce_vector() -> None:
     inner = update.body
     assert inner.kind is LoopKind.VECTOR and inner.var.name == "j" and inner.lanes == 16
     assert isinstance(inner.body, Store) and inner.body.accumulate is te.ReduceOp.SUM
-    assert kernel.attrs["schedule"] == "C: i: parallel(17) > k: serial(5) > j: vector(lanes=16)(23)"
+    assert kernel.attrs["schedule"] == "C: i: parallel(17) > k: serial(5) > j: vector(23, lanes=16)"
     assert kernel.attrs["statement"] == C.statement()
     assert kernel.attrs["strategy"] == "cpu"
     assert [step["primitive"] for step in kernel.attrs["trace"]] == \
@@ -112,7 +112,7 @@ def test_batch_one_axes_are_dropped_and_leading_axes_fused_for_parallelism() -> 
     stage = schedule_with_strategy(Y, LoweringOptions(vector_lanes=8, cores=2))[Y]
     # axes: n f y x | rc ry rx; n has extent 1, f (2) is too small alone: fuse f and y
     assert stage.describe() == "n: serial(1) > f_y: parallel(12) > rc: serial(3) > " \
-                               "ry: serial(3) > rx: serial(3) > x: vector(lanes=8)(6)"
+                               "ry: serial(3) > rx: serial(3) > x: vector(6, lanes=8)"
     kernel = lower_compute(Y, LoweringOptions(vector_lanes=8, cores=2))
     (parallel,) = [loop for loop in _loops(kernel) if loop.kind is LoopKind.PARALLEL]
     assert parallel is kernel.body and parallel.extent == te.const(12)
@@ -125,7 +125,7 @@ def test_batch_one_axes_are_dropped_and_leading_axes_fused_for_parallelism() -> 
 def test_large_leading_axis_is_not_fused() -> None:
     C = _gemm(64, 8, 3)
     stage = schedule_with_strategy(C, LoweringOptions(vector_lanes=8, cores=2))[C]
-    assert stage.describe() == "i: parallel(64) > k: serial(3) > j: vector(lanes=8)(8)"
+    assert stage.describe() == "i: parallel(64) > k: serial(3) > j: vector(8, lanes=8)"
 
 
 def test_full_reduction_vectorises_the_reduce_axis_without_parallel_loop() -> None:

@@ -269,6 +269,6 @@ def test_bound_pipelined_and_unrolled_loops_through_the_primitives() -> None:
     s[C].bind(j, "threadIdx.x")
     s[C].pipeline(k, initiation_interval=2)
     s[C].unroll(i, factor=2)
-    assert s[C].describe() == "j: bound(threadIdx.x)(5) > k: pipelined(II=2)(4) > " \
-                              "i: unrolled(factor=2)(6)"
+    assert s[C].describe() == "j: bound(5, axis=threadIdx.x) > k: pipelined(4, II=2) > " \
+                              "i: unrolled(6, factor=2)"
     check_schedule(s, inputs, OPTIONS)

@@ -105,16 +105,26 @@ class LoopAnnotation:
     axis: str | None = None
     initiation_interval: int | None = None
 
-    def describe(self) -> str:
+    def describe(self, extent: int | None = None) -> str:
+        """The kind with its details, and the loop's ``extent`` first when given.
+
+        >>> LoopAnnotation(LoopKind.VECTOR, lanes=16).describe(48)
+        'vector(48, lanes=16)'
+        >>> LoopAnnotation(LoopKind.BOUND, axis="threadIdx.x").describe()
+        'bound(axis=threadIdx.x)'
+        >>> LoopAnnotation().describe(7)
+        'serial(7)'
+        """
+        details = [] if extent is None else [str(extent)]
         if self.kind is LoopKind.VECTOR and self.lanes:
-            return f"vector(lanes={self.lanes})"
-        if self.kind is LoopKind.UNROLLED and self.factor:
-            return f"unrolled(factor={self.factor})"
-        if self.kind is LoopKind.BOUND:
-            return f"bound({self.axis})"
-        if self.kind is LoopKind.PIPELINED:
-            return f"pipelined(II={self.initiation_interval})"
-        return self.kind.value
+            details.append(f"lanes={self.lanes}")
+        elif self.kind is LoopKind.UNROLLED and self.factor:
+            details.append(f"factor={self.factor}")
+        elif self.kind is LoopKind.BOUND:
+            details.append(f"axis={self.axis}")
+        elif self.kind is LoopKind.PIPELINED:
+            details.append(f"II={self.initiation_interval}")
+        return f"{self.kind.value}({', '.join(details)})" if details else self.kind.value
 
 
 SERIAL = LoopAnnotation()

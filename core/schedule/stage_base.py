@@ -139,7 +139,7 @@ class StageBase:
         parts = []
         for loop in self.leaves:
             annotation = self.annotation(loop)
-            parts.append(f"{loop.name}: {annotation.describe()}({loop.extent})")
+            parts.append(f"{loop.name}: {annotation.describe(loop.extent)}")
         text = " > ".join(parts) or "(no loops)"
         if self.attach.kind is not AttachKind.ROOT:
             text += f"; {self.attach.describe()}"

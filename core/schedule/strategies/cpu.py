@@ -32,7 +32,7 @@ Half-precision reductions accumulate in a float32 buffer, as every lowering does
 >>> s = create_schedule(C, options)
 >>> CpuStrategy().apply(s, C, options)
 >>> s[C].describe()
-'b: serial(1) > i: parallel(32) > k: serial(64) > j: vector(lanes=16)(48)'
+'b: serial(1) > i: parallel(32) > k: serial(64) > j: vector(48, lanes=16)'
 >>> [step["primitive"] for step in s.trace]
 ['reorder', 'parallel', 'vectorize']
 """
