@@ -56,6 +56,11 @@ class CodegenError(TilecraftError):
     """A code generator cannot express a Kernel IR construct, or its output failed to build."""
 
 
+class BuildError(CodegenError):
+    """A target's toolchain rejected generated source: the message names the kernel, the file
+    holding the source and the command that reproduces the failure, then the tool's log."""
+
+
 class InputError(TilecraftError):
     """Arrays passed to an Executable are missing, extra, or of the wrong shape or dtype."""
 

@@ -29,6 +29,10 @@ def _spec(**extra: Any) -> Any:
         "evaluation": "estimate", "capabilities": {"models_performance": True}, **extra})
 
 
+RESIDENCY = {"architecture": "gen1", "max_threads": 1024, "max_blocks": 16, "registers": 65536,
+             "shared_bytes": 65536}
+
+
 def _threads(**changes: Any) -> dict[str, Any]:
     threads: dict[str, Any] = {
         "axes": [{"name": "group_id.x", "scope": "grid", "dim": 0, "max_extent": 65535},
@@ -88,6 +92,15 @@ def test_x86_spec_declares_neither_and_stays_valid() -> None:
      r"axis name 'a.b.c' must be an identifier"),
     ({"threads": _threads(shared_bytes_per_block_optin=1024)},
      r"shared_bytes_per_block_optin 1024 is below the static limit"),
+    ({"threads": _threads(residency=[RESIDENCY, RESIDENCY])},
+     r"architecture 'gen1' is declared twice"),
+    ({"threads": _threads(residency=[{**RESIDENCY, "register_partitions": 3}])},
+     r"architecture gen1: registers 65536 do not split evenly over 3 partitions"),
+    ({"threads": _threads(residency=[{**RESIDENCY, "max_shared_bytes_per_block": 70000}])},
+     r"architecture gen1: max_shared_bytes_per_block 70000 exceeds the core's shared_bytes "
+     r"65536"),
+    ({"threads": _threads(residency=[{**RESIDENCY, "shared_bytes_reserved_per_block": 70000}])},
+     r"shared_bytes_reserved_per_block 70000 exceeds shared_bytes 65536"),
     ({"spatial": {"units": [{"name": "cube", "kind": "matrix", "pe_shape": [16, 16, 16],
                              "operand_levels": {"input": "L0A"}}]}},
      r"operand_levels.input 'L0A' is not a memory level"),
@@ -162,3 +175,31 @@ def test_block_threads_and_shared_memory_are_checked_against_the_hierarchy() -> 
                                             r"toy_cl gets at most 32768"):
         verify_kernel(Kernel("big_tile", (A,), ("A",), Allocate(tile, Store(
             A, (const(0), const(0)), const(1.0)))), spec)
+
+
+def test_residency_is_looked_up_by_architecture() -> None:
+    threads = ThreadHierarchy(**_threads(residency=[
+        RESIDENCY, {**RESIDENCY, "architecture": "gen2", "register_allocation_unit": 256,
+                    "shared_allocation_unit": 128, "shared_bytes_reserved_per_block": 1024}]))
+    assert threads.architectures == ("gen1", "gen2")
+    gen2 = threads.residency_for("gen2")
+    # 37 registers x 16 lanes = 592, in units of 256 -> 768; 1000 + 1024 bytes in units of 128
+    assert gen2.allocated_registers_per_subgroup(37, 16) == 768
+    assert gen2.allocated_shared_bytes(1000) == 2048
+    assert threads.residency_for("gen1").allocated_shared_bytes(1000) == 1000
+    assert gen2.max_subgroups(16) == 64
+    with pytest.raises(TargetError, match="no residency limits for architecture 'gen3'; the "
+                                          "spec's architectures are gen1, gen2"):
+        threads.residency_for("gen3")
+    with pytest.raises(TargetError, match="the spec declares no residency"):
+        ThreadHierarchy(**_threads()).residency_for("gen1")
+
+
+def test_nvidia_spec_declares_a100_and_h100_residency() -> None:
+    threads = get_target("nvidia_tc").spec.threads
+    assert threads.architectures == ("sm_80", "sm_90")
+    a100, h100 = threads.residency_for("sm_80"), threads.residency_for("sm_90")
+    assert a100.shared_bytes == 164 * 1024 and h100.shared_bytes == 228 * 1024
+    assert a100.max_shared_bytes_per_block == threads.max_shared_bytes_per_block == 163 * 1024
+    assert h100.max_shared_bytes_per_block == 227 * 1024
+    assert a100.max_subgroups(threads.subgroup_size) == 64 == h100.max_subgroups(32)

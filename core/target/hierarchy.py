@@ -41,8 +41,8 @@ from tilecraft.errors import TargetError
 from tilecraft.target.specmodel import Lax, Seq, SpecModel, check_identifier, check_unique
 
 __all__ = [
-    "ArrayUnitKind", "BindableAxis", "FabricBudget", "LaunchScope", "SpatialArchitecture",
-    "SpatialUnit", "ThreadHierarchy",
+    "ArrayUnitKind", "BindableAxis", "CoreResidency", "FabricBudget", "LaunchScope",
+    "SpatialArchitecture", "SpatialUnit", "ThreadHierarchy",
 ]
 
 #: an axis name: an identifier, optionally with one dotted component (``threadIdx.x``)
@@ -74,6 +74,85 @@ class BindableAxis(SpecModel):
         return value
 
 
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+class CoreResidency(SpecModel):
+    """What one core (an NVIDIA SM, an AMD compute unit) holds resident at once, for one
+    architecture generation the target builds for: these limits decide how many blocks of a
+    kernel run on a core together (its occupancy), from the registers per thread and the
+    shared memory per block the compiled kernel uses.
+
+    Registers are given to a warp (subgroup) in units of ``register_allocation_unit`` and split
+    evenly over ``register_partitions`` (the SM sub-partitions); shared memory is given to a
+    block in units of ``shared_allocation_unit``, plus ``shared_bytes_reserved_per_block`` the
+    system keeps for each block.
+
+    >>> sm80 = CoreResidency(architecture="sm_80", max_threads=2048, max_blocks=32,
+    ...                      registers=65536, register_allocation_unit=256,
+    ...                      shared_bytes=167936, shared_allocation_unit=128,
+    ...                      shared_bytes_reserved_per_block=1024)
+    >>> sm80.max_subgroups(32), sm80.allocated_shared_bytes(4000)
+    (64, 5120)
+    >>> sm80.allocated_registers_per_subgroup(37, 32)  # 1184 rounded up to 256s
+    1280
+    """
+
+    architecture: str = Field(description=(
+        "the architecture these limits are for, as the toolchain names it: sm_80, sm_90"))
+    max_threads: int = Field(ge=1, description="resident threads of one core")
+    max_blocks: int = Field(ge=1, description="resident blocks (work-groups) of one core")
+    registers: int = Field(ge=1, description="32-bit registers of one core")
+    register_allocation_unit: int = Field(default=1, ge=1, description=(
+        "registers are given to a subgroup (warp) in multiples of this"))
+    register_partitions: int = Field(default=1, ge=1, description=(
+        "sub-partitions the register file is split over; a subgroup's registers live in one"))
+    shared_bytes: int = Field(ge=0, description=(
+        "shared (local) memory of one core that resident blocks share"))
+    shared_allocation_unit: int = Field(default=1, ge=1, description=(
+        "shared memory is given to a block in multiples of this many bytes"))
+    shared_bytes_reserved_per_block: int = Field(default=0, ge=0, description=(
+        "shared memory the system reserves for each resident block"))
+    max_shared_bytes_per_block: int | None = Field(default=None, ge=0, description=(
+        "the most shared memory one block may use on this architecture (with any opt-in)"))
+
+    @field_validator("architecture")
+    @classmethod
+    def _architecture(cls, value: str) -> str:
+        return check_identifier(value, "architecture")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CoreResidency:
+        if self.registers % self.register_partitions:
+            raise ValueError(f"architecture {self.architecture}: registers {self.registers} "
+                             f"do not split evenly over {self.register_partitions} partitions")
+        if self.shared_bytes_reserved_per_block > self.shared_bytes:
+            raise ValueError(f"architecture {self.architecture}: "
+                             f"shared_bytes_reserved_per_block "
+                             f"{self.shared_bytes_reserved_per_block} exceeds shared_bytes "
+                             f"{self.shared_bytes}")
+        per_block = self.max_shared_bytes_per_block
+        if per_block is not None and per_block > self.shared_bytes:
+            raise ValueError(f"architecture {self.architecture}: max_shared_bytes_per_block "
+                             f"{per_block} exceeds the core's shared_bytes {self.shared_bytes}")
+        return self
+
+    def max_subgroups(self, subgroup_size: int) -> int:
+        """Resident subgroups (warps) of one core."""
+        return self.max_threads // subgroup_size
+
+    def allocated_registers_per_subgroup(self, registers_per_thread: int,
+                                         subgroup_size: int) -> int:
+        """Registers one subgroup takes, rounded up to the allocation unit."""
+        return _round_up(registers_per_thread * subgroup_size, self.register_allocation_unit)
+
+    def allocated_shared_bytes(self, bytes_per_block: int) -> int:
+        """Shared memory one block takes: its own, the reserved part, rounded up."""
+        return _round_up(bytes_per_block + self.shared_bytes_reserved_per_block,
+                         self.shared_allocation_unit)
+
+
 class ThreadHierarchy(SpecModel):
     """The launch hierarchy of a chip that runs many threads (module docstring)."""
 
@@ -94,6 +173,9 @@ class ThreadHierarchy(SpecModel):
         "the memory level that holds block-shared buffers"))
     barrier_scopes: Seq[str] = Field(default=(), description=(
         "scopes a Kernel IR barrier may synchronise, e.g. block, warp"))
+    residency: Seq[CoreResidency] = Field(default=(), description=(
+        "per architecture the target builds for, what one core holds resident at once; "
+        "the first is the spec's own chip"))
 
     @field_validator("barrier_scopes")
     @classmethod
@@ -101,6 +183,12 @@ class ThreadHierarchy(SpecModel):
         for scope in value:
             check_identifier(scope, "barrier scope")
         check_unique(value, "barrier scope")
+        return value
+
+    @field_validator("residency")
+    @classmethod
+    def _architectures(cls, value: tuple[CoreResidency, ...]) -> tuple[CoreResidency, ...]:
+        check_unique([limits.architecture for limits in value], "architecture")
         return value
 
     @model_validator(mode="after")
@@ -129,6 +217,21 @@ class ThreadHierarchy(SpecModel):
                 return axis
         raise TargetError(f"unknown hardware axis {name!r}; the bindable axes are "
                           f"{', '.join(self.axis_names)}")
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        """The architectures with residency limits, the spec's own chip first."""
+        return tuple(limits.architecture for limits in self.residency)
+
+    def residency_for(self, architecture: str) -> CoreResidency:
+        """The residency limits of ``architecture`` (a :class:`TargetError` listing the known
+        ones otherwise)."""
+        for limits in self.residency:
+            if limits.architecture == architecture:
+                return limits
+        known = ", ".join(self.architectures) or "none (the spec declares no residency)"
+        raise TargetError(f"no residency limits for architecture {architecture!r}; the "
+                          f"spec's architectures are {known}")
 
     @property
     def max_shared_bytes_per_block(self) -> int | None:
