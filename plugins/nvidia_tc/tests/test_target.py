@@ -41,10 +41,12 @@ def test_discovered_through_its_entry_point() -> None:
 
 def test_availability_says_what_is_missing(target: NvidiaTcTarget) -> None:
     availability = target.available()
-    assert availability.capability is Capability.EMULATE
-    assert not (availability.codegen or availability.build or availability.execute)
-    assert "not implemented yet" in availability.reasons["codegen"]
-    assert "later issue" in availability.explain()
+    assert availability.capability in (Capability.EMULATE, Capability.EXECUTE)
+    assert availability.emulate
+    if not availability.codegen:
+        assert not availability.execute
+        assert "not implemented yet" in availability.reasons["codegen"]
+        assert "later issue" in availability.explain()
 
 
 def test_codegen_and_compile_refuse_with_the_reason(target: NvidiaTcTarget) -> None:

@@ -23,7 +23,7 @@ import functools
 from functools import cached_property
 from importlib.resources import files
 
-from tilecraft.target.base import Availability
+from tilecraft.target.base import Artifact, Availability, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 
@@ -54,6 +54,49 @@ class NvidiaTcTarget(DeclaredTarget):
     """NVIDIA Tensor Core GPUs: declarations today, CUDA C later (see the module)."""
 
     availability = AVAILABILITY
+
+    def available(self) -> Availability:
+        """The build and launch stages as this machine has them (NVRTC or nvcc; a CUDA
+        driver and device), see :mod:`tilecraft_nvidia_tc.availability`; code generation
+        as this class has it; emulation always (the Kernel IR interpreter at least)."""
+        from tilecraft_nvidia_tc.availability import machine_availability
+
+        has_codegen = type(self).codegen is not DeclaredTarget.codegen
+        codegen = (True, "") if has_codegen else (False, AVAILABILITY.reasons["codegen"])
+        machine = machine_availability(codegen)
+        reasons = dict(machine.reasons)
+        if not machine.emulate:
+            reasons["emulate"] = (f"{reasons['emulate']}; kernels run on the Kernel IR "
+                                  "interpreter instead")
+        return Availability(codegen=machine.codegen, build=machine.build,
+                            execute=machine.execute and machine.codegen, emulate=True,
+                            estimate=False, reasons=reasons)
+
+    def build(self, source: Source) -> Artifact:
+        """NVRTC (or nvcc) builds of ``source`` for every architecture of the spec, with the
+        resource report and occupancy per architecture in ``Artifact.meta["build"]``; the
+        artifact's ``path`` is the cubin of the spec's own chip, its ``handle`` the
+        :class:`~tilecraft_nvidia_tc.build.CudaBuild`. A failure is a
+        :class:`~tilecraft_nvidia_tc.build.CudaBuildError` with the repro command."""
+        from tilecraft_nvidia_tc.build import BuildOptions, LaunchShape, build_cuda
+
+        threads = self.spec.threads
+        options = BuildOptions(architectures=threads.architectures) \
+            if threads is not None and threads.architectures else BuildOptions()
+        built = build_cuda(source.text, source.kernel_name,
+                           entry=str(source.meta.get("entry") or source.entry), options=options,
+                           launch=LaunchShape.from_meta(source.meta), threads=threads)
+        return Artifact(self.name, source.kernel_name, path=built.architectures[0].cubin_path,
+                        handle=built, meta={"build": built.report(),
+                                            "summary": built.summary(),
+                                            "params": list(source.meta.get("params", ()))})
+
+    def load(self, artifact: Artifact) -> KernelFunction:
+        """The built kernel launched on this machine's GPU (cuda-python, or pycuda), called
+        with arrays by parameter name; a TargetError saying why where there is no GPU."""
+        from tilecraft_nvidia_tc.launch import make_launcher, parameters_from_meta
+
+        return make_launcher(artifact.handle, parameters_from_meta(artifact.meta))
 
     @cached_property
     def spec(self) -> TargetSpec:
