@@ -206,3 +206,15 @@ def test_nvcc_builds_the_same_kernel_when_chosen() -> None:
     assert built.compiler.startswith("nvcc ")
     assert arch.resources.static_shared_bytes == 388 and arch.resources.registers > 0
     assert ".entry scale(" in arch.ptx_path.read_text()
+
+
+def test_without_cuobjdump_the_resources_come_from_ptxas(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from tilecraft_nvidia_tc.toolchain import compiler
+
+    monkeypatch.setattr(compiler, "cuobjdump_path", lambda: None)
+    built = build_cuda(PLAIN, "scale", options=BuildOptions(("sm_90",)), threads=THREADS)
+    resources = built.architectures[0].resources
+    assert resources.source == "ptxas -v"
+    assert resources.static_shared_bytes == 388 and resources.registers > 0
+    assert resources.spill_store_bytes == 0 and resources.shared_section_bytes is None
