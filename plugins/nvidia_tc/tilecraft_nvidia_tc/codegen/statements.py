@@ -1,0 +1,459 @@
+"""Kernel IR statements as CUDA C lines (the body of the ``__global__`` function).
+
+:class:`StatementEmitter` walks the kernel with the core's :class:`KernelVisitor`:
+
+- a loop bound to ``blockIdx.x`` / ``threadIdx.x`` / ... reads that index (guarded when its
+  extent is below the launched extent, :mod:`.launch`); serial loops are ``for`` loops,
+  unrolled ones carry ``#pragma unroll``, vector loops become 128-bit ``float4`` accesses where
+  that is provably legal (:mod:`.vector`) and unrolled scalar code otherwise;
+- ``Barrier`` is ``__syncthreads()`` (block) or ``__syncwarp()`` (warp); ``SubgroupReduce`` a
+  ``__shfl_xor_sync`` butterfly; ``AsyncCopy`` / ``CommitGroup`` / ``WaitGroup`` the
+  ``tc_cp_async_*`` helpers of ``tilecraft_cuda.h`` (sm_80+); ``Pipeline`` a loop over steps
+  running each stage on its own iteration; ``AtomicUpdate`` ``atomicAdd``.
+
+What CUDA cannot do safely is refused with a CodegenError naming the kernel and construct: a
+barrier or a warp shuffle under a condition that depends on the thread (threads of one block
+or warp would not all reach it), a write to shared or global memory outside the loops bound to
+the launched axes (every thread would run it), a statement kind CUDA has no form for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tilecraft.errors import CodegenError
+from tilecraft.kernel_ir.concurrency import (
+    AsyncCopy,
+    AtomicUpdate,
+    CommitGroup,
+    Pipeline,
+    SubgroupReduce,
+    WaitGroup,
+)
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Barrier,
+    Buffer,
+    BufferLoad,
+    Copy,
+    For,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+    walk_expr,
+)
+from tilecraft.kernel_ir.visitor import KernelVisitor
+from tilecraft.target.hierarchy import LaunchScope
+from tilecraft.te.expr import Const, Expr, ReduceOp, Var, const
+from tilecraft_nvidia_tc.codegen.affine import linear_form
+from tilecraft_nvidia_tc.codegen.dtypes import storage_type, store_value
+from tilecraft_nvidia_tc.codegen.expressions import ExprPrinter, Names
+from tilecraft_nvidia_tc.codegen.launch import Launch
+from tilecraft_nvidia_tc.codegen.memory import MemoryPlan
+
+__all__ = ["FULL_MASK", "StatementEmitter", "flat_index"]
+
+FULL_MASK = "0xffffffffu"
+#: the first architecture with cp.async (Ampere)
+ASYNC_COPY_ARCH = 80
+
+
+def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
+    """The row-major element offset of ``buffer[indices]`` as an expression."""
+    total: Expr | None = None
+    for index, stride in zip(indices, buffer.strides()):
+        term = index if stride == 1 else index * const(stride)
+        total = term if total is None else total + term
+    return const(0) if total is None else total
+
+
+class StatementEmitter(KernelVisitor[None]):
+    """Emits the lines of one kernel's body (module docstring)."""
+
+    def __init__(self, kernel: Kernel, names: Names, launch: Launch, plan: MemoryPlan,
+                 subgroup_size: int, arch: int) -> None:
+        self.kernel = kernel
+        self.names = names
+        self.launch = launch
+        self.plan = plan
+        self.subgroup_size = subgroup_size
+        self.arch = arch
+        self.lines: list[str] = []
+        self.depth = 1
+        self.ranges: dict[Var, tuple[int, int]] = {}
+        self.printer = ExprPrinter(kernel.name, names, self.ranges, self.access)
+        #: loop variable -> the axis it is bound to, for the enclosing bound loops
+        self.bound: dict[Var, str] = {}
+        #: the enclosing condition that depends on the thread, if any (text for messages)
+        self.divergent: str | None = None
+        self.uses_async_copy = False
+
+    # output helpers ---------------------------------------------------------------------
+    def fail(self, what: str, fix: str) -> CodegenError:
+        return self.printer.fail(what, fix)
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    @contextmanager
+    def block(self, opening: str) -> Iterator[None]:
+        self.line(f"{opening} {{" if opening else "{")
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            self.line("}")
+
+    def expr(self, expr: Expr) -> str:
+        return self.printer.expr(expr)
+
+    def access(self, buffer: Buffer, indices: tuple[Expr, ...]) -> str:
+        return f"{self.names.buffer(buffer)}[{self.expr(flat_index(buffer, indices))}]"
+
+    # facts about the thread ---------------------------------------------------------------
+    def thread_vars(self) -> set[Var]:
+        return {var for var, axis in self.bound.items()
+                if self.launch.scopes[axis] is LaunchScope.BLOCK}
+
+    def depends_on_thread(self, expr: Expr) -> bool:
+        threads = self.thread_vars()
+        return any(node in threads or isinstance(node, BufferLoad) for node in walk_expr(expr))
+
+    @contextmanager
+    def condition(self, text: str, divergent: bool) -> Iterator[None]:
+        before = self.divergent
+        if divergent and before is None:
+            self.divergent = text
+        try:
+            with self.block(f"if ({text})"):
+                yield
+        finally:
+            self.divergent = before
+
+    def check_writer(self, buffer: Buffer, what: str) -> None:
+        """A write to shared or global memory must run inside loops bound to every launched
+        axis that spreads copies of it (module docstring)."""
+        if self.plan.is_register(buffer):
+            return
+        shared = self.plan.is_shared(buffer)
+        covered = set(self.bound.values())
+        missing = [axis for axis, extent in self.launch.extents.items()
+                   if extent > 1 and axis not in covered
+                   and (not shared or self.launch.scopes[axis] is LaunchScope.BLOCK)]
+        if missing:
+            raise self.fail(f"{what} outside the loops bound to {', '.join(sorted(missing))}: "
+                            "every thread launched along those axes would run it",
+                            "move the statement into the bound loops, or guard it with a "
+                            "condition on their variables")
+
+    # statements ---------------------------------------------------------------------------
+    def generic_visit(self, stmt: Stmt, *args: object) -> None:
+        raise self.fail(f"the statement {type(stmt).__name__} ({str(stmt).strip()[:80]})",
+                        "this target has no CUDA form for it; lower the kernel without it")
+
+    def visit_Seq(self, stmt: Seq) -> None:
+        for child in stmt.stmts:
+            self.visit(child)
+
+    def visit_For(self, loop: For) -> None:
+        name = self.names.var(loop.var)
+        extent = loop.extent
+        if isinstance(extent, Const):
+            self.ranges[loop.var] = (0, max(0, int(extent.value) - 1))
+        try:
+            if loop.kind is LoopKind.BOUND:
+                self._bound_loop(loop, name)
+            elif loop.kind is LoopKind.SERIAL:
+                with self.block(f"for (int {name} = 0; {name} < {self.expr(extent)}; ++{name})"):
+                    self.visit(loop.body)
+            elif loop.kind is LoopKind.UNROLLED:
+                self.line(f"#pragma unroll {loop.lanes}" if loop.lanes > 1 else "#pragma unroll")
+                with self.block(f"for (int {name} = 0; {name} < {self.expr(extent)}; ++{name})"):
+                    self.visit(loop.body)
+            elif loop.kind is LoopKind.VECTOR:
+                from tilecraft_nvidia_tc.codegen.vector import emit_vector_loop
+
+                emit_vector_loop(self, loop, name)
+            else:
+                raise self.fail(f"a {loop.kind.value} loop (over {loop.var.name})",
+                                "use serial, unrolled, vector or bound loops on a GPU")
+        finally:
+            self.ranges.pop(loop.var, None)
+
+    def _bound_loop(self, loop: For, name: str) -> None:
+        axis = loop.axis or ""
+        if axis in self.bound.values():
+            raise self.fail(f"two nested loops bound to {axis} ({loop.var.name} inside another)",
+                            "bind each hardware axis once on a path of nested loops")
+        extent = int(loop.extent.value)  # constant: checked by the launch configuration
+        with self.block(""):
+            self.line(f"const int {name} = (int){axis};")
+            self.bound[loop.var] = axis
+            try:
+                if extent < self.launch.extents[axis]:
+                    divergent = self.launch.scopes[axis] is LaunchScope.BLOCK
+                    with self.condition(f"{name} < {extent}", divergent):
+                        self.visit(loop.body)
+                else:
+                    self.visit(loop.body)
+            finally:
+                del self.bound[loop.var]
+
+    def visit_IfThenElse(self, stmt: IfThenElse) -> None:
+        divergent = self.depends_on_thread(stmt.cond)
+        text = self.expr(stmt.cond)
+        with self.condition(text, divergent):
+            self.visit(stmt.then_body)
+        if stmt.else_body is not None:
+            before = self.divergent
+            if divergent and before is None:
+                self.divergent = f"!({text})"
+            try:
+                with self.block("else"):
+                    self.visit(stmt.else_body)
+            finally:
+                self.divergent = before
+
+    def visit_Allocate(self, stmt: Allocate) -> None:
+        buffer = stmt.buffer
+        if self.plan.is_register(buffer):
+            name = self.names.buffer(buffer)
+            self.line(f"alignas(16) {storage_type(buffer.dtype)} {name}[{max(1, buffer.size)}];")
+        self.visit(stmt.body)
+
+    def visit_Store(self, stmt: Store) -> None:
+        self.check_writer(stmt.buffer, f"the store into {stmt.buffer.name}")
+        target = self.access(stmt.buffer, stmt.indices)
+        value = self.expr(stmt.value)
+        if stmt.accumulate is not None:
+            old = self.expr(BufferLoad(stmt.buffer, stmt.indices))
+            value = combine(stmt.accumulate, old, value)
+        self.line(f"{target} = {store_value(value, stmt.buffer.dtype)};")
+
+    def visit_Barrier(self, stmt: Barrier) -> None:
+        call = {"block": "__syncthreads()", "warp": "__syncwarp()"}.get(stmt.scope)
+        if call is None:
+            raise self.fail(f"a barrier of scope {stmt.scope!r}", "use scope block or warp")
+        if self.divergent is not None:
+            raise self.fail(f"a {stmt.scope} barrier under the thread-dependent condition "
+                            f"({self.divergent})", "threads that skip it would deadlock the "
+                            "others; move the barrier out of the condition")
+        self.line(f"{call};")
+
+    def visit_SubgroupReduce(self, stmt: SubgroupReduce) -> None:
+        self.check_writer(stmt.buffer, f"the subgroup reduction into {stmt.buffer.name}")
+        axis = self.bound.get(stmt.lane)
+        width = stmt.width
+        if axis is None or self.launch.scopes[axis] is not LaunchScope.BLOCK \
+                or not axis.endswith(".x"):
+            raise self.fail(f"a subgroup reduction over {stmt.lane.name}, which is not the "
+                            "variable of an enclosing loop bound to threadIdx.x",
+                            "bind the lane loop to threadIdx.x")
+        if width < 1 or width & (width - 1) or width > self.subgroup_size \
+                or self.launch.extents[axis] % width:
+            raise self.fail(f"a subgroup reduction of width {width} over {axis} launched "
+                            f"{self.launch.extents[axis]} wide",
+                            f"use a power of two up to {self.subgroup_size} dividing the block")
+        if self.divergent is not None:
+            raise self.fail(f"a warp shuffle under the thread-dependent condition "
+                            f"({self.divergent})", "lanes that skip it would leave the others "
+                            "waiting; reduce outside the condition (give those lanes the "
+                            "identity instead)")
+        dtype = stmt.value.dtype
+        value = self.names.fresh("tc_reduced")
+        mask = self.warp_mask()
+        ctype = "float" if dtype.is_float else "int"
+        with self.block(""):
+            self.line(f"{ctype} {value} = {self.expr(stmt.value)};")
+            offset = width // 2
+            while offset:
+                shuffled = f"__shfl_xor_sync({mask}, {value}, {offset})"
+                self.line(f"{value} = {combine(stmt.op, value, shuffled)};")
+                offset //= 2
+            target = self.access(stmt.buffer, stmt.indices)
+            self.line(f"{target} = {store_value(value, stmt.buffer.dtype)};")
+
+    def warp_mask(self) -> str:
+        """The lanes of this thread's warp that exist: all 32 unless the block's last warp is
+        partial."""
+        threads = self.launch.threads_per_block
+        if threads % self.subgroup_size == 0:
+            return FULL_MASK
+        if threads < self.subgroup_size:
+            return f"0x{(1 << threads) - 1:x}u"
+        bx, by, _ = self.launch.block
+        linear = f"(threadIdx.x + {bx} * (threadIdx.y + {by} * threadIdx.z))"
+        lanes = f"({threads} - ({linear} & ~{self.subgroup_size - 1}))"
+        return f"({lanes} >= {self.subgroup_size} ? {FULL_MASK} : ((1u << {lanes}) - 1u))"
+
+    def visit_AtomicUpdate(self, stmt: AtomicUpdate) -> None:
+        dtype = stmt.buffer.dtype
+        if stmt.op is not ReduceOp.SUM or dtype.value not in ("float32", "int32"):
+            raise self.fail(f"an atomic {stmt.op.value} on {dtype} (into {stmt.buffer.name})",
+                            "atomics are atomicAdd on float32 or int32; accumulate in those "
+                            "types, or reduce without atomics")
+        self.check_writer(stmt.buffer, f"the atomic update of {stmt.buffer.name}")
+        self.line(f"atomicAdd(&{self.access(stmt.buffer, stmt.indices)}, "
+                  f"{self.expr(stmt.value)});")
+
+    # copies -------------------------------------------------------------------------------
+    def region_loops(self, region: Region, hint: str) -> list[tuple[Var, int]]:
+        """One loop per dimension of ``region`` wider than 1 (a copy's regions may differ in
+        rank, e.g. a row of a matrix into a vector; their squeezed shapes must agree)."""
+        return [(Var(f"{hint}{d}"), extent) for d, extent in enumerate(region.extents)
+                if extent != 1]
+
+    @staticmethod
+    def element(region: Region, loops: list[tuple[Var, int]]) -> tuple[Expr, ...]:
+        """The indices of the region's element at the loops' variables."""
+        free = iter(loops)
+        indices: list[Expr] = []
+        for base, extent, step in zip(region.base, region.extents, region.steps):
+            if extent == 1:
+                indices.append(base)
+                continue
+            var, _ = next(free)
+            indices.append(base + var if step == 1 else base + var * const(step))
+        return tuple(indices)
+
+    def same_shape(self, dst: Region, src: Region, what: str) -> None:
+        squeezed = [[e for e in region.extents if e != 1] for region in (dst, src)]
+        if squeezed[0] != squeezed[1]:
+            raise self.fail(f"{what} between regions of extents {list(src.extents)} and "
+                            f"{list(dst.extents)}", "copy regions of the same shape")
+
+    @contextmanager
+    def nest(self, loops: list[tuple[Var, int]]) -> Iterator[None]:
+        opened = 0
+        try:
+            for var, extent in loops:
+                self.ranges[var] = (0, extent - 1)
+                name = self.names.var(var)
+                self.line(f"for (int {name} = 0; {name} < {extent}; ++{name}) {{")
+                self.depth += 1
+                opened += 1
+            yield
+        finally:
+            for var, _ in loops[:opened]:
+                self.depth -= 1
+                self.line("}")
+                self.ranges.pop(var, None)
+
+    def visit_Copy(self, stmt: Copy) -> None:
+        dst, src = stmt.dst, stmt.src
+        self.check_writer(dst.buffer, f"the copy into {dst.buffer.name}")
+        self.same_shape(dst, src, "a copy")
+        loops = self.region_loops(dst, "copy_i")
+        with self.nest(loops):
+            value = self.expr(BufferLoad(src.buffer, self.element(src, loops)))
+            if src.buffer.dtype != dst.buffer.dtype:
+                from tilecraft_nvidia_tc.codegen.dtypes import cast_value
+
+                value = cast_value(value, src.buffer.dtype, dst.buffer.dtype)
+            target = self.access(dst.buffer, self.element(dst, loops))
+            self.line(f"{target} = {store_value(value, dst.buffer.dtype)};")
+
+    def visit_AsyncCopy(self, stmt: AsyncCopy) -> None:
+        self.require_async_copy("an asynchronous copy")
+        dst, src = stmt.dst, stmt.src
+        self.check_writer(dst.buffer, f"the asynchronous copy into {dst.buffer.name}")
+        if not self.plan.is_shared(dst.buffer) or self.plan.is_shared(src.buffer) \
+                or self.plan.is_register(src.buffer):
+            raise self.fail(f"an asynchronous copy {src.buffer.name} -> {dst.buffer.name}",
+                            "cp.async copies global memory into shared memory only")
+        self.same_shape(dst, src, "an asynchronous copy")
+        if dst.buffer.dtype != src.buffer.dtype:
+            raise self.fail(f"an asynchronous copy from {src.buffer.dtype} to "
+                            f"{dst.buffer.dtype}", "cp.async copies bytes: copy same-typed "
+                            "regions, convert afterwards")
+        size = dst.buffer.dtype.bytes
+        chunk = 16 // size
+        loops = self.region_loops(dst, "copy_i")
+        wide = bool(loops) and loops[-1][1] % chunk == 0 \
+            and all(self._rows_aligned(region, chunk) for region in (dst, src))
+        if wide:
+            inner_var, inner_extent = loops[-1]
+            chunks = [*loops[:-1], (inner_var, inner_extent // chunk)]
+            scaled = [(v, e) for v, e in loops[:-1]] + [(inner_var, inner_extent)]
+            with self.nest(chunks):
+                def at(region: Region) -> str:
+                    indices = self.element(region, scaled)
+                    last = _innermost_wide_dim(region)
+                    fixed = list(indices)
+                    fixed[last] = region.base[last] + inner_var * const(chunk)
+                    return self.access(region.buffer, tuple(fixed))
+
+                self.line(f"tc_cp_async_16(&{at(dst)}, &{at(src)});")
+        elif size == 4:
+            with self.nest(loops):
+                self.line(f"tc_cp_async_4(&{self.access(dst.buffer, self.element(dst, loops))}, "
+                          f"&{self.access(src.buffer, self.element(src, loops))});")
+        else:
+            raise self.fail(f"an asynchronous copy of {dst.buffer.dtype} elements in pieces "
+                            "smaller than 16 bytes (or not 16-byte aligned)", "cp.async moves "
+                            "4 or 16 bytes: copy rows of 16-byte multiples at aligned offsets")
+
+    @staticmethod
+    def _rows_aligned(region: Region, chunk: int) -> bool:
+        """Whether the region's innermost copied dimension is the buffer's last (contiguous,
+        step 1) and every row of it starts at a multiple of ``chunk`` elements."""
+        last = _innermost_wide_dim(region)
+        if last != region.buffer.ndim - 1 or region.steps[last] != 1:
+            return False
+        strides = region.buffer.strides()
+        if any(strides[d] * region.steps[d] % chunk for d in range(last)
+               if region.extents[d] != 1):
+            return False
+        form = linear_form(flat_index(region.buffer, region.base), Var("unused"))
+        return form is not None and form.multiple_of(chunk)
+
+    def require_async_copy(self, what: str) -> None:
+        if self.arch < ASYNC_COPY_ARCH:
+            raise self.fail(f"{what} (cp.async) for sm_{self.arch}",
+                            f"cp.async needs sm_{ASYNC_COPY_ARCH} or newer; copy synchronously")
+        self.uses_async_copy = True
+
+    def visit_CommitGroup(self, stmt: CommitGroup) -> None:
+        self.require_async_copy("a commit group")
+        self.line("tc_cp_async_commit();")
+
+    def visit_WaitGroup(self, stmt: WaitGroup) -> None:
+        self.require_async_copy("a wait group")
+        self.line(f"tc_cp_async_wait<{int(stmt.pending)}>();")
+
+    def visit_Pipeline(self, stmt: Pipeline) -> None:
+        """At step ``t`` stage ``s`` runs iteration ``t - s`` (earlier stages first)."""
+        count = len(stmt.stages)
+        step = self.names.fresh(f"{stmt.var.name}_step")
+        name = self.names.var(stmt.var)
+        extent = self.expr(stmt.extent)
+        if isinstance(stmt.extent, Const):
+            self.ranges[stmt.var] = (0, max(0, int(stmt.extent.value) - 1))
+        try:
+            with self.block(f"for (int {step} = 0; {step} < {extent} + {count - 1}; ++{step})"):
+                for index, stage in enumerate(stmt.stages):
+                    with self.block(""):
+                        self.line(f"const int {name} = {step} - {index};")
+                        with self.block(f"if ({name} >= 0 && {name} < {extent})"):
+                            self.visit(stage)
+        finally:
+            self.ranges.pop(stmt.var, None)
+
+
+def _innermost_wide_dim(region: Region) -> int:
+    """The last dimension of ``region`` with an extent above 1 (-1 for a single element)."""
+    wide = [d for d, extent in enumerate(region.extents) if extent != 1]
+    return wide[-1] if wide else -1
+
+
+def combine(op: ReduceOp, old: str, value: str) -> str:
+    """``old op= value`` as an expression (float max / min propagate NaN: ``tc_max``)."""
+    if op is ReduceOp.SUM:
+        return f"({old} + {value})"
+    return f"tc_{op.value}({old}, {value})"
