@@ -23,7 +23,7 @@ def make_runner(target: Target, kernel: Kernel, source: Source,
     if capability is Capability.EXECUTE:
         return target.load(target.build(source)), "native"
     if capability is Capability.EMULATE:
-        return (lambda arrays, _k=kernel: target.emulate(_k, arrays)), "emulated"
+        return target.emulator(kernel, source), "emulated"
     if capability is Capability.COMPILE_ONLY:
         target.build(source)
     return None, "source"

@@ -5,9 +5,10 @@ A target is data (its :class:`~tilecraft.target.spec.TargetSpec`) plus named sta
 producing the next stage's input, like Triton's backends:
 
 ``codegen(kernel) -> Source``, ``build(source) -> Artifact``, ``load(artifact) -> KernelFunction``,
-or ``emulate(kernel, arrays)`` where it cannot run natively, and ``estimate(kernel) -> Estimate``
-where it models instead of measures. ``available()`` says which stages this machine can do,
-and why not.
+or ``emulate(kernel, arrays)`` where it cannot run natively (``emulator(kernel, source)`` gives
+the function that runs then: the Kernel IR emulated by default, or the target's own source),
+and ``estimate(kernel) -> Estimate`` where it models instead of measures. ``available()`` says
+which stages this machine can do, and why not.
 
 Two optional hooks: ``variants()`` / ``with_variant(name)`` give the same target for a named
 variant (``get_target("x86_avx512:znver4")``: a CPU, a chip generation); a target without
@@ -202,6 +203,12 @@ class Target(ABC):
         from tilecraft.kernel_ir.interpreter import run_kernel
 
         run_kernel(kernel, arrays, self.spec.reference_semantics())
+
+    def emulator(self, kernel: Kernel, source: Source) -> KernelFunction:
+        """How ``kernel`` runs without the hardware, given its generated ``source``: a target
+        that emulates its own source (e.g. CUDA C compiled for the host against an emulation
+        header) returns a function running it; by default :meth:`emulate` on the Kernel IR."""
+        return lambda arrays: self.emulate(kernel, arrays)
 
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} has no performance model")

@@ -251,3 +251,25 @@ def test_a_build_failure_names_the_kernel_and_the_command_to_reproduce_it():
     command = message.split("reproduce with: ", 1)[1].splitlines()[0]
     rerun = subprocess.run(command, shell=True, capture_output=True, text=True, check=False)
     assert rerun.returncode != 0 and "expected primary-expression" in rerun.stderr
+
+
+def test_the_target_emulates_its_generated_source_where_the_pipeline_emulates():
+    from tilecraft_nvidia_tc.target import NvidiaTcTarget
+
+    from tilecraft.dtypes import DType
+    from tilecraft.kernel_ir.nodes import Buffer, Kernel, Seq
+    from tilecraft.pipeline.build import make_runner
+    from tilecraft.target.base import Capability, Source
+
+    n = 131
+    params = tuple(Buffer(name, (n,), DType.FLOAT32) for name in "ABC")
+    kernel = Kernel("vector_add", params, ("C",), Seq(()))  # its body is not what runs
+    source = cuda_source("vector_add", VECTOR_ADD % {"n": n}, (2, 1, 1), (128, 1, 1),
+                         [(name, "float32", (n,), name == "C") for name in "ABC"])
+    runner, mode = make_runner(NvidiaTcTarget(), kernel, source, Capability.EMULATE)
+    assert mode == "emulated" and isinstance(runner, EmulatedKernel)
+    a, b, c = np.arange(n, dtype=np.float32), np.ones(n, np.float32), np.zeros(n, np.float32)
+    runner({"A": a, "B": b, "C": c})
+    np.testing.assert_array_equal(c, a + 1)
+    not_cuda = Source("nvidia_tc", "vector_add", "text", "", "vector_add")
+    assert not isinstance(NvidiaTcTarget().emulator(kernel, not_cuda), EmulatedKernel)

@@ -23,6 +23,7 @@ import functools
 from functools import cached_property
 from importlib.resources import files
 
+from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.target.base import Artifact, Availability, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
@@ -97,6 +98,19 @@ class NvidiaTcTarget(DeclaredTarget):
         from tilecraft_nvidia_tc.launch import make_launcher, parameters_from_meta
 
         return make_launcher(artifact.handle, parameters_from_meta(artifact.meta))
+
+    def emulator(self, kernel: Kernel, source: Source) -> KernelFunction:
+        """Where no GPU runs it: the generated CUDA source itself, compiled once for the host
+        against the emulation header and run in two interleavings of its threads
+        (:mod:`tilecraft_nvidia_tc.emulation`); the Kernel IR interpreter where the source is
+        not CUDA or no host C++ compiler exists."""
+        from tilecraft_nvidia_tc.availability import emulate_status
+
+        if source.language != "cuda" or not emulate_status()[0]:
+            return super().emulator(kernel, source)
+        from tilecraft_nvidia_tc.emulation import EmulatedKernel
+
+        return EmulatedKernel(source)
 
     @cached_property
     def spec(self) -> TargetSpec:

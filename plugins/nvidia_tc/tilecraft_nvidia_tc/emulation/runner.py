@@ -8,8 +8,9 @@ few units in the last place: float atomics may add in another order): a mismatch
 or a missing barrier, reported as :class:`EmulationError`. The outputs of the first run
 are written back into the caller's arrays.
 
->>> EmulatedKernel.__call__.__doc__.split(".")[0]
-'Run the kernel on ``arrays`` (every parameter by name), writing its outputs in place'
+>>> first, second = np.float32([1.0, 2.0, 3.0]), np.float32([1.0, 2.000001, 3.5])
+>>> _count_differences(second, first)  # 2.000001 is reordering, 3.5 is not
+1
 """
 
 from __future__ import annotations
