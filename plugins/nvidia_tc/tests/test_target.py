@@ -13,7 +13,7 @@ from tilecraft_nvidia_tc.target import INTRINSIC_FILES, TARGET_NAME, NvidiaTcTar
 
 import tilecraft as tc
 from tilecraft.dtypes import DType
-from tilecraft.errors import CodegenError, PluginError, TargetError
+from tilecraft.errors import CodegenError, PluginError
 from tilecraft.kernel_ir import (
     Allocate,
     Buffer,
@@ -49,15 +49,16 @@ def test_availability_says_what_is_missing(target: NvidiaTcTarget) -> None:
         assert "later issue" in availability.explain()
 
 
-def test_codegen_and_compile_refuse_with_the_reason(target: NvidiaTcTarget) -> None:
+def test_codegen_gives_cuda_and_refuses_what_it_cannot_express(
+        target: NvidiaTcTarget) -> None:
     a = tc.te.placeholder((4,), "float32", name="a")
     b = tc.te.compute((4,), lambda i: a[i] * 2.0, name="b")
-    with pytest.raises(TargetError, match="cannot generate code on this machine: emulate "
-                                          r"\(codegen: not implemented yet"):
-        tc.compile(b, target=target)
-    kernel = Kernel("k", (), (), Seq(()))
-    with pytest.raises(TargetError, match="nvidia_tc cannot generate code for kernel k: not "
-                                          "implemented yet"):
+    exe = tc.compile(b, target=target)
+    (source,) = exe.sources.values()
+    assert (source.language, source.meta["entry"]) == ("cuda", "b")
+    kernel = Kernel("k", (), (), For(Var("p"), const(2), LoopKind.PARALLEL, Seq(())))
+    with pytest.raises(CodegenError, match="kernel k: the CUDA code generator cannot express "
+                                           "a parallel loop"):
         target.codegen(kernel)
 
 

@@ -73,6 +73,14 @@ class NvidiaTcTarget(DeclaredTarget):
                             execute=machine.execute and machine.codegen, emulate=True,
                             estimate=False, reasons=reasons)
 
+    def codegen(self, kernel: Kernel) -> Source:
+        """The CUDA C translation unit of ``kernel`` with its launch in ``meta``
+        (:func:`tilecraft_nvidia_tc.codegen.generate_cuda`); a CodegenError names the
+        construct, limit or dtype it cannot express."""
+        from tilecraft_nvidia_tc.codegen import generate_cuda
+
+        return generate_cuda(kernel, self.spec, target=self.name)
+
     def build(self, source: Source) -> Artifact:
         """NVRTC (or nvcc) builds of ``source`` for every architecture of the spec, with the
         resource report and occupancy per architecture in ``Artifact.meta["build"]``; the
