@@ -82,22 +82,17 @@ def _headers_digest() -> str:
 
 
 def cache_root() -> Path:
-    """The folder emulation libraries are cached in (module docstring), created if needed."""
-    explicit = os.environ.get(CACHE_DIR_ENV)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(explicit) if explicit else (
-        Path(xdg) / "tilecraft" if xdg else Path.home() / ".cache" / "tilecraft")
-    user = os.environ.get("USER") or str(os.getuid())
-    for folder in (base, Path(tempfile.gettempdir()) / f"tilecraft-{user}"):
-        folder = folder / "nvidia_tc" / "emulation"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(folder, os.W_OK):
-            return folder
-    raise BuildError(f"no writable folder to cache CUDA emulation libraries in ({base}); set "
-                     f"{CACHE_DIR_ENV} to a writable folder")
+    """The folder emulation libraries are cached in: ``emulation/`` in the plugin's cache
+    folder (:func:`tilecraft_nvidia_tc.toolchain.cache.cache_root`), created if needed."""
+    from tilecraft_nvidia_tc.toolchain.cache import cache_root as plugin_cache_root
+
+    try:
+        folder = plugin_cache_root() / "emulation"
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BuildError(f"no writable folder to cache CUDA emulation libraries in ({err}); "
+                         f"set {CACHE_DIR_ENV} to a writable folder") from err
+    return folder
 
 
 @dataclass(frozen=True)
