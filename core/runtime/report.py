@@ -19,6 +19,9 @@ class KernelReport:
     mode: str
     compile_seconds: float
     run_seconds: list[float] = field(default_factory=list)
+    #: what the target's build said of the kernel (``Artifact.meta["summary"]``: e.g. registers,
+    #: shared memory, spills and occupancy per architecture); empty where nothing was built
+    build_summary: str = ""
 
     @property
     def median_seconds(self) -> float | None:
@@ -60,6 +63,8 @@ class Report:
         for k in self.kernels:
             lines.append(f"  {k.name}: {k.statement}")
             lines.append(f"    schedule: {k.schedule}")
+            if k.build_summary:
+                lines.extend(f"    build: {line}" for line in k.build_summary.splitlines())
         if self.mappings:
             from tilecraft.intrin.report import format_mapping_table
 
