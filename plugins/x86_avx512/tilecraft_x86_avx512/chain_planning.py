@@ -58,21 +58,41 @@ def chain_loops(first: Tensor, second: Tensor) -> tuple[str, str]:
     return last.output.indices[-2].loops[0], last.reduce_loops[0]
 
 
-def _best_tile(tiles: Sequence[RegisterTile], extent: int, padded_by: int) -> RegisterTile:
-    """Eq. 3.4's tile for a loop of ``extent`` padded to the tile's ``padded_by`` side
-    (0: rows, 1: columns): intensity times the share of useful work."""
-    def score(tile: RegisterTile) -> float:
-        side = tile[padded_by]
-        return tile[2] * extent / (math.ceil(extent / side) * side)
-
-    return max(tiles, key=score)
-
-
-def _efficiency(tile: RegisterTile, best: float, extent: int, padded_by: int) -> float:
-    """The share of one core's peak a register tile reaches on a loop of ``extent``: its Eq.
-    3.4 intensity relative to the best tile's, times the useful share after padding."""
+def _useful_intensity(tile: RegisterTile, extent: int, padded_by: int) -> float:
+    """A register tile's Eq. 3.4 intensity times the share of useful work on a loop of
+    ``extent`` padded to the tile's ``padded_by`` side (0: rows, 1: columns)."""
     side = tile[padded_by]
-    return tile[2] / best * extent / (math.ceil(extent / side) * side)
+    return tile[2] * extent / (math.ceil(extent / side) * side)
+
+
+def _best_tile(tiles: Sequence[RegisterTile], extent: int, padded_by: int) -> RegisterTile:
+    """Eq. 3.4's tile for a loop of ``extent`` padded to the tile's ``padded_by`` side."""
+    return max(tiles, key=lambda tile: _useful_intensity(tile, extent, padded_by))
+
+
+def _block_tile(core: Any, spec: TargetSpec, constraints: dict[str, Any], loop: str,
+                total: int, step: int, parallel: Any) -> tuple[int | None, str]:
+    """The solver's L2 tile of ``loop`` (of ``total`` iterations) with the blocks spread as
+    ``parallel`` says: a tile covering the whole loop is one block, rounded up to ``step``;
+    or ``None`` and why the chain does not fit."""
+    from tilecraft.fusion import solve_chain
+
+    solution = solve_chain(core, spec=spec, levels=["L2"], constraints=constraints,
+                           parallel=parallel)
+    if not solution.fused:
+        return None, solution.reason
+    tile = solution.tiles[loop]
+    return (math.ceil(total / step) * step if tile >= total else tile), ""
+
+
+def _rates(spec: TargetSpec, tiles: Sequence[RegisterTile],
+           uses: dict[str, tuple[RegisterTile, int, int]]) -> dict[str, float]:
+    """Flops per cycle of each product (by operator name): one core's fp32 peak times its
+    register tile's useful intensity relative to the best tile's."""
+    best = max(t[2] for t in tiles)
+    peak = spec.compute.flops_per_core("float32") / spec.compute.frequency_hz
+    return {name: peak * _useful_intensity(tile, extent, side) / best
+            for name, (tile, extent, side) in uses.items()}
 
 
 def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: TargetSpec,
@@ -81,13 +101,7 @@ def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: TargetS
     and ``second`` contractions) from the solver, or ``None`` and why it does not fit.
     ``tiles`` are the micro-kernel's feasible register tiles; ``rows``: the tile of ``T`` has
     rows ``M`` (see the x86 fusion module); ``threads``: the cores the blocks spread over."""
-    from tilecraft.fusion import (
-        FusionError,
-        LoopConstraint,
-        ParallelExecution,
-        chain_from_computes,
-        solve_chain,
-    )
+    from tilecraft.fusion import FusionError, LoopConstraint, ParallelExecution, chain_from_computes
 
     _, m_total, l_total, _ = chain.first.extents()
     _, _, n_total, _ = chain.second.extents()
@@ -116,20 +130,13 @@ def planned_chain_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: TargetS
                    l_loop: LoopConstraint(minimum=extents[l_loop])}
     # the kernels take one batch per block
     constraints.update({lp: LoopConstraint(maximum=1) for lp in batch_loops})
-    best = max(t[2] for t in tiles)
-    peak = spec.compute.flops_per_core("float32") / spec.compute.frequency_hz
-    rates = {core.ops[0].name: peak * _efficiency((mi1, nr1, ai1), best, l_total,
-                                                  1 if rows else 0),
-             core.ops[-1].name: peak * _efficiency((mi2, nr2, ai2), best, n_total, 1)}
+    rates = _rates(spec, tiles, {core.ops[0].name: ((mi1, nr1, ai1), l_total, 1 if rows else 0),
+                                 core.ops[-1].name: ((mi2, nr2, ai2), n_total, 1)})
     parallel = ParallelExecution(loops=(*batch_loops, m_loop), units=threads,
                                  flops_per_cycle=rates)
-    solution = solve_chain(core, spec=spec, levels=["L2"],
-                           constraints=constraints, parallel=parallel)
-    if not solution.fused:
-        return None, solution.reason
-    tile = solution.tiles[m_loop]
-    # a tile covering every row is one block (rounded up to whole register tiles)
-    mc = math.ceil(m_total / step) * step if tile >= m_total else tile
+    mc, reason = _block_tile(core, spec, constraints, m_loop, m_total, step, parallel)
+    if mc is None:
+        return None, reason
     return dict(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, mc=mc, rows=rows), ""
 
 
@@ -164,7 +171,7 @@ def planned_column_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: Target
     at most as many as keep a ``kc`` slice of packed columns plus the ``L x NC`` intermediate
     tile within half of L2; blocks of (batch, ``NC`` columns) spread over ``threads`` cores.
     ``kc`` is the GEMM template's: a ``kc x NR1`` panel of packed columns fills half of L1."""
-    from tilecraft.fusion import FusionError, LoopConstraint, ParallelExecution, solve_chain
+    from tilecraft.fusion import FusionError, LoopConstraint, ParallelExecution
 
     batch, l_total, n_total, k_total = chain.first.extents()
     _, m_total, _, _ = chain.second.extents()
@@ -190,19 +197,14 @@ def planned_column_tiles(chain: Any, tiles: Sequence[RegisterTile], spec: Target
                    "l": LoopConstraint(minimum=l_total),
                    "k": LoopConstraint(minimum=kc, maximum=kc),
                    "b": LoopConstraint(maximum=1)}
-    best = max(t[2] for t in tiles)
-    peak = spec.compute.flops_per_core("float32") / spec.compute.frequency_hz
-    rates = {"T": peak * _efficiency((mi1, nr1, ai1), best, l_total, 0),
-             "E": peak * _efficiency((mi2, nr2, ai2), best, m_total, 0)}
+    rates = _rates(spec, tiles, {"T": ((mi1, nr1, ai1), l_total, 0),
+                                 "E": ((mi2, nr2, ai2), m_total, 0)})
     # the packing zero-pads the last block's columns: every block computes NC columns
     parallel = ParallelExecution(loops=("b", "n"), units=threads, flops_per_cycle=rates,
                                  whole_blocks=True)
-    solution = solve_chain(core, spec=spec, levels=["L2"], constraints=constraints,
-                           parallel=parallel)
-    if not solution.fused:
-        return None, solution.reason
-    tile = solution.tiles["n"]
-    nc = math.ceil(n_total / step) * step if tile >= n_total else tile
+    nc, reason = _block_tile(core, spec, constraints, "n", n_total, step, parallel)
+    if nc is None:
+        return None, reason
     return dict(mi1=mi1, nr1=nr1, mi2=mi2, nr2=nr2, nc=nc, kc=kc), ""
 
 
