@@ -171,7 +171,10 @@ def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, targ
         for record in database.records(key, target.name):
             config = record.schedule.get(tensor.name)
             if config is not None:
-                known[canonical_json(config)] = record.median_cost or math.inf
+                label = canonical_json(config)
+                # a config measured more than once keeps its best median (as the database's
+                # best() ranks it)
+                known[label] = min(known.get(label, math.inf), record.median_cost or math.inf)
     start = time.monotonic()
 
     def cost(points: list[Any]) -> list[float]:
@@ -184,7 +187,9 @@ def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, targ
             # each result is stored the moment it is final: a killed run resumes from it
             candidate = inputs[index]
             label = canonical_json(candidate.schedule[tensor.name])
-            known[label] = result.cost
+            # two points of one batch may decode to the same config: both are measured, and
+            # the config keeps its best median, as the database's best() ranks it
+            known[label] = min(known.get(label, math.inf), result.cost)
             if database is not None and not result.pruned:
                 database.add(result.to_record(candidate, plugin=target.name))
             events.candidate_result(tensor.name, result, label=label)
