@@ -37,8 +37,10 @@ N = 37
 META = {"entry": "scale", "grid": [2, 1, 1], "block": [32, 1, 1], "dynamic_shared_bytes": 0,
         "params": [{"name": "a", "dtype": "float32", "shape": [N], "output": False},
                    {"name": "b", "dtype": "float32", "shape": [N], "output": True},
-                   {"name": "n", "dtype": "int32", "shape": [], "output": False},
-                   {"name": "factor", "dtype": "float32", "shape": [], "output": False}]}
+                   {"name": "n", "dtype": "int32", "shape": [], "output": False,
+                    "kind": "scalar"},
+                   {"name": "factor", "dtype": "float32", "shape": [], "output": False,
+                    "kind": "scalar"}]}
 PARAMS = parameters_from_meta(META)
 
 
@@ -55,10 +57,42 @@ def test_arguments_are_packed_in_parameter_order_as_pointers_to_values() -> None
     assert ctypes.c_uint64.from_address(pointers[1]).value == 0x2000
     assert ctypes.c_int32.from_address(pointers[2]).value == N
     assert ctypes.c_float.from_address(pointers[3]).value == 2.5
-    half = parameters_from_meta({"params": [{"name": "h", "dtype": "float16", "shape": []}]})
+    half = parameters_from_meta({"params": [{"name": "h", "dtype": "float16", "shape": [],
+                                             "kind": "scalar"}]})
     assert pack_arguments("k", half, {}, {"h": 1.0}).values == (0x3C00,)
     with pytest.raises(InputError, match="kernel scale: no value for scalar parameter n"):
         pack_arguments("scale", PARAMS, {"a": 1, "b": 2}, {"factor": 1.0})
+
+
+def test_a_zero_dimensional_buffer_is_a_pointer_not_a_scalar() -> None:
+    """A full reduction's output is a 0-d buffer: the kernel takes it as ``float*``, so the
+    launch passes its device pointer (reading it as a scalar would ask for a value)."""
+    total = parameters_from_meta({"params": [
+        {"name": "x", "dtype": "float32", "shape": [5], "output": False, "kind": "buffer"},
+        {"name": "total", "dtype": "float32", "shape": [], "output": True}]})
+    assert not total[1].is_scalar and total[1].nbytes == 4
+    assert pack_arguments("sum", total, {"x": 0x1000, "total": 0x2000}).values == (0x1000, 0x2000)
+    with pytest.raises(InputError, match="parameter n has kind 'value'"):
+        parameters_from_meta({"params": [{"name": "n", "dtype": "int32", "kind": "value"}]})
+    with pytest.raises(InputError, match=r"scalar parameter n has shape \[2\]"):
+        parameters_from_meta({"params": [{"name": "n", "dtype": "int32", "shape": [2],
+                                          "kind": "scalar"}]})
+
+
+def test_generated_meta_marks_every_parameter_a_buffer() -> None:
+    from tilecraft_nvidia_tc.target import NvidiaTcTarget
+
+    from tilecraft import te
+    from tilecraft.lower import LoweringOptions, lower_compute
+
+    target = NvidiaTcTarget()
+    x = te.placeholder((7,), name="x")
+    k = te.reduce_axis(7, name="k")
+    total = te.compute((), lambda: te.sum(x[k], axis=k), name="total")
+    source = target.codegen(lower_compute(total, LoweringOptions.from_spec(target.spec)))
+    parameters = parameters_from_meta(source.meta)
+    assert [(p.name, p.shape, p.is_scalar) for p in parameters] == \
+        [("x", (7,), False), ("total", (), False)]
 
 
 def test_arrays_are_checked_against_the_parameters() -> None:

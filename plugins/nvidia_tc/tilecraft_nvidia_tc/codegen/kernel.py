@@ -87,7 +87,8 @@ def generate_cuda(kernel: Kernel, spec: TargetSpec, arch: int = DEFAULT_ARCH,
         qualifier = "" if output else "const "
         params.append(f"{qualifier}{storage_type(buffer.dtype)}* __restrict__ {name}")
         meta_params.append({"name": buffer.name, "dtype": buffer.dtype.value,
-                            "shape": list(buffer.shape), "output": output})
+                            "shape": list(buffer.shape), "output": output,
+                            "kind": "buffer"})
     launch = launch_config(kernel, spec.threads)
     plan = plan_memory(kernel, spec)
     subgroup = spec.threads.subgroup_size if spec.threads else 32

@@ -1,12 +1,13 @@
 """The kernel's parameters as a launch passes them: checked arrays in, an array of pointers to
 the argument values out (``cuLaunchKernel``'s ``kernelParams``).
 
-A Source's ``meta["params"]`` lists the kernel's parameters in order: buffers (a shape, passed
-as a device pointer) then scalars (shape ``[]``, passed by value in their C type).
+A Source's ``meta["params"]`` lists the kernel's parameters in order: buffers (``"kind":
+"buffer"``, the default: passed as a device pointer, even a 0-d one such as a full reduction's
+output) then scalars (``"kind": "scalar"``, shape ``[]``, passed by value in their C type).
 
 >>> params = parameters_from_meta({"params": [
 ...     {"name": "A", "dtype": "float32", "shape": [4], "output": False},
-...     {"name": "n", "dtype": "int32", "shape": [], "output": False}]})
+...     {"name": "n", "dtype": "int32", "shape": [], "output": False, "kind": "scalar"}]})
 >>> packed = pack_arguments("k", params, {"A": 0x7f0000001000}, {"n": 4})
 >>> packed.values
 (139637976731648, 4)
@@ -40,10 +41,12 @@ class KernelParameter:
     dtype: DType
     shape: tuple[int, ...]
     output: bool = False
+    #: ``buffer`` (a device pointer) or ``scalar`` (by value)
+    kind: str = "buffer"
 
     @property
     def is_scalar(self) -> bool:
-        return self.shape == ()
+        return self.kind == "scalar"
 
     @property
     def nbytes(self) -> int:
@@ -56,13 +59,22 @@ class KernelParameter:
 def parameters_from_meta(meta: Mapping[str, Any]) -> tuple[KernelParameter, ...]:
     """The parameters of a Source's ``meta`` (an InputError when they are malformed)."""
     try:
-        return tuple(KernelParameter(str(p["name"]), DType.parse(p["dtype"]),
-                                     tuple(int(extent) for extent in p.get("shape", ())),
-                                     bool(p.get("output", False)))
-                     for p in meta.get("params", ()))
+        parameters = tuple(KernelParameter(str(p["name"]), DType.parse(p["dtype"]),
+                                           tuple(int(extent) for extent in p.get("shape", ())),
+                                           bool(p.get("output", False)),
+                                           str(p.get("kind", "buffer")))
+                           for p in meta.get("params", ()))
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"the source's meta['params'] is malformed ({err}); each parameter "
                          "needs name, dtype, shape and output") from err
+    for parameter in parameters:
+        if parameter.kind not in ("buffer", "scalar"):
+            raise InputError(f"the source's meta['params']: parameter {parameter.name} has kind "
+                             f"{parameter.kind!r}; a parameter is a 'buffer' or a 'scalar'")
+        if parameter.is_scalar and parameter.shape:
+            raise InputError(f"the source's meta['params']: scalar parameter {parameter.name} "
+                             f"has shape {list(parameter.shape)}; a scalar has shape []")
+    return parameters
 
 
 def check_arrays(kernel: str, parameters: Sequence[KernelParameter],
