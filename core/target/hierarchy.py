@@ -171,6 +171,10 @@ class ThreadHierarchy(SpecModel):
         "shared memory one block may use with the opt-in dynamic allocation (None: no opt-in)"))
     shared_level: str | None = Field(default=None, description=(
         "the memory level that holds block-shared buffers"))
+    async_copy_bytes: int | None = Field(default=None, ge=1, description=(
+        "the largest asynchronous global-to-shared copy one thread may issue, in bytes "
+        "(CUDA's cp.async: 16); None: the chip has no asynchronous copies, tiles are staged "
+        "with plain loads and barriers"))
     barrier_scopes: Seq[str] = Field(default=(), description=(
         "scopes a Kernel IR barrier may synchronise, e.g. block, warp"))
     residency: Seq[CoreResidency] = Field(default=(), description=(
