@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tilecraft.codegen.c_expressions import combine, flat_index
 from tilecraft.errors import CodegenError
 from tilecraft.kernel_ir.concurrency import (
     AsyncCopy,
@@ -56,20 +57,11 @@ from tilecraft_nvidia_tc.codegen.expressions import ExprPrinter, Names
 from tilecraft_nvidia_tc.codegen.launch import Launch
 from tilecraft_nvidia_tc.codegen.memory import MemoryPlan
 
-__all__ = ["FULL_MASK", "StatementEmitter", "flat_index"]
+__all__ = ["FULL_MASK", "StatementEmitter", "combine", "flat_index"]
 
 FULL_MASK = "0xffffffffu"
 #: the first architecture with cp.async (Ampere)
 ASYNC_COPY_ARCH = 80
-
-
-def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
-    """The row-major element offset of ``buffer[indices]`` as an expression."""
-    total: Expr | None = None
-    for index, stride in zip(indices, buffer.strides()):
-        term = index if stride == 1 else index * const(stride)
-        total = term if total is None else total + term
-    return const(0) if total is None else total
 
 
 class StatementEmitter(KernelVisitor[None]):
@@ -450,10 +442,3 @@ def _innermost_wide_dim(region: Region) -> int:
     """The last dimension of ``region`` with an extent above 1 (-1 for a single element)."""
     wide = [d for d, extent in enumerate(region.extents) if extent != 1]
     return wide[-1] if wide else -1
-
-
-def combine(op: ReduceOp, old: str, value: str) -> str:
-    """``old op= value`` as an expression (float max / min propagate NaN: ``tc_max``)."""
-    if op is ReduceOp.SUM:
-        return f"({old} + {value})"
-    return f"tc_{op.value}({old}, {value})"
