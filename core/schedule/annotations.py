@@ -117,7 +117,10 @@ class LoopAnnotations(StageBase):
         each thread accumulates its share of the reduction in a register, a subgroup reduction
         (``SubgroupReduce``: warp shuffles) combines the partial results and the first thread
         stores the total. The loop must be the stage's outermost reduce loop with only reduce
-        loops inside it, and run a power of two of threads within the subgroup size.
+        loops inside it, and run a power of two of threads: within the subgroup size, or — a
+        block reduction, where the spec has a shared level and a barrier — several subgroups
+        (at most one subgroup's worth of them, within the block's limit) whose totals meet in
+        shared memory.
 
         >>> from tilecraft import te
         >>> from tilecraft.lower import LoweringOptions
@@ -153,7 +156,8 @@ class LoopAnnotations(StageBase):
 
     def _check_cross_thread(self, leaf: Loop, thread_axis: str) -> None:
         """A reduce loop bound to a thread axis is a cross-thread reduction (module doc):
-        threads of one subgroup, a power of two of them, each with a partial result."""
+        a power of two of threads, each with a partial result, within one subgroup or a
+        block of subgroups."""
         extent = leaf.extent
         if extent & (extent - 1):
             raise schedule_error("bind", self.name, leaf.name, f"the reduce loop has {extent} "
@@ -167,10 +171,21 @@ class LoopAnnotations(StageBase):
             raise schedule_error("bind", self.name, leaf.name, f"the loop is a reduction and "
                                  f"{thread_axis} indexes blocks, which cannot combine partial "
                                  "results; bind it to a thread axis of a block")
-        if extent > threads.subgroup_size:
+        subgroup = threads.subgroup_size
+        if extent <= subgroup:
+            return
+        # more than a subgroup: a block reduction, subgroup totals combined in shared memory
+        # by one more subgroup reduction (tilecraft.schedule.emit_threads)
+        block = min(threads.max_threads_per_block, axis.max_extent if axis else extent)
+        largest = min(block, subgroup * subgroup)
+        if not threads.shared_level or not threads.barrier_scopes:
+            largest = subgroup
+        if extent > largest:
             raise schedule_error("bind", self.name, leaf.name, f"the reduce loop has {extent} "
-                                 f"iterations but a subgroup of {self.schedule.target.name} has "
-                                 f"{threads.subgroup_size} threads; split it by at most that")
+                                 f"iterations but a cross-thread reduction on "
+                                 f"{self.schedule.target.name} runs on at most {largest} "
+                                 f"threads (a subgroup has {subgroup}); split it by at most "
+                                 "that")
 
     def pipeline(self, loop: LoopRef, initiation_interval: int = 1) -> None:
         """Pipeline ``loop`` in hardware with the given initiation interval: a new iteration

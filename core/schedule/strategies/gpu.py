@@ -10,10 +10,20 @@ not divide leave a guard. A reduction runs serially in each thread, accumulating
 FlexTensor "always keeps intermediate results in registers and writes back after the
 computation".
 
-A row reduction (softmax's max and sum: the reduce axis walks memory, the output does not)
-runs on a subgroup instead: each output row gets a block, the reduce loop is split by the
-subgroup width and its inner part bound to the threads — a cross-thread reduction that
-combines the threads' partial results with a ``SubgroupReduce``.
+Where the innermost output axis walks every load contiguously and divides by the spec's vector
+width for the dtype (``compute.vector_bits``: 4 float32 or 8 float16 lanes of 128 bits), each
+thread computes that many consecutive elements in a ``vector`` loop (:mod:`.gpu_vectors`),
+which a CUDA code generator turns into ``float4`` loads and stores.
+
+A row reduction (softmax's max and sum, layer_norm's mean: the reduce axis walks memory, the
+output does not) runs across threads instead: each output row gets a block, the reduce loop is
+split by the row's threads and its inner part bound to the block's x axis — a cross-thread
+reduction combining the threads' partial results with a ``SubgroupReduce``
+(:mod:`tilecraft.schedule.emit_threads`). A row gets one subgroup, or, when it is long and the
+rows are too few to fill the cores, a block of several subgroups whose totals meet in shared
+memory (:func:`row_threads`). Other reductions (a column sum, pooling: the reduce axis does not
+walk memory) keep one output element per thread, whose loads of neighbouring threads are then
+neighbouring elements.
 
 >>> from tilecraft import te
 >>> from tilecraft.lower import LoweringOptions
@@ -49,15 +59,21 @@ from tilecraft.schedule.strategies.base import (
     grid_axes,
     is_row_reduction,
 )
+from tilecraft.schedule.strategies.gpu_vectors import vector_lanes
 from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.target.spec import SchedulePrimitive
 from tilecraft.te.tensor import Tensor
 
-__all__ = ["GpuStrategy"]
+__all__ = ["GpuStrategy", "row_threads"]
 
 #: threads per block when the hierarchy allows more (FlexTensor tunes it; 256 is the usual
 #: starting point: eight warps, enough to hide latency, few enough for many blocks per SM)
 PREFERRED_THREADS_PER_BLOCK = 256
+
+#: reduction elements one thread of a row reduction accumulates before the row gets more
+#: subgroups (a few loads in flight per thread hide the memory latency; more threads per row
+#: shorten its serial part)
+ELEMENTS_PER_THREAD = 16
 
 
 class GpuStrategy:
@@ -84,19 +100,30 @@ class GpuStrategy:
                     "not offer the cache primitive; add cache to its spec's primitives, or "
                     "give the target a lower_compute of its own")
             local = schedule.cache_write(tensor, options.register_level or options.param_level)
-        thread = self._bind_elements(stage, options)
+        lanes = 1
+        if local is None and schedule.target.offers(SchedulePrimitive.VECTORIZE):
+            lanes = vector_lanes(tensor, options)
+        thread = self._bind_elements(stage, options, lanes)
         if local is not None and thread is not None:
             schedule[local].compute_at(stage, thread)
 
     # the elements of the output: one per thread -------------------------------------------
     @staticmethod
-    def _bind_elements(stage: Stage, options: LoweringOptions) -> Any:
-        """Fuse the spatial loops, split them into blocks of threads, bind both; returns the
-        thread loop (None for a stage without spatial loops)."""
+    def _bind_elements(stage: Stage, options: LoweringOptions, lanes: int = 1) -> Any:
+        """Fuse the spatial loops, split them into blocks of threads, bind both; with
+        ``lanes`` > 1 each thread computes that many consecutive elements of the innermost axis
+        in a vector loop. Returns the thread loop (None for a stage without spatial loops)."""
         threads = options.threads
         loops = list(stage.axes)
         if not loops:
             return None
+        if lanes > 1:
+            innermost = loops.pop()
+            vectors, lane = stage.split(innermost, factor=lanes,
+                                        names=(f"{innermost.name}_vectors",
+                                               f"{innermost.name}_lanes"))
+            loops.append(vectors)
+            stage.vectorize(lane, lanes)
         fused = fuse_all(stage, loops)
         block_x = _block_axis(threads)
         per_block = min(threads.max_threads_per_block, block_x.max_extent,
@@ -127,7 +154,7 @@ class GpuStrategy:
         threads = options.threads
         reduce = [loop for loop in stage.reduce_axes if loop.extent > 1]
         row = reduce[-1]
-        width = min(options.subgroup_size, 1 << (row.extent - 1).bit_length())
+        width = row_threads(tensor, options)
         outer, lane = stage.split(row, factor=width,
                                   names=(f"{row.name}_outer", f"{row.name}_lane"))
         rows = list(stage.axes)
@@ -137,6 +164,58 @@ class GpuStrategy:
         if rows:
             stage.bind(fuse_all(stage, rows), grid_axes(threads)[0].name)
         stage.bind(lane, _block_axis(threads).name)
+
+
+def row_threads(tensor: Tensor, options: LoweringOptions) -> int:
+    """The threads reducing one row of the row reduction ``tensor``: one subgroup (no wider
+    than the row, a power of two), or a block of several subgroups when the row is long —
+    more than ``ELEMENTS_PER_THREAD`` elements per thread of one subgroup — and the rows alone
+    cannot fill the cores with subgroups. The subgroups are a power of two, at most one
+    subgroup's worth (their totals are combined by one more subgroup reduction), within the
+    block's limits; a spec without a shared level or a barrier gets one subgroup.
+
+    >>> from tilecraft import te
+    >>> from tilecraft.target.hierarchy import ThreadHierarchy
+    >>> threads = ThreadHierarchy(axes=[
+    ...     {"name": "blockIdx.x", "scope": "grid", "dim": 0, "max_extent": 65535},
+    ...     {"name": "threadIdx.x", "scope": "block", "dim": 0, "max_extent": 1024}],
+    ...     max_threads_per_block=1024, subgroup_size=32, shared_level="shared",
+    ...     barrier_scopes=["block"])
+    >>> options = LoweringOptions(threads=threads, cores=108)
+    >>> def row_sum(rows, n):
+    ...     A = te.placeholder((rows, n), name="A")
+    ...     k = te.reduce_axis(n, name="k")
+    ...     return te.compute((rows,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    >>> row_threads(row_sum(7, 13), options), row_threads(row_sum(3, 5000), options)
+    (16, 512)
+    >>> row_threads(row_sum(100_000, 5000), options)  # the rows fill the cores
+    32
+    """
+    threads = options.threads
+    subgroup = options.subgroup_size
+    extent = next(axis.extent for axis in reversed(tensor.reduce_axes) if axis.extent > 1)
+    one = min(subgroup, _power_of_two_at_least(extent))
+    if one < subgroup or not threads.shared_level or not threads.barrier_scopes:
+        return one
+    block = min(threads.max_threads_per_block, _block_axis(threads).max_extent)
+    most = _power_of_two_at_most(min(subgroup, block // subgroup))
+    rows = 1
+    for axis in tensor.axes:
+        rows *= axis.extent
+    resident = threads.residency[0].max_threads if threads.residency \
+        else threads.max_threads_per_block
+    fill = -(-options.cores * resident // subgroup // rows)
+    by_length = -(-extent // (subgroup * ELEMENTS_PER_THREAD))
+    subgroups = min(_power_of_two_at_least(by_length), _power_of_two_at_least(fill), most)
+    return max(1, subgroups) * subgroup
+
+
+def _power_of_two_at_least(value: int) -> int:
+    return 1 << max(value - 1, 0).bit_length()
+
+
+def _power_of_two_at_most(value: int) -> int:
+    return 1 << (max(value, 1).bit_length() - 1)
 
 
 def _block_axis(threads: Any) -> Any:
