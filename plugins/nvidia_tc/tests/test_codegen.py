@@ -143,7 +143,7 @@ def test_shared_memory_static_then_dynamic_with_the_opt_in_then_refused() -> Non
         return Kernel("flip", (A,), ("A",), body)
 
     small = generate_cuda(kernel(1024), SPEC)
-    assert "__shared__ alignas(16) float tile[1024];" in small.text
+    assert "alignas(16) __shared__ float tile[1024];" in small.text
     assert "__syncthreads();" in small.text
     assert (small.meta["dynamic_shared_bytes"], small.meta["needs_smem_optin"]) == (0, False)
     big = generate_cuda(kernel(20000), SPEC)  # 80000 bytes > 48 KB

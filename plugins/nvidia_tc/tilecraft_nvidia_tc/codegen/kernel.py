@@ -121,5 +121,7 @@ def _shared_declarations(plan: Any, names: Names) -> list[str]:
             lines.append(f"{ctype}* const {name} = reinterpret_cast<{ctype}*>(tc_dynamic_smem + "
                          f"{offset});")
         else:
-            lines.append(f"__shared__ alignas(16) {ctype} {name}[{max(1, buffer.size)}];")
+            # alignas first: the emulation header makes __shared__ thread_local, after which
+            # g++ refuses an attribute
+            lines.append(f"alignas(16) __shared__ {ctype} {name}[{max(1, buffer.size)}];")
     return lines
