@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tilecraft_mali.runtime.device import find_device
 from tilecraft_mali.target import TARGET_NAME, MaliTarget
 
 from tilecraft.dtypes import DType
-from tilecraft.errors import CodegenError, TargetError
+from tilecraft.errors import CodegenError
 from tilecraft.kernel_ir import (
     Allocate,
     Buffer,
@@ -21,7 +22,7 @@ from tilecraft.kernel_ir import (
     Seq,
     Store,
 )
-from tilecraft.target import Capability, get_target
+from tilecraft.target import get_target
 from tilecraft.te import Var, const
 
 
@@ -33,10 +34,21 @@ def target() -> MaliTarget:
 def test_discovered_and_honest_about_what_it_cannot_do(target: MaliTarget) -> None:
     assert isinstance(get_target(TARGET_NAME), MaliTarget)
     availability = target.available()
-    assert availability.capability is Capability.EMULATE
-    assert "OpenCL C code generator" in availability.reasons["codegen"]
-    with pytest.raises(TargetError, match="mali cannot generate code for kernel k"):
-        target.codegen(Kernel("k", (), (), Seq(())))
+    device = find_device()
+    assert availability.codegen and availability.emulate
+    assert availability.build is device.usable
+    assert availability.execute is device.is_mali
+    if not availability.execute:
+        # says which device stands in (or why none), and which extensions it has
+        assert availability.reasons["execute"]
+        if device.usable:
+            assert device.name in availability.reasons["execute"]
+            assert "arm_dot" in availability.reasons["execute"]
+    with pytest.raises(CodegenError, match="kernel k: .*parallel loop"):
+        i = Var("i")
+        out = Buffer("out", (4,), DType.FLOAT32)
+        target.codegen(Kernel("k", (out,), ("out",), For(i, const(4), LoopKind.PARALLEL,
+                                                          Store(out, (i,), const(1.0)))))
 
 
 def gemv_kernel(n: int, k: int, loop_kind: LoopKind = LoopKind.BOUND) -> Kernel:

@@ -1,15 +1,17 @@
 """The mali target: an Arm Mali-G76 (Bifrost) GPU programmed in OpenCL C.
 
-Today the plugin is its data: the spec (memory levels global / local / private, 10 cores at
-720 MHz) and the declarations of ``arm_dot`` and ``arm_dot_acc`` (4 x int8 → int32, extension
-cl_arm_integer_dot_product). The OpenCL C code generator (run on PoCL here, with ``arm_dot``
-polyfilled where the extension is absent) comes in a later issue; :meth:`MaliTarget.available`
-says so, and kernels run on the core's Kernel IR emulator, intrinsic calls by their declared
-semantics.
+The spec (memory levels global / local / private, 10 cores at 720 MHz; a work-group thread
+hierarchy), the declarations of ``arm_dot`` and ``arm_dot_acc`` (4 x int8 -> int32, extension
+cl_arm_integer_dot_product), and the stages: :meth:`MaliTarget.codegen` (OpenCL C,
+:mod:`tilecraft_mali.codegen`), :meth:`MaliTarget.build` and :meth:`MaliTarget.load`
+(pyopencl, :mod:`tilecraft_mali.runtime`). Without a Mali GPU the generated OpenCL C runs on
+whatever OpenCL device is here — PoCL's CPU device, from ``pip install
+pocl-binary-distribution`` — as a stand-in (:meth:`MaliTarget.emulator`), and
+:meth:`MaliTarget.available` says which device it is.
 
 >>> target = MaliTarget()
->>> target.available().capability.value
-'emulate'
+>>> target.available().codegen
+True
 >>> target.spec.memory.names
 ('global', 'local', 'private')
 >>> [intrinsic.name for intrinsic in target.spec.intrinsics]
@@ -22,23 +24,14 @@ import functools
 from functools import cached_property
 from importlib.resources import files
 
-from tilecraft.target.base import Availability
+from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.target.base import Artifact, Availability, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 
 TARGET_NAME = "mali"
 INTRINSIC_FILES = ("arm_dot.yaml",)
 
-NOT_YET = "not implemented yet: the OpenCL C code generator comes in a later issue"
-AVAILABILITY = Availability(
-    codegen=False, build=False, execute=False, emulate=True, estimate=False,
-    reasons={
-        "codegen": NOT_YET,
-        "build": "nothing to build until code generation exists (then the OpenCL driver, or "
-                 "PoCL on the CPU with arm_dot polyfilled)",
-        "execute": "no launch path yet (pyopencl on a Mali device)",
-        "estimate": "no performance model (the target measures)",
-    })
 
 @functools.cache
 def load_target_spec() -> TargetSpec:
@@ -50,9 +43,50 @@ def load_target_spec() -> TargetSpec:
         intrinsic_files=[package / "intrinsics" / name for name in INTRINSIC_FILES])
 
 class MaliTarget(DeclaredTarget):
-    """Arm Mali GPUs: declarations today, OpenCL C later (see the module)."""
+    """Arm Mali GPUs through OpenCL C (see the module)."""
 
-    availability = AVAILABILITY
+    def available(self) -> Availability:
+        """Code generation always; build where an OpenCL device answers; execute on a Mali
+        GPU; emulate always (the generated OpenCL C on a stand-in device, else the Kernel IR
+        interpreter), see :mod:`tilecraft_mali.availability`."""
+        from tilecraft_mali.availability import machine_availability
+
+        return machine_availability()
+
+    def codegen(self, kernel: Kernel) -> Source:
+        """The OpenCL C program of ``kernel`` with its launch in ``meta``
+        (:func:`tilecraft_mali.codegen.generate_opencl`); a CodegenError names the construct,
+        limit or dtype it cannot express."""
+        from tilecraft_mali.codegen import generate_opencl
+
+        return generate_opencl(kernel, self.spec, target=self.name)
+
+    def build(self, source: Source) -> Artifact:
+        """``source`` built for this machine's OpenCL device (cached per text); a BuildError
+        carries the compiler's log and the path of the source file, a CodegenError names the
+        kernel and the device limit its ``__local`` memory exceeds."""
+        from tilecraft_mali.runtime.program import build_program
+
+        meta = source.meta
+        built = build_program(source.text, source.kernel_name,
+                              local_bytes=int(meta.get("local_bytes", 0)),
+                              work_group=tuple(meta.get("local_size", (1, 1, 1))))
+        return Artifact(self.name, source.kernel_name, path=built.path, handle=built,
+                        meta={**meta, "device": built.device.name})
+
+    def load(self, artifact: Artifact) -> KernelFunction:
+        """The built kernel called with arrays by parameter name (pyopencl)."""
+        from tilecraft_mali.runtime.launch import OpenCLKernel
+
+        return OpenCLKernel(artifact.handle, artifact.meta)
+
+    def emulator(self, kernel: Kernel, source: Source) -> KernelFunction:
+        """Where no Mali GPU runs it: the generated OpenCL C on this machine's OpenCL device
+        (PoCL's CPU device), built once; the Kernel IR interpreter where no device answers or
+        the source is not OpenCL C."""
+        if source.language != "opencl" or not self.available().build:
+            return super().emulator(kernel, source)
+        return self.load(self.build(source))
 
     @cached_property
     def spec(self) -> TargetSpec:
