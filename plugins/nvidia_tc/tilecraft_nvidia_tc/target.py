@@ -1,32 +1,51 @@
-"""The nvidia_tc target: an NVIDIA GPU with Tensor Cores (A100-like, sm_80).
+"""The nvidia_tc target: an NVIDIA GPU with Tensor Cores (A100-like, sm_80; builds for sm_80 and
+sm_90).
 
-Today the plugin is its data: the spec (memory levels global / L2 / shared / fragment, 108 SMs)
-and the intrinsic declarations — 12 WMMA ``mma_sync`` variants (m16n16k16, m32n8k16, m8n32k16
-× fp16→fp32, fp16→fp16, bf16→fp32, int8→int32) with their ``load_matrix_sync`` /
-``store_matrix_sync`` / ``fill_fragment`` companions, and 4 ``mma.sync`` m16n8k16 variants.
-The CUDA C code generator, the nvcc/NVRTC build and the launch come in a later issue;
-:meth:`NvidiaTcTarget.available` says so, and kernels run on the core's Kernel IR emulator,
-intrinsic calls by their declared semantics.
+The spec (memory levels global / L2 / shared / fragment, 108 SMs, the thread hierarchy with
+cp.async) and the intrinsic declarations (12 WMMA ``mma_sync`` variants with their
+``load_matrix_sync`` / ``store_matrix_sync`` / ``fill_fragment`` companions, 4 ``mma.sync``
+m16n8k16 variants) are data. The stages:
+
+- lowering: float contractions (dense, matmul, batch_matmul, gemv, convolutions seen as
+  implicit GEMM) go through the core's shared-memory tiled GEMM template
+  (:mod:`tilecraft.schedule.strategies.gpu_contraction`: BM x BN blocks of TM x TN register
+  tiles, BK slices staged in shared memory, double-buffered with cp.async), whose tiles are
+  tunable (:meth:`NvidiaTcTarget.template_space`); everything else takes the core's GPU
+  strategy;
+- codegen: Kernel IR to CUDA C (:mod:`tilecraft_nvidia_tc.codegen`);
+- build: NVRTC from pip (or nvcc) for every architecture of the spec, with registers, shared
+  memory, spills and occupancy (:mod:`tilecraft_nvidia_tc.build`);
+- run: the generated source on the CPU against the emulation header where no GPU exists
+  (:mod:`tilecraft_nvidia_tc.emulation`), the driver API where one does
+  (:mod:`tilecraft_nvidia_tc.launch`). :meth:`NvidiaTcTarget.available` says which work here.
 
 >>> target = NvidiaTcTarget()
->>> target.available().capability.value
-'emulate'
 >>> target.spec.memory.names
 ('global', 'L2', 'shared', 'fragment')
 >>> target.spec.intrinsic("wmma_m32n8k16_f16_f32").compute.destination.shape
 (32, 8)
+>>> from tilecraft import ops, te
+>>> C = ops.matmul(te.placeholder((64, 64), name="A"), te.placeholder((64, 64), name="B"))
+>>> sorted(target.template_space(C).decode(target.template_space(C).space.random_point(
+...     __import__("numpy").random.default_rng(0))))
+['BK', 'BM', 'BN', 'TM', 'TN', 'stages']
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from functools import cached_property
 from importlib.resources import files
+from typing import Any
 
+from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Artifact, Availability, KernelFunction, Source
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.base import Artifact, Availability, KernelFunction, Source, TemplateSpace
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
+from tilecraft.te.tensor import Tensor
 
 TARGET_NAME = "nvidia_tc"
 INTRINSIC_FILES = ("wmma.yaml", "mma.yaml")
@@ -52,7 +71,7 @@ def load_target_spec() -> TargetSpec:
         intrinsic_files=[package / "intrinsics" / name for name in INTRINSIC_FILES])
 
 class NvidiaTcTarget(DeclaredTarget):
-    """NVIDIA Tensor Core GPUs: declarations today, CUDA C later (see the module)."""
+    """NVIDIA Tensor Core GPUs: CUDA C, NVRTC builds, emulation or launch (see the module)."""
 
     availability = AVAILABILITY
 
@@ -119,6 +138,30 @@ class NvidiaTcTarget(DeclaredTarget):
         from tilecraft_nvidia_tc.emulation import EmulatedKernel
 
         return EmulatedKernel(source)
+
+    def template_space(self, tensor: Tensor) -> TemplateSpace | None:
+        """The tiles of the GPU contraction template (``BM, BN, BK, TM, TN, stages``) for a
+        float contraction; ``None`` for any other compute."""
+        from tilecraft.schedule.strategies.gpu_contraction import contraction_template_space
+
+        return contraction_template_space(tensor, LoweringOptions.from_spec(self.spec))
+
+    def lower_compute(self, tensor: Tensor, options: LoweringOptions,
+                      config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
+        """A float contraction as the shared-memory tiled GEMM kernel (``config``: its tiles,
+        ``None``: the default for the spec); ``None`` (the core's GPU strategy) for anything
+        else. A config over a limit of the spec is a LoweringError naming it."""
+        from tilecraft.schedule.strategies.gpu_contraction import lower_tiled_contraction
+
+        kernel = lower_tiled_contraction(tensor, options, config)
+        if kernel is None:
+            if config:
+                raise LoweringError(
+                    f"compute {tensor.name}: template parameters {dict(config)} were given, but "
+                    f"{self.name}'s tiled contraction template does not apply to it (not a "
+                    "float contraction); drop the config")
+            return None
+        return [kernel]
 
     @cached_property
     def spec(self) -> TargetSpec:

@@ -1,0 +1,527 @@
+"""The GPU tiled-contraction template: a matrix product (dense, matmul, batch_matmul, gemv, a
+convolution read through im2col-style indices = implicit GEMM) as a shared-memory tiled GEMM
+kernel, built directly as Kernel IR for any target whose spec declares a thread hierarchy with
+a shared level (thesis §4.5's GPU template: outer loops to blocks, inner to threads, operands
+staged in shared memory, results in registers).
+
+The compute is seen as ``C[b, m, n] = sum_k A(b, m, k) * B(b, n, k)``
+(:func:`tilecraft.passes.contraction.group_axes`); each operand element's address comes from
+its own index expressions, the flat ``m`` / ``n`` / ``k`` coordinates unflattened into the
+axes of their groups (``k -> c, kh, kw`` for a convolution). With tiles
+``BM, BN, BK, TM, TN`` (:mod:`.gpu_contraction_tiles`)::
+
+    for block in bound(batch * ceil(M/BM) * ceil(N/BN), axis=<grid x>):
+      alloc A_tile[stages, .., ..], B_tile[stages, .., ..] in <shared level>
+      for thread in bound((BM/TM) * (BN/TN), axis=<block x>):
+        alloc acc[TM, TN], a_frag[TM], b_frag[TN] in <register level>
+        acc = 0
+        k slices (BK wide), one of:
+          stages=1: for kt: load A, B slices (all threads, zero-filled edges); barrier;
+                    compute; barrier
+          stages=2: pipeline kt (depth 2): stage 0 async-copies slice kt into copy kt % 2 and
+                    commits; stage 1 waits for it (wait_group(1), the last one wait_group(0)),
+                    barrier, computes, barrier
+        compute: for kk in BK: a_frag <- A_tile column, b_frag <- B_tile row,
+                 acc[i, j] += a_frag[i] * b_frag[j] (float32)
+        if in bounds: C[..] = acc[i, j] (cast to C's dtype)
+
+An operand slice is copied in chunks of ``lanes`` elements along the operand's contiguous
+axis (128 bits: 4 float32 / 8 float16; asynchronous copies where the hierarchy declares
+``async_copy_bytes``) when the address is affine with unit stride along that axis, every
+other stride and the offset are multiples of ``lanes`` and the axis' extent divides by the
+tile; otherwise element by element (asynchronous 4-byte copies of float32, plain loads
+else). Rows outside the operand are zero-filled, indices clamped: never an out-of-bounds read.
+
+>>> from tilecraft import ops, te
+>>> from tilecraft.lower import LoweringOptions
+>>> from tilecraft.target.hierarchy import ThreadHierarchy
+>>> threads = ThreadHierarchy(axes=[
+...     {"name": "blockIdx.x", "scope": "grid", "dim": 0, "max_extent": 65535},
+...     {"name": "threadIdx.x", "scope": "block", "dim": 0, "max_extent": 1024}],
+...     max_threads_per_block=1024, subgroup_size=32, shared_level="shared")
+>>> options = LoweringOptions(threads=threads, register_level="register")
+>>> C = ops.matmul(te.placeholder((5, 6), name="A"), te.placeholder((6, 7), name="B"), name="C")
+>>> config = {"BM": 4, "BN": 4, "BK": 4, "TM": 2, "TN": 2}
+>>> kernel = lower_tiled_contraction(C, options, config)
+>>> kernel.launch.grid, kernel.launch.block, kernel.attrs["tiles"]["stages"]
+((4,), (4,), 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import LoweringError
+from tilecraft.kernel_ir.concurrency import AsyncCopy, CommitGroup, Pipeline, WaitGroup
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Barrier,
+    Buffer,
+    BufferLoad,
+    For,
+    IfThenElse,
+    Kernel,
+    LaunchConfig,
+    LoopKind,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.kernel_ir.simplify import simplify
+from tilecraft.lower.compute import to_kernel_expr
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.passes.contraction import Contraction, group_axes
+from tilecraft.schedule.strategies.gpu_contraction_tiles import (
+    ContractionTiles,
+    check_tiles,
+    default_tiles,
+    tile_space,
+)
+from tilecraft.target.hierarchy import LaunchScope
+from tilecraft.te import functions as tf
+from tilecraft.te.bounds import affine
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Cast,
+    Expr,
+    IterVar,
+    Load,
+    Reduce,
+    ReduceOp,
+    Select,
+    Var,
+    const,
+)
+from tilecraft.te.tensor import Tensor
+
+__all__ = ["contraction_template_space", "lower_tiled_contraction", "tiled_contraction"]
+
+#: element types the template computes on (accumulating in float32)
+FLOAT_TYPES = (DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+
+
+def _strip_cast(expr: Expr) -> Expr:
+    while isinstance(expr, Cast):
+        expr = expr.x
+    return expr
+
+
+def tiled_contraction(tensor: Tensor) -> Contraction | None:
+    """``tensor`` as a contraction of float operands (float32, float16, bfloat16, possibly
+    mixed) into a float result, or ``None`` when the template does not apply."""
+    if tensor.is_placeholder or tensor.dtype not in FLOAT_TYPES:
+        return None
+    body = tensor.op.body
+    if not isinstance(body, Reduce) or body.op is not ReduceOp.SUM:
+        return None
+    product = _strip_cast(body.body)
+    if not isinstance(product, Binary) or product.op is not BinaryOp.MUL:
+        return None
+    left, right = _strip_cast(product.a), _strip_cast(product.b)
+    if not (isinstance(left, Load) and isinstance(right, Load)) \
+            or left.tensor.dtype not in FLOAT_TYPES or right.tensor.dtype not in FLOAT_TYPES:
+        return None
+    contraction = group_axes(tensor, left, right, tuple(body.axes))
+    if contraction is None or not contraction.k_axes:
+        return None
+    return contraction
+
+
+def _usable(options: LoweringOptions) -> Any:
+    threads = options.threads
+    if threads is None or threads.shared_level is None or options.register_level is None:
+        return None
+    scopes = {axis.scope for axis in threads.axes}
+    return threads if {LaunchScope.GRID, LaunchScope.BLOCK} <= scopes else None
+
+
+def contraction_template_space(tensor: Tensor, options: LoweringOptions) -> Any:
+    """The template's :class:`~tilecraft.target.base.TemplateSpace` for ``tensor`` (``None``
+    when the template does not apply)."""
+    contraction = tiled_contraction(tensor)
+    threads = _usable(options)
+    if contraction is None or threads is None:
+        return None
+    return tile_space(contraction.extents(), _element_bytes(contraction), threads)
+
+
+def _element_bytes(contraction: Contraction) -> int:
+    return max(contraction.a.tensor.dtype.bytes, contraction.b.tensor.dtype.bytes)
+
+
+def lower_tiled_contraction(tensor: Tensor, options: LoweringOptions,
+                            config: Mapping[str, Any] | None = None) -> Kernel | None:
+    """The tiled kernel computing ``tensor`` (module docstring), or ``None`` when ``tensor``
+    is not a float contraction or the options have no thread hierarchy with a shared level and
+    a register level. ``config`` holds ``BM, BN, BK, TM, TN, stages`` (``None``: the default
+    for the spec); a config over a limit is a LoweringError naming it."""
+    contraction = tiled_contraction(tensor)
+    threads = _usable(options)
+    if contraction is None or threads is None:
+        return None
+    a_bytes = contraction.a.tensor.dtype.bytes
+    b_bytes = contraction.b.tensor.dtype.bytes
+    if config is None:
+        tiles = default_tiles(contraction.extents(), _element_bytes(contraction), threads)
+    else:
+        tiles = ContractionTiles.from_config(config, tensor.name)
+    check_tiles(tensor.name, tiles, threads, a_bytes, b_bytes)
+    kernel = _Builder(contraction, tiles, options, threads).kernel()
+    if options.spec is not None:
+        from tilecraft.kernel_ir.verify import verify_kernel
+
+        verify_kernel(kernel, options.spec)
+    return kernel
+
+
+# building the kernel --------------------------------------------------------------------------
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _unflatten(flat: Expr, axes: tuple[IterVar, ...]) -> dict[IterVar, Expr]:
+    """The values of ``axes`` (outer first) at the flat coordinate ``flat``."""
+    values: dict[IterVar, Expr] = {}
+    inner = 1
+    for position in range(len(axes) - 1, -1, -1):
+        axis = axes[position]
+        part = flat if inner == 1 else flat // inner
+        values[axis] = part if position == 0 else part % axis.extent
+        inner *= axis.extent
+    return values
+
+
+def _all(conditions: list[Expr]) -> Expr:
+    result = conditions[0]
+    for cond in conditions[1:]:
+        result = result & cond
+    return result
+
+
+def _any(conditions: list[Expr]) -> Expr:
+    result = conditions[0]
+    for cond in conditions[1:]:
+        result = result | cond
+    return result
+
+
+@dataclass
+class _Operand:
+    """One operand's load, its kernel parameter and its shared tile ``[stages, rows, cols]``:
+    ``rows`` walk the ``k`` slice when ``k_rows`` (else the m / n tile), ``cols`` the other."""
+
+    name: str
+    load: Load
+    param: Buffer
+    tile: Buffer
+    axes: tuple[IterVar, ...]
+    extent: int
+    block: int
+    k_rows: bool
+    lanes: int
+
+
+class _Builder:
+    """Builds the kernel of one contraction and configuration (module docstring)."""
+
+    def __init__(self, contraction: Contraction, tiles: ContractionTiles,
+                 options: LoweringOptions, threads: Any) -> None:
+        self.c = contraction
+        self.tiles = tiles
+        self.options = options
+        self.threads = threads
+        tensor = contraction.tensor
+        self.tensor = tensor
+        self.batch, self.m, self.n, self.k = contraction.extents()
+        level = options.param_level
+        self.params = {t: Buffer(t.name, tuple(t.shape), t.dtype, level=level)
+                       for t in [*tensor.inputs, tensor]}
+        self.out = self.params[tensor]
+        self.tiles_m = _ceil_div(self.m, tiles.block_m)
+        self.tiles_n = _ceil_div(self.n, tiles.block_n)
+        self.k_steps = _ceil_div(self.k, tiles.block_k)
+        self.block = Var("block")
+        self.thread = Var("thread")
+        self.kt = Var("kt")
+        self.flat = {"b": Var("flat_b"), "s": Var("flat_s"), "k": Var("flat_k")}
+        self.a = self._operand("A", contraction.a, contraction.m_axes, self.m, tiles.block_m)
+        self.b = self._operand("B", contraction.b, contraction.n_axes, self.n, tiles.block_n)
+
+    def kernel_name(self) -> str:
+        return self.tensor.name
+
+    # the operands -------------------------------------------------------------------------
+    def element(self, load: Load, axes: tuple[IterVar, ...], batch: Expr, spatial: Expr,
+                k: Expr) -> Expr:
+        """``load`` as a BufferLoad at the flat batch, m-or-n and k coordinates."""
+        values: dict[IterVar, Expr] = {axis: const(0) for axis in self.tensor.axes}
+        values.update({axis: const(0) for axis in self.tensor.op.body.axes})
+        values.update(_unflatten(batch, self.c.batch_axes))
+        values.update(_unflatten(spatial, axes))
+        values.update(_unflatten(k, self.c.k_axes))
+        return to_kernel_expr(load, values, self.params)
+
+    def _operand(self, name: str, load: Load, axes: tuple[IterVar, ...], extent: int,
+                 block: int) -> _Operand:
+        tiles = self.tiles
+        param = self.params[load.tensor]
+        flat = self.flat
+        probe = self.element(load, axes, flat["b"], flat["s"], flat["k"])
+        lanes, k_rows = 1, True
+        contiguous = self._contiguous(probe, param)
+        if contiguous is not None:
+            k_rows = contiguous == "s"
+            cols, col_extent = (block, extent) if k_rows else (tiles.block_k, self.k)
+            lanes = self._lanes(param.dtype)
+            if lanes <= 1 or cols % lanes or col_extent % cols \
+                    or not self._aligned(probe, param, lanes):
+                lanes = 1
+        rows, cols = (tiles.block_k, block) if k_rows else (block, tiles.block_k)
+        tile = Buffer(f"{name}_tile", (tiles.stages, rows, cols), param.dtype,
+                      level=self.threads.shared_level)
+        return _Operand(name, load, param, tile, axes, extent, block, k_rows, lanes)
+
+    def _lanes(self, dtype: DType) -> int:
+        async_bytes = self.threads.async_copy_bytes
+        if self.tiles.stages == 2 and async_bytes is not None:
+            return max(1, async_bytes // dtype.bytes)
+        if not self.options.allows(LoopKind.VECTOR):
+            return 1
+        return self.options.lanes(dtype)
+
+    def _contiguous(self, probe: Expr, param: Buffer) -> str | None:
+        """Which flat coordinate (``"s"`` or ``"k"``) walks the operand's last dimension with
+        unit stride and appears nowhere else, if one does."""
+        if not isinstance(probe, BufferLoad) or probe.buffer is not param:
+            return None
+        *outer, last = probe.indices
+        form = affine(last)
+        if form is None:
+            return None
+        terms = form.terms()
+        for key in ("s", "k"):
+            var = self.flat[key]
+            if terms.get(var) == 1 and not any(var == node for index in outer
+                                                for node in _vars(index)):
+                return key
+        return None
+
+    def _aligned(self, probe: BufferLoad, param: Buffer, lanes: int) -> bool:
+        offset: Expr = const(0)
+        for index, stride in zip(probe.indices, param.strides()):
+            offset = offset + index * stride
+        form = affine(simplify(offset))
+        if form is None:
+            return False
+        return form.constant % lanes == 0 and all(
+            coef == 1 or coef % lanes == 0 for _, coef in form.coefs) \
+            and sum(1 for _, coef in form.coefs if coef % lanes) <= 1
+
+    # the kernel ---------------------------------------------------------------------------
+    def kernel(self) -> Kernel:
+        tiles = self.tiles
+        grid_axis = min((a for a in self.threads.axes if a.scope is LaunchScope.GRID),
+                        key=lambda a: a.dim)
+        block_axis = min((a for a in self.threads.axes if a.scope is LaunchScope.BLOCK),
+                         key=lambda a: a.dim)
+        blocks = self.batch * self.tiles_m * self.tiles_n
+        if blocks > grid_axis.max_extent:
+            raise LoweringError(f"compute {self.tensor.name}: the GPU contraction template "
+                                f"launches {blocks} blocks on {grid_axis.name}, above its limit "
+                                f"{grid_axis.max_extent}; use larger BM / BN tiles")
+        register = self.options.register_level
+        self.acc = Buffer("acc", (tiles.thread_m, tiles.thread_n), DType.FLOAT32, level=register)
+        self.a_frag = Buffer("a_frag", (tiles.thread_m,), self.a.param.dtype, level=register)
+        self.b_frag = Buffer("b_frag", (tiles.thread_n,), self.b.param.dtype, level=register)
+        self.b_index = self._div(self.block, self.tiles_m * self.tiles_n)
+        self.m_index = self._mod(self._div(self.block, self.tiles_n), self.tiles_m)
+        self.n_index = self._mod(self.block, self.tiles_n)
+        self.thread_m = self._div(self.thread, tiles.threads_n)
+        self.thread_n = self._mod(self.thread, tiles.threads_n)
+        per_thread = Seq((self._zero_acc(), self._k_loop(), self._epilogue()))
+        body: Stmt = For(self.thread, const(tiles.threads), LoopKind.BOUND,
+                         Allocate(self.acc, Allocate(self.a_frag, Allocate(self.b_frag,
+                                                                           per_thread))),
+                         axis=block_axis.name)
+        body = Allocate(self.a.tile, Allocate(self.b.tile, body))
+        body = For(self.block, const(blocks), LoopKind.BOUND, body, axis=grid_axis.name)
+        shared = self.a.tile.nbytes + self.b.tile.nbytes
+        return Kernel(self.kernel_name(), tuple(self.params.values()), (self.out.name,), body,
+                      launch=LaunchConfig(grid=(blocks,), block=(tiles.threads,),
+                                          shared_bytes=shared),
+                      attrs={"compute": self.tensor.name, "strategy": "gpu_contraction",
+                             "statement": self.tensor.statement(),
+                             "tiles": tiles.as_config(),
+                             "vector_lanes": {"A": self.a.lanes, "B": self.b.lanes}})
+
+    def _div(self, expr: Expr, by: int) -> Expr:
+        return const(0) if by == 0 else expr if by == 1 else expr // by
+
+    def _mod(self, expr: Expr, by: int) -> Expr:
+        return const(0) if by == 1 else expr % by
+
+    def _loop(self, var: Var, extent: int, body: Stmt) -> Stmt:
+        kind = LoopKind.UNROLLED if self.options.allows(LoopKind.UNROLLED) else LoopKind.SERIAL
+        return For(var, const(extent), kind, body)
+
+    def _zero_acc(self) -> Stmt:
+        i, j = Var("zi"), Var("zj")
+        return self._loop(i, self.tiles.thread_m, self._loop(
+            j, self.tiles.thread_n, Store(self.acc, (i, j), const(0.0, DType.FLOAT32))))
+
+    # the k loop ---------------------------------------------------------------------------
+    def _stage_index(self) -> Expr:
+        return self.kt % 2 if self.tiles.stages == 2 else const(0)
+
+    def _k_loop(self) -> Stmt:
+        stage = self._stage_index()
+        if self.tiles.stages == 1:
+            body = Seq((self._load(self.a, stage, False), self._load(self.b, stage, False),
+                        Barrier("block"), self._compute(stage), Barrier("block")))
+            return For(self.kt, const(self.k_steps), LoopKind.SERIAL, body)
+        copy = Seq((self._load(self.a, stage, True), self._load(self.b, stage, True),
+                    CommitGroup()))
+        wait = IfThenElse(self.kt + 1 < self.k_steps, WaitGroup(1), WaitGroup(0))
+        compute = Seq((wait, Barrier("block"), self._compute(stage), Barrier("block")))
+        return Pipeline(self.kt, const(self.k_steps), (copy, compute), depth=2,
+                        buffers=(self.a.tile, self.b.tile))
+
+    def _load(self, op: _Operand, stage: Expr, asynchronous: bool) -> Stmt:
+        """All threads copy the operand's slice ``kt`` into its tile, chunk by chunk."""
+        tiles = self.tiles
+        _, rows, cols = op.tile.shape
+        lanes = op.lanes
+        per_row = cols // lanes
+        chunks = rows * per_row
+        count = _ceil_div(chunks, tiles.threads)
+        it = Var(f"{op.name}_chunk")
+        chunk = self.thread if count == 1 else it * tiles.threads + self.thread
+        row = simplify(self._div(chunk, per_row))
+        col = simplify(self._mod(chunk, per_row) * lanes)
+        spatial0 = (self.m_index if op is self.a else self.n_index) * op.block
+        k0 = self.kt * tiles.block_k
+        row_start, col_start = (k0, spatial0) if op.k_rows else (spatial0, k0)
+        row_extent, col_extent = (self.k, op.extent) if op.k_rows else (op.extent, self.k)
+        g_row = simplify(row_start + row)
+        row_ragged = row_extent % rows != 0
+        if lanes > 1:
+            stmt = self._chunk(op, stage, row, col, g_row, simplify(col_start + col), row_extent,
+                               row_ragged, asynchronous)
+        else:
+            stmt = self._element(op, stage, row, col, g_row, simplify(col_start + col),
+                                 row_extent, col_extent, asynchronous)
+        if chunks % tiles.threads:
+            stmt = IfThenElse(chunk < chunks, stmt)
+        return stmt if count == 1 else For(it, const(count), LoopKind.SERIAL, stmt)
+
+    def _address(self, op: _Operand, g_row: Expr, g_col: Expr) -> Expr:
+        spatial, k = (g_col, g_row) if op.k_rows else (g_row, g_col)
+        return self.element(op.load, op.axes, self.b_index, spatial, k)
+
+    @staticmethod
+    def _clamp(expr: Expr, extent: int) -> Expr:
+        return tf.min(expr, const(extent - 1))
+
+    def _chunk(self, op: _Operand, stage: Expr, row: Expr, col: Expr, g_row: Expr,
+               g_col: Expr, row_extent: int, row_ragged: bool, asynchronous: bool) -> Stmt:
+        """``lanes`` contiguous elements: one 128-bit (asynchronous) copy, zeros past the
+        last row."""
+        lanes = op.lanes
+        safe_row = self._clamp(g_row, row_extent) if row_ragged else g_row
+        v = Var(f"{op.name}_lane")
+        if asynchronous:
+            start = self._address(op, safe_row, g_col)
+            assert isinstance(start, BufferLoad)
+            extents = (1,) * (op.param.ndim - 1) + (lanes,)
+            copy: Stmt = AsyncCopy(Region(op.tile, (stage, row, col), (1, 1, lanes)),
+                                   Region(op.param, start.indices, extents))
+        else:
+            copy = For(v, const(lanes), LoopKind.VECTOR,
+                       Store(op.tile, (stage, row, simplify(col + v)),
+                             self._address(op, safe_row, simplify(g_col + v))), lanes=lanes)
+        if not row_ragged:
+            return copy
+        zeros = self._loop(v, lanes, Store(op.tile, (stage, row, simplify(col + v)),
+                                           const(0.0, op.tile.dtype)))
+        # the zeros first: the verifier reads the branches in order, as if both ran
+        return IfThenElse(g_row >= row_extent, zeros, copy)
+
+    def _element(self, op: _Operand, stage: Expr, row: Expr, col: Expr, g_row: Expr,
+                 g_col: Expr, row_extent: int, col_extent: int, asynchronous: bool) -> Stmt:
+        """One element, zero outside the operand (an asynchronous 4-byte copy where the
+        chip has them and the element is 4 bytes)."""
+        inside, outside, safe = [], [], []
+        for coordinate, extent, tile_extent in ((g_row, row_extent, op.tile.shape[1]),
+                                                (g_col, col_extent, op.tile.shape[2])):
+            ragged = extent % tile_extent != 0
+            if ragged:
+                inside.append(coordinate < extent)
+                outside.append(coordinate >= extent)
+            safe.append(self._clamp(coordinate, extent) if ragged else coordinate)
+        value = self._address(op, safe[0], safe[1])
+        target = (stage, row, col)
+        if asynchronous and op.param.dtype.bytes == 4:
+            assert isinstance(value, BufferLoad)
+            copy: Stmt = AsyncCopy(Region(op.tile, target, (1, 1, 1)),
+                                   Region(op.param, value.indices, (1,) * op.param.ndim))
+            if not outside:
+                return copy
+            return IfThenElse(_any(outside), Store(op.tile, target, const(0.0, op.tile.dtype)),
+                              copy)
+        if inside:
+            value = Select(_all(inside), value, const(0.0, op.tile.dtype))
+        return Store(op.tile, target, value)
+
+    # the compute and the epilogue ------------------------------------------------------------
+    def _compute(self, stage: Expr) -> Stmt:
+        tiles = self.tiles
+        kk, i, j = Var("kk"), Var("i"), Var("j")
+        row = self.thread_m * tiles.thread_m + i
+        col = self.thread_n * tiles.thread_n + j
+
+        def tile_at(op: _Operand, position: Expr) -> Expr:
+            indices = (stage, kk, position) if op.k_rows else (stage, position, kk)
+            return BufferLoad(op.tile, tuple(simplify(x) for x in indices))
+
+        fill_a = self._loop(i, tiles.thread_m, Store(self.a_frag, (i,), tile_at(self.a, row)))
+        fill_b = self._loop(j, tiles.thread_n, Store(self.b_frag, (j,), tile_at(self.b, col)))
+        product = (BufferLoad(self.a_frag, (i,)).astype(DType.FLOAT32)
+                   * BufferLoad(self.b_frag, (j,)).astype(DType.FLOAT32))
+        update = self._loop(i, tiles.thread_m, self._loop(
+            j, tiles.thread_n, Store(self.acc, (i, j), product, accumulate=ReduceOp.SUM)))
+        return self._loop(kk, tiles.block_k, Seq((fill_a, fill_b, update)))
+
+    def _epilogue(self) -> Stmt:
+        tiles = self.tiles
+        i, j = Var("ei"), Var("ej")
+        g_m = simplify(self.m_index * tiles.block_m + self.thread_m * tiles.thread_m + i)
+        g_n = simplify(self.n_index * tiles.block_n + self.thread_n * tiles.thread_n + j)
+        conditions = []
+        safe = []
+        for coordinate, extent, block in ((g_m, self.m, tiles.block_m),
+                                          (g_n, self.n, tiles.block_n)):
+            ragged = extent % block != 0
+            if ragged:
+                conditions.append(coordinate < extent)
+            safe.append(self._clamp(coordinate, extent) if ragged else coordinate)
+        values: dict[IterVar, Expr] = {axis: const(0) for axis in self.tensor.axes}
+        values.update(_unflatten(self.b_index, self.c.batch_axes))
+        values.update(_unflatten(safe[0], self.c.m_axes))
+        values.update(_unflatten(safe[1], self.c.n_axes))
+        indices = tuple(simplify(values[axis]) for axis in self.tensor.axes)
+        value = BufferLoad(self.acc, (i, j)).astype(self.out.dtype)
+        store: Stmt = Store(self.out, indices, value)
+        if conditions:
+            store = IfThenElse(_all(conditions), store)
+        return self._loop(i, tiles.thread_m, self._loop(j, tiles.thread_n, store))
+
+
+def _vars(expr: Expr) -> list[Var]:
+    from tilecraft.kernel_ir.nodes import walk_expr
+
+    return [node for node in walk_expr(expr) if isinstance(node, Var)]

@@ -1,0 +1,179 @@
+"""The GPU tiled-contraction template (core/schedule/strategies/gpu_contraction.py) on the
+scaffolded GPU spec (warps of 32, 1024 threads per block, a shared level, no asynchronous
+copies) and the same spec with 16-byte asynchronous copies: every kernel is verified against
+its spec and interpreted against the numpy reference on awkward shapes (primes, size 1, tiles
+that do not divide), with plain loads (one stage) and a double-buffered cp.async pipeline;
+the limits are errors naming the compute, the limit and the value; every sampled point of the
+template space gives a correct kernel."""
+
+from __future__ import annotations
+
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilecraft import ops, te
+from tilecraft.errors import LoweringError
+from tilecraft.kernel_ir import Barrier, For, LoopKind, walk_stmts
+from tilecraft.kernel_ir.concurrency import AsyncCopy, Pipeline
+from tilecraft.kernel_ir.interpreter import run_kernel
+from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower import LoweringOptions
+from tilecraft.reference.evaluator import evaluate
+from tilecraft.scaffold import render_target_package
+from tilecraft.schedule.strategies.gpu_contraction import (
+    contraction_template_space,
+    lower_tiled_contraction,
+)
+from tilecraft.target.spec import TargetSpec
+
+
+@cache
+def _gpu_spec(async_copy_bytes: int | None = None,
+              max_registers_per_thread: int | None = None) -> TargetSpec:
+    directory = Path(tempfile.mkdtemp(prefix="tilecraft-scaffold-gpu-"))
+    render_target_package("toy_gpu", directory, "gpu")
+    spec = TargetSpec.from_yaml(directory / "toy_gpu" / "tilecraft_toy_gpu" / "spec.yaml")
+    threads = spec.threads.model_copy(update={
+        "async_copy_bytes": async_copy_bytes,
+        "max_registers_per_thread": max_registers_per_thread
+        or spec.threads.max_registers_per_thread})
+    return spec.model_copy(update={"threads": threads})
+
+
+def _options(async_copy_bytes: int | None = None,
+             max_registers_per_thread: int | None = None) -> LoweringOptions:
+    return LoweringOptions.from_spec(_gpu_spec(async_copy_bytes, max_registers_per_thread))
+
+
+def _check(tensor: te.Tensor, config: dict | None, options: LoweringOptions,
+           seed: int = 0) -> None:
+    kernel = lower_tiled_contraction(tensor, options, config)
+    assert kernel is not None
+    verify_kernel(kernel, options.spec)
+    rng = np.random.default_rng(seed)
+    env = {t: rng.standard_normal(t.shape).astype(t.dtype.numpy) for t in tensor.inputs}
+    arrays = {t.name: array for t, array in env.items()}
+    arrays[tensor.name] = np.full(tensor.shape, np.nan, tensor.dtype.numpy)
+    run_kernel(kernel, arrays)
+    expected = evaluate(tensor, env).astype(np.float32)
+    tolerance = 1e-2 if tensor.dtype.bytes == 2 else 1e-4
+    np.testing.assert_allclose(arrays[tensor.name].astype(np.float32), expected,
+                               rtol=tolerance, atol=tolerance)
+
+
+def _matmul(m: int, n: int, k: int, dtype: str = "float32") -> te.Tensor:
+    return ops.matmul(te.placeholder((m, k), dtype, name="A"),
+                      te.placeholder((k, n), dtype, name="B"), name="C")
+
+
+SMALL = {"BM": 4, "BN": 8, "BK": 4, "TM": 2, "TN": 2}
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(("m", "n", "k"), [(2, 3, 5), (17, 13, 11), (1, 9, 7), (8, 8, 8)])
+def test_matmul_matches_the_reference(m, n, k, dtype, stages) -> None:
+    _check(_matmul(m, n, k, dtype), {**SMALL, "stages": stages}, _options(16))
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_operators_as_contractions_match_the_reference(stages) -> None:
+    config = {**SMALL, "stages": stages}
+    options = _options(16)
+    _check(ops.batch_matmul(te.placeholder((3, 5, 6), name="X"),
+                            te.placeholder((3, 6, 7), name="Y"), name="Z"), config, options)
+    _check(ops.dense(te.placeholder((5, 12), name="X"), te.placeholder((7, 12), name="W"),
+                     name="D"), config, options)
+    _check(ops.gemv(te.placeholder((11, 9), name="A"), te.placeholder((9,), name="v"),
+                    name="G"), config, options)
+    # conv2d NCHW, one image: weights are A (m = output channels), the padded input read
+    # through (c, kh, kw) and (oh, ow) is B: implicit GEMM
+    _check(ops.conv2d(te.placeholder((1, 3, 7, 7), name="X"),
+                      te.placeholder((5, 3, 3, 3), name="W"), stride=2, padding=1, name="Y"),
+           config, options)
+    _check(ops.conv2d(te.placeholder((1, 6, 5, 5), name="X"),
+                      te.placeholder((4, 6, 1, 1), name="W"), name="Y1"), config, options)
+
+
+def test_fp16_operands_accumulate_in_float32_into_a_float32_result() -> None:
+    A = te.placeholder((9, 40), "float16", name="A")
+    B = te.placeholder((40, 6), "float16", name="B")
+    _check(ops.matmul(A, B, out_dtype="float32", name="C"), {**SMALL, "stages": 2},
+           _options(16))
+
+
+def test_the_default_double_buffers_with_128_bit_async_copies_where_provable() -> None:
+    tensor = _matmul(64, 64, 64)
+    kernel = lower_tiled_contraction(tensor, _options(16))
+    assert kernel.attrs["tiles"]["stages"] == 2
+    assert kernel.attrs["vector_lanes"] == {"A": 4, "B": 4}
+    copies = [s for s in walk_stmts(kernel.body) if isinstance(s, AsyncCopy)]
+    assert {c.src.extents[-1] for c in copies} == {4}
+    [pipeline] = [s for s in walk_stmts(kernel.body) if isinstance(s, Pipeline)]
+    assert pipeline.depth == 2 and len(pipeline.stages) == 2
+    assert sum(isinstance(s, Barrier) for s in walk_stmts(kernel.body)) == 2
+    _check(tensor, None, _options(16))
+
+
+def test_without_async_copies_the_slices_are_plain_vector_loads_between_two_barriers() -> None:
+    tensor = _matmul(32, 16, 24)
+    kernel = lower_tiled_contraction(tensor, _options())
+    assert kernel.attrs["tiles"]["stages"] == 1
+    assert not [s for s in walk_stmts(kernel.body) if isinstance(s, (AsyncCopy, Pipeline))]
+    vectors = [s for s in walk_stmts(kernel.body)
+               if isinstance(s, For) and s.kind is LoopKind.VECTOR]
+    assert vectors and all(loop.lanes == 4 for loop in vectors)
+    _check(tensor, None, _options())
+
+
+def test_a_ragged_contiguous_axis_loads_element_by_element() -> None:
+    kernel = lower_tiled_contraction(_matmul(8, 8, 10), _options(16),
+                                     {"BM": 8, "BN": 8, "BK": 4, "TM": 2, "TN": 2, "stages": 2})
+    assert kernel.attrs["vector_lanes"] == {"A": 1, "B": 4}
+
+
+def test_what_is_not_a_float_contraction_takes_the_strategy() -> None:
+    options = _options(16)
+    assert lower_tiled_contraction(_matmul(1, 1, 1), options) is None
+    x = te.placeholder((4, 5), name="x")
+    assert lower_tiled_contraction(ops.softmax(x), options) is None
+    A8 = te.placeholder((4, 8), "int8", name="A8")
+    B8 = te.placeholder((8, 4), "int8", name="B8")
+    assert lower_tiled_contraction(ops.matmul(A8, B8, out_dtype="int32"), options) is None
+    assert contraction_template_space(ops.softmax(x), options) is None
+    no_threads = LoweringOptions()
+    assert lower_tiled_contraction(_matmul(4, 4, 4), no_threads) is None
+
+
+@pytest.mark.parametrize(("config", "words"), [
+    ({"BM": 128, "BN": 128, "BK": 8, "TM": 2, "TN": 2}, ["4096 threads", "limit 1024"]),
+    ({"BM": 128, "BN": 128, "BK": 128, "TM": 8, "TN": 8}, ["bytes of shared memory",
+                                                            "limit"]),
+    ({"BM": 64, "BN": 64, "BK": 8, "TM": 64, "TN": 16}, ["registers per thread",
+                                                         "max_registers_per_thread"]),
+    ({"BM": 8, "BN": 8, "BK": 8, "TM": 3, "TN": 2}, ["multiple of TM"]),
+    ({"BM": 8, "BN": 8, "BK": 8, "TM": 2}, ["missing ['TN']"]),
+    ({"BM": 8, "BN": 8, "BK": 8, "TM": 2, "TN": 2, "stages": 2}, ["async_copy_bytes"]),
+])
+def test_a_config_over_a_limit_is_an_error_naming_it(config, words) -> None:
+    with pytest.raises(LoweringError) as caught:
+        lower_tiled_contraction(_matmul(64, 64, 64), _options(None, 255), config)
+    message = str(caught.value)
+    assert message.startswith("compute C:")
+    for word in words:
+        assert word in message
+
+
+def test_every_sampled_point_of_the_space_is_a_correct_kernel() -> None:
+    tensor = _matmul(13, 19, 10)
+    options = _options(16)
+    space = contraction_template_space(tensor, options)
+    assert space.space.size > 20
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        config = space.decode(space.space.random_point(rng))
+        _check(tensor, config, options)
