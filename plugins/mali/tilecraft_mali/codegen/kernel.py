@@ -45,25 +45,30 @@ from tilecraft_mali.codegen.statements import OpenCLEmitter
 
 __all__ = ["LANGUAGE", "generate_opencl"]
 
+#: the statements writing ``stmt.buffer``
+_WRITERS = (Store, AtomicUpdate, SubgroupReduce)
+
 LANGUAGE = "opencl"
 SUFFIX = "cl"
 
 
 @cache
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("tilecraft_mali", "templates"),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              autoescape=False)
+def _template(name: str) -> jinja2.Template:
+    """The plugin's template ``name`` (strict: a missing variable is an error)."""
+    loader = jinja2.PackageLoader("tilecraft_mali", "templates")
+    environment = jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
+                                     keep_trailing_newline=True, autoescape=False)
+    return environment.get_template(name)
 
 
 def _outputs(kernel: Kernel) -> set[str]:
     """Names of the buffers ``kernel`` writes (its declared outputs and every written one)."""
     written = set(kernel.outputs)
     for stmt in walk_stmts(kernel.body):
-        if isinstance(stmt, (Store, AtomicUpdate, SubgroupReduce)):
-            written.add(stmt.buffer.name)
-        elif isinstance(stmt, Copy):
+        if isinstance(stmt, Copy):
             written.add(stmt.dst.buffer.name)
+        elif isinstance(stmt, _WRITERS):
+            written.add(stmt.buffer.name)
     return written
 
 
@@ -97,7 +102,7 @@ def generate_opencl(kernel: Kernel, spec: TargetSpec, target: str = "mali") -> S
     limit = spec.threads.shared_bytes_per_block if spec.threads else None
     check_local_bytes(kernel.name, local_bytes, limit, "shared_bytes_per_block of the spec")
     global_size = [g * b for g, b in zip(launch.grid, launch.block)]
-    text = _templates().get_template("kernel.cl.jinja").render(
+    text = _template("kernel.cl.jinja").render(
         kernel_name=kernel.name, target=target, entry=kernel.name, params=params,
         global_size=global_size, local_size=list(launch.block), local_bytes=local_bytes,
         local_declarations=declarations, body=emitter.lines,

@@ -150,42 +150,40 @@ class OpenCLEmitter(KernelVisitor[None]):
                             "move it into the bound loops, or guard it by their variables")
 
     # statements ---------------------------------------------------------------------------
-    def generic_visit(self, stmt: Stmt, *args: object) -> None:
-        raise self.fail(f"the statement {type(stmt).__name__} ({str(stmt).strip()[:80]})",
-                        "OpenCL C has no form for it here; lower the kernel without it")
-
-    def visit_Seq(self, stmt: Seq) -> None:
-        for child in stmt.stmts:
-            self.visit(child)
-
     def visit_For(self, loop: For) -> None:
+        emit = {LoopKind.BOUND: self._bound, LoopKind.SERIAL: self._counted,
+                LoopKind.UNROLLED: self._counted, LoopKind.VECTOR: self._vector}.get(loop.kind)
+        if emit is None:
+            raise self.fail(f"a {loop.kind.value} loop (over {loop.var.name})",
+                            "use serial, unrolled, vector or bound loops on Mali")
         if isinstance(loop.extent, Const):
             self.ranges[loop.var] = (0, max(0, int(loop.extent.value) - 1))
-        name = self.names.var(loop.var)
-        header = f"for (int {name} = 0; {name} < {self.expr(loop.extent)}; ++{name})"
         try:
-            if loop.kind is LoopKind.BOUND:
-                self._bound(loop, name)
-            elif loop.kind in (LoopKind.SERIAL, LoopKind.UNROLLED):
-                if loop.kind is LoopKind.UNROLLED:
-                    self.line("#pragma unroll")
-                with self.scope(header):
-                    self.visit(loop.body)
-            elif loop.kind is LoopKind.VECTOR:
-                from tilecraft_mali.codegen.vector import emit_vector_loop
-
-                emit_vector_loop(self, loop, name, header)
-            else:
-                raise self.fail(f"a {loop.kind.value} loop (over {loop.var.name})",
-                                "use serial, unrolled, vector or bound loops on Mali")
+            emit(loop, self.names.var(loop.var))
         finally:
             self.ranges.pop(loop.var, None)
 
+    def _header(self, loop: For, name: str) -> str:
+        return f"for (int {name} = 0; {name} < {self.expr(loop.extent)}; ++{name})"
+
+    def _counted(self, loop: For, name: str) -> None:
+        if loop.kind is LoopKind.UNROLLED:
+            self.line("#pragma unroll")
+        with self.scope(self._header(loop, name)):
+            self.visit(loop.body)
+
+    def _vector(self, loop: For, name: str) -> None:
+        from tilecraft_mali.codegen.vector import emit_vector_loop
+
+        emit_vector_loop(self, loop, name, self._header(loop, name))
+
     def _bound(self, loop: For, name: str) -> None:
         axis = loop.axis or ""
-        if axis in self.bound.values():
-            raise self.fail(f"two nested loops bound to {axis} ({loop.var.name} inside another)",
-                            "bind each axis once on a path of nested loops")
+        outer = next((var for var, bound in self.bound.items() if bound == axis), None)
+        if outer is not None:
+            raise self.fail(f"the loop over {loop.var.name} bound to {axis} inside the loop "
+                            f"over {outer.name} bound to it too", "bind each axis once on a "
+                            "path of nested loops")
         extent = int(loop.extent.value)  # a constant: the launch configuration checked it
         self.bound[loop.var] = axis
         try:
@@ -285,3 +283,12 @@ class OpenCLEmitter(KernelVisitor[None]):
                 self.indent = self.indent[:-4]
                 self.line("}")
                 self.ranges.pop(counter, None)
+
+    def visit_Seq(self, stmt: Seq) -> None:
+        for child in stmt.stmts:
+            self.visit(child)
+
+    def generic_visit(self, stmt: Stmt, *args: object) -> None:
+        kind = type(stmt).__name__
+        raise self.fail(f"the statement {kind} ({str(stmt).strip()[:80]})",
+                        f"OpenCL C has no form for {kind} here; lower the kernel without it")
