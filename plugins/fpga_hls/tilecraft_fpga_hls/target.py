@@ -1,10 +1,12 @@
 """The fpga_hls target: Vitis-HLS-style accelerators built around a MAC array.
 
-Today the plugin is its data: :func:`~tilecraft_fpga_hls.spec.fpga_spec` sizes the MAC array
-against a device (VU9P by default) and declares it as the intrinsic ``mac_array``. The HLS C++
-code generator (C-simulated with g++), and the performance and resource model of Eq. 4.6,
-come in a later issue; :meth:`FpgaHlsTarget.available` says so, and kernels run on the core's
-Kernel IR emulator, ``mac_array`` calls by their declared semantics.
+:func:`~tilecraft_fpga_hls.spec.fpga_spec` sizes the MAC array against a device (VU9P by
+default) and declares it as the intrinsic ``mac_array``; the core lowers every compute into
+FlexTensor's read / compute / write dataflow (thesis §4.5, Fig. 4.4c). The target generates
+Vitis-HLS C++ for it (:mod:`.codegen`), runs that C++ by C-simulation with g++
+(:mod:`.csim`), and estimates latency and resources with the model of Eq. 4.6
+(:mod:`.model`); synthesis and a board are not here, and :meth:`FpgaHlsTarget.available`
+says so.
 
 >>> target = FpgaHlsTarget(rows=4, cols=8, dtype="int8")
 >>> target.available().capability.value
@@ -20,29 +22,15 @@ from functools import cached_property
 from tilecraft.dtypes import DType
 from tilecraft.errors import TargetError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Estimate
+from tilecraft.target.base import Availability, Estimate, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 from tilecraft_fpga_hls.device import VU9P, DeviceSpec
 from tilecraft_fpga_hls.spec import DEFAULT_SHAPE, TARGET_NAME, fpga_spec
 
-NOT_YET = "not implemented yet: the HLS C++ code generator comes in a later issue"
-AVAILABILITY = Availability(
-    codegen=False, build=False, execute=False, emulate=True, estimate=False,
-    reasons={
-        "codegen": NOT_YET,
-        "build": "nothing to build until code generation exists (then C-simulation with g++; "
-                 "no Vitis HLS here)",
-        "execute": "no FPGA board on this machine, and synthesis takes hours (the target "
-                   "estimates instead of measuring)",
-        "estimate": "not implemented yet: the performance and resource model (Eq. 4.6) comes "
-                    "with the code generator",
-    })
 
 class FpgaHlsTarget(DeclaredTarget):
     """An HLS accelerator: a ``rows`` x ``cols`` MAC array of ``dtype`` on ``device``."""
-
-    availability = AVAILABILITY
 
     def __init__(self, device: DeviceSpec = VU9P, rows: int = DEFAULT_SHAPE[0],
                  cols: int = DEFAULT_SHAPE[1], dtype: DType | str = DType.FLOAT32,
@@ -60,6 +48,33 @@ class FpgaHlsTarget(DeclaredTarget):
     def name(self) -> str:
         return TARGET_NAME
 
+    def available(self) -> Availability:
+        """Code generation, C-simulation (where g++ is) and the model; no synthesis and no
+        board here (:mod:`tilecraft_fpga_hls.availability`)."""
+        from tilecraft_fpga_hls.availability import machine_availability
+
+        return machine_availability()
+
+    def codegen(self, kernel: Kernel) -> Source:
+        """The Vitis-HLS C++ unit of ``kernel``
+        (:func:`tilecraft_fpga_hls.codegen.generate_hls`); a CodegenError names the construct
+        or dtype it cannot express."""
+        from tilecraft_fpga_hls.codegen import generate_hls
+
+        return generate_hls(kernel, self.spec, target=self.name)
+
+    def emulator(self, kernel: Kernel, source: Source) -> KernelFunction:
+        """The generated C++ run by C-simulation (:mod:`tilecraft_fpga_hls.csim`); the Kernel
+        IR interpreter where the source is not HLS C++ or no host compiler exists."""
+        from tilecraft_fpga_hls.availability import csim_status
+        from tilecraft_fpga_hls.codegen import LANGUAGE
+
+        if source.language != LANGUAGE or not csim_status()[0]:
+            return super().emulator(kernel, source)
+        from tilecraft_fpga_hls.csim import CSimKernel
+
+        return CSimKernel(source)
+
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} cannot estimate kernel {kernel.name}: "
-                          f"{AVAILABILITY.reasons['estimate']}")
+                          "not implemented yet")
