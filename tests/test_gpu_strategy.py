@@ -247,3 +247,31 @@ def test_vectorised_elementwise_matches_numpy_on_awkward_shapes(shape) -> None:
     a = rng.standard_normal(shape).astype(np.float32)
     bb = rng.standard_normal(shape[-1:]).astype(np.float32)
     np.testing.assert_array_equal(run_kernels([kernel], {"A": a, "b": bb})["C"], a - bb)
+
+
+# barriers and shuffles are reached by every thread --------------------------------------------
+
+def _guarded_sync(sync: str, on_thread: bool) -> Kernel:
+    from tilecraft.dtypes import DType
+    from tilecraft.kernel_ir import Buffer, BufferLoad, IfThenElse, Seq, Store
+    from tilecraft.te import Var, const
+
+    A = Buffer("A", (4, 64), DType.FLOAT32)
+    b, t = Var("b"), Var("t")
+    value = BufferLoad(A, (b, t))
+    stmt = Barrier() if sync == "barrier" else SubgroupReduce(A, (b, t), value, t, 32)
+    guard = IfThenElse((t if on_thread else b) < 2, stmt)
+    body = For(b, const(4), LoopKind.BOUND, For(t, const(64), LoopKind.BOUND, Seq((
+        Store(A, (b, t), value * 2.0), guard)), axis="threadIdx.x"), axis="blockIdx.x")
+    return Kernel("k", (A,), ("A",), body)
+
+
+@pytest.mark.parametrize("sync", ["barrier", "subgroup"])
+def test_the_verifier_refuses_a_sync_under_a_thread_dependent_condition(sync) -> None:
+    from tilecraft.errors import LoweringError
+    from tilecraft.kernel_ir.verify import verify_kernel
+
+    verify_kernel(_guarded_sync(sync, on_thread=False), _gpu_spec())  # uniform in a block
+    with pytest.raises(LoweringError, match=r"sits under `if \(t < 2\)`, which differs between "
+                                            "the threads of a block"):
+        verify_kernel(_guarded_sync(sync, on_thread=True), _gpu_spec())

@@ -200,6 +200,7 @@ class _Verifier(ConcurrencyChecks, KernelVisitor[None]):
                       f"but {stmt.buffer.name} holds {stmt.buffer.dtype.value}")
 
     def visit_Barrier(self, stmt: Barrier, scope: _Scope) -> None:
+        self.check_converged(f"the {stmt.scope} barrier", _describe(stmt))
         if self.barrier_scopes is not None and stmt.scope not in self.barrier_scopes:
             allowed = ", ".join(self.barrier_scopes) or "none: it synchronises no threads"
             self.fail(_describe(stmt), f"barrier scope {stmt.scope!r} is not one of "
@@ -251,11 +252,16 @@ class _Verifier(ConcurrencyChecks, KernelVisitor[None]):
         self._expr(branch.cond, scope, where)
         if branch.cond.dtype != DType.BOOL:
             self.fail(where, f"the condition {branch.cond} is not a comparison")
+        divergent = self.differs_between_threads(branch.cond, scope)
+        if divergent:
+            self.divergent.append(branch.cond)
         for body, holds in ((branch.then_body, True), (branch.else_body, False)):
             if body is None:
                 continue
             facts = scope.facts + facts_from_condition(branch.cond, holds)
             self._stmt(body, _Scope(scope.ranges, scope.buffers, facts, scope.loops, True))
+        if divergent:
+            self.divergent.pop()
 
     # accesses and expressions -------------------------------------------------------------
     def _access(self, buffer: Buffer, indices: Sequence[Expr], scope: _Scope, where: str,

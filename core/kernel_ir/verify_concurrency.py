@@ -6,7 +6,9 @@ the spec's bindable axes and its extent within the axis' limit, that a barrier's
 its barrier scopes; always, that buffer layouts fit their shapes, vector element types line up,
 accumulations shared by threads are atomic, asynchronous copies are waited for before their
 data is read, pipelines rotate enough buffers, dataflow streams balance and subgroup reductions
-reduce over a bound lane (the rules are in :mod:`.concurrency`).
+reduce over a bound lane (the rules are in :mod:`.concurrency`); with the spec's thread
+hierarchy, that no barrier or subgroup reduction sits under a condition differing between the
+threads of a block.
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ class ConcurrencyChecks:
         self.rotating: dict[int, tuple[Var, int]] = {}
         self.open_copies: list[AsyncCopy] = []
         self.committed: list[list[AsyncCopy]] = []
+        #: the enclosing conditions that differ between the threads of a block
+        self.divergent: list[Expr] = []
 
     # names against the spec -------------------------------------------------------------
     def check_axis(self, loop: For, where: str, enclosing: tuple[Any, ...] = ()) -> None:
@@ -179,6 +183,26 @@ class ConcurrencyChecks:
                           f"accumulates into the same element of {stmt.buffer.name}, a race; "
                           "use AtomicUpdate, a SubgroupReduce, or give each thread its own "
                           "element")
+
+    # synchronisation under conditions -----------------------------------------------------
+    def differs_between_threads(self, cond: Expr, scope: Scope) -> bool:
+        """Whether ``cond`` reads the variable of an enclosing loop bound to a thread axis of
+        a block (known only with the spec's thread hierarchy)."""
+        if self.threads is None:
+            return False
+        block = {axis.name for axis in self.threads.axes if axis.scope is LaunchScope.BLOCK}
+        threads = {loop.var for loop in scope.loops if isinstance(loop, For)
+                   and loop.kind is LoopKind.BOUND and loop.axis in block}
+        return bool(threads & _vars((cond,)))
+
+    def check_converged(self, what: str, where: str) -> None:
+        """A barrier or a subgroup reduction is reached by every thread of its group: none
+        sits under a condition that differs between the threads of a block."""
+        if self.divergent:
+            self.fail(where, f"{what} sits under `if {self.divergent[-1]}`, which differs "
+                      "between the threads of a block; threads that skip it would leave the "
+                      "others waiting (move it out of the condition, giving the threads that "
+                      "have nothing to contribute the identity)")
 
     # asynchronous copies ------------------------------------------------------------------
     def in_flight(self) -> list[AsyncCopy]:
@@ -326,6 +350,7 @@ class ConcurrencyChecks:
         if stmt.value.dtype != stmt.buffer.dtype:
             self.fail(where, f"the value has dtype {stmt.value.dtype.value} but "
                       f"{stmt.buffer.name} holds {stmt.buffer.dtype.value}; cast the value")
+        self.check_converged("the subgroup reduction", where)
         lane = next((loop for loop in scope.loops if isinstance(loop, For)
                      and loop.var == stmt.lane and loop.kind is LoopKind.BOUND), None)
         if lane is None:
