@@ -177,3 +177,21 @@ def test_every_sampled_point_of_the_space_is_a_correct_kernel() -> None:
     for _ in range(5):
         config = space.decode(space.space.random_point(rng))
         _check(tensor, config, options)
+
+
+def test_barriers_take_the_scope_the_hierarchy_names() -> None:
+    """OpenCL names a work-group barrier ``work_group``: the template's barriers use the
+    hierarchy's block scope, so the kernel verifies on such a spec; a hierarchy without block
+    barriers gets no template (the strategy's kernel instead)."""
+    spec = _gpu_spec()
+    renamed = spec.model_copy(update={"threads": spec.threads.model_copy(
+        update={"barrier_scopes": ("work_group", "subgroup")})})
+    options = LoweringOptions.from_spec(renamed)
+    tensor = ops.matmul(te.placeholder((17, 13), name="A"), te.placeholder((13, 11), name="B"))
+    kernel = lower_tiled_contraction(tensor, options)
+    verify_kernel(kernel, renamed)
+    scopes = {stmt.scope for stmt in walk_stmts(kernel.body) if isinstance(stmt, Barrier)}
+    assert scopes == {"work_group"}
+    without = renamed.model_copy(update={"threads": renamed.threads.model_copy(
+        update={"barrier_scopes": ()})})
+    assert lower_tiled_contraction(tensor, LoweringOptions.from_spec(without)) is None

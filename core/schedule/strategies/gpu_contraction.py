@@ -75,6 +75,7 @@ from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction, group_axes
+from tilecraft.schedule.emit_threads import block_barrier_scope
 from tilecraft.schedule.strategies.gpu_contraction_tiles import (
     ContractionTiles,
     check_tiles,
@@ -134,7 +135,8 @@ def tiled_contraction(tensor: Tensor) -> Contraction | None:
 
 def _usable(options: LoweringOptions) -> Any:
     threads = options.threads
-    if threads is None or threads.shared_level is None or options.register_level is None:
+    if threads is None or threads.shared_level is None or options.register_level is None \
+            or block_barrier_scope(threads) is None:
         return None
     scopes = {axis.scope for axis in threads.axes}
     return threads if {LaunchScope.GRID, LaunchScope.BLOCK} <= scopes else None
@@ -375,6 +377,11 @@ class _Builder:
             j, self.tiles.thread_n, Store(self.acc, (i, j), const(0.0, DType.FLOAT32))))
 
     # the k loop ---------------------------------------------------------------------------
+    def _barrier(self) -> Barrier:
+        """A barrier of the whole block, in the scope the hierarchy names it (``block`` on
+        CUDA, ``work_group`` in OpenCL)."""
+        return Barrier(block_barrier_scope(self.threads))
+
     def _stage_index(self) -> Expr:
         return self.kt % 2 if self.tiles.stages == 2 else const(0)
 
@@ -382,12 +389,12 @@ class _Builder:
         stage = self._stage_index()
         if self.tiles.stages == 1:
             body = Seq((self._load(self.a, stage, False), self._load(self.b, stage, False),
-                        Barrier("block"), self._compute(stage), Barrier("block")))
+                        self._barrier(), self._compute(stage), self._barrier()))
             return For(self.kt, const(self.k_steps), LoopKind.SERIAL, body)
         copy = Seq((self._load(self.a, stage, True), self._load(self.b, stage, True),
                     CommitGroup()))
         wait = IfThenElse(self.kt + 1 < self.k_steps, WaitGroup(1), WaitGroup(0))
-        compute = Seq((wait, Barrier("block"), self._compute(stage), Barrier("block")))
+        compute = Seq((wait, self._barrier(), self._compute(stage), self._barrier()))
         return Pipeline(self.kt, const(self.k_steps), (copy, compute), depth=2,
                         buffers=(self.a.tile, self.b.tile))
 
