@@ -2,7 +2,10 @@
 
 The spec (memory levels global / local / private, 10 cores at 720 MHz; a work-group thread
 hierarchy), the declarations of ``arm_dot`` and ``arm_dot_acc`` (4 x int8 -> int32, extension
-cl_arm_integer_dot_product), and the stages: :meth:`MaliTarget.codegen` (OpenCL C,
+cl_arm_integer_dot_product), and the stages: :meth:`MaliTarget.lower_compute` (float
+contractions through the core's GPU tiled-contraction template, tiles staged in ``__local``
+memory between work-group barriers; tunable through :meth:`MaliTarget.template_space`),
+:meth:`MaliTarget.codegen` (OpenCL C,
 :mod:`tilecraft_mali.codegen`), :meth:`MaliTarget.build` and :meth:`MaliTarget.load`
 (pyopencl, :mod:`tilecraft_mali.runtime`). Without a Mali GPU the generated OpenCL C runs on
 whatever OpenCL device is here — PoCL's CPU device, from ``pip install
@@ -21,13 +24,18 @@ True
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from functools import cached_property
 from importlib.resources import files
+from typing import Any
 
+from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Artifact, Availability, KernelFunction, Source
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.base import Artifact, Availability, KernelFunction, Source, TemplateSpace
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
+from tilecraft.te.tensor import Tensor
 
 TARGET_NAME = "mali"
 INTRINSIC_FILES = ("arm_dot.yaml",)
@@ -87,6 +95,34 @@ class MaliTarget(DeclaredTarget):
         if source.language != "opencl" or not self.available().build:
             return super().emulator(kernel, source)
         return self.load(self.build(source))
+
+    def template_space(self, tensor: Tensor) -> TemplateSpace | None:
+        """The tiles of the core's GPU contraction template (``BM, BN, BK, TM, TN, stages``;
+        ``stages`` is 1 on Mali: no asynchronous copies) for a float contraction; ``None`` for
+        any other compute."""
+        from tilecraft.schedule.strategies.gpu_contraction import contraction_template_space
+
+        return contraction_template_space(tensor, LoweringOptions.from_spec(self.spec))
+
+    def lower_compute(self, tensor: Tensor, options: LoweringOptions,
+                      config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
+        """A float contraction (matmul, dense, batch_matmul, convolutions as implicit GEMM) as
+        the core's tiled GEMM kernel: ``BK`` slices of both operands staged in ``__local``
+        memory between work-group barriers, ``TM x TN`` results per work-item in private
+        registers (``config``: its tiles, ``None``: the default for the spec); ``None`` (the
+        core's GPU strategy) for anything else. A config over a limit of the spec (work-group
+        size, 32 KB of ``__local``) is a LoweringError naming it."""
+        from tilecraft.schedule.strategies.gpu_contraction import lower_tiled_contraction
+
+        kernel = lower_tiled_contraction(tensor, options, config)
+        if kernel is None:
+            if config:
+                raise LoweringError(
+                    f"compute {tensor.name}: template parameters {dict(config)} were given, but "
+                    f"{self.name}'s tiled contraction template does not apply to it (not a "
+                    "float contraction); drop the config")
+            return None
+        return [kernel]
 
     @cached_property
     def spec(self) -> TargetSpec:
