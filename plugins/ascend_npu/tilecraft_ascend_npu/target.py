@@ -1,12 +1,13 @@
 """The ascend_npu target: a Huawei Ascend 910-like NPU (32 Da Vinci AI cores).
 
-Today the plugin is its data: the spec (GM, L1 1 MB, L0A / L0B 64 KB, L0C 256 KB, UB 256 KB)
-and the intrinsic declarations — the Cube ``mad`` of Eq. 3.5 on 16x16 fractals (fp16 → fp32,
-int8 → int32) with its GM → L1 → L0A/L0B and L0C → UB → GM copy path, and one repeat of each
-vector-unit operation. The AscendC-style code generator (compiled with g++ against an
-emulation header) and the performance model come in a later issue;
-:meth:`AscendNpuTarget.available` says so, and kernels run on the core's Kernel IR emulator,
-intrinsic calls by their declared semantics.
+The spec (GM, L1 1 MB, L0A / L0B 64 KB, L0C 256 KB, UB 256 KB) and the intrinsic declarations
+(the Cube ``mad`` of Eq. 3.5 on 16x16 fractals, one repeat of each vector-unit operation) are
+package data. Code generation writes AscendC-style C++ (:mod:`.codegen`); with no CANN
+toolchain here, a kernel runs by compiling that source with g++ against the plugin's
+emulation header and calling it on numpy buffers (:mod:`.emulation`, the target's
+``emulator``); :meth:`AscendNpuTarget.emulate` still runs Kernel IR on the core's interpreter,
+intrinsic calls by their declared semantics. The performance model comes later;
+:meth:`AscendNpuTarget.available` says so.
 
 >>> target = AscendNpuTarget()
 >>> target.available().capability.value
@@ -25,23 +26,13 @@ from importlib.resources import files
 
 from tilecraft.errors import TargetError
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Estimate
+from tilecraft.target.base import Availability, Estimate, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 
 TARGET_NAME = "ascend_npu"
 INTRINSIC_FILES = ("cube.yaml", "vector.yaml")
 
-NOT_YET = "not implemented yet: the AscendC-style code generator comes in a later issue"
-AVAILABILITY = Availability(
-    codegen=False, build=False, execute=False, emulate=True, estimate=False,
-    reasons={
-        "codegen": NOT_YET,
-        "build": "nothing to build until code generation exists (then g++ against the "
-                 "plugin's emulation header; no CANN toolchain is installable here)",
-        "execute": "no Ascend device (and no CANN runtime) on this machine",
-        "estimate": "not implemented yet: the performance model comes with the code generator",
-    })
 
 @functools.cache
 def load_target_spec() -> TargetSpec:
@@ -53,9 +44,28 @@ def load_target_spec() -> TargetSpec:
         intrinsic_files=[package / "intrinsics" / name for name in INTRINSIC_FILES])
 
 class AscendNpuTarget(DeclaredTarget):
-    """Huawei Ascend NPUs: declarations today, AscendC-style C++ later (see the module)."""
+    """Huawei Ascend NPUs: AscendC-style C++, emulated on the host (see the module)."""
 
-    availability = AVAILABILITY
+    def available(self) -> Availability:
+        from tilecraft_ascend_npu.availability import machine_availability
+
+        return machine_availability()
+
+    def codegen(self, kernel: Kernel) -> Source:
+        from tilecraft_ascend_npu.codegen.kernel import generate_ascendc
+
+        return generate_ascendc(kernel, self.spec, self.name)
+
+    def emulator(self, kernel: Kernel, source: Source) -> KernelFunction:
+        """The generated AscendC source compiled against the emulation header (built once per
+        source, here and now), or the Kernel IR interpreter for a source of another language
+        or without a host compiler."""
+        from tilecraft_ascend_npu.codegen.kernel import LANGUAGE
+        from tilecraft_ascend_npu.emulation import EmulatedAscendKernel
+
+        if source.language != LANGUAGE or not self.available().emulate:
+            return super().emulator(kernel, source)
+        return EmulatedAscendKernel(source)
 
     @cached_property
     def spec(self) -> TargetSpec:
@@ -67,4 +77,4 @@ class AscendNpuTarget(DeclaredTarget):
 
     def estimate(self, kernel: Kernel) -> Estimate:
         raise TargetError(f"target {self.name} cannot estimate kernel {kernel.name}: "
-                          f"{AVAILABILITY.reasons['estimate']}")
+                          f"{self.available().reasons['estimate']}")
