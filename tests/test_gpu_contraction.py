@@ -27,6 +27,7 @@ from tilecraft.scaffold import render_target_package
 from tilecraft.schedule.strategies.gpu_contraction import (
     contraction_template_space,
     lower_tiled_contraction,
+    tiled_contraction,
 )
 from tilecraft.target.spec import TargetSpec
 
@@ -97,6 +98,57 @@ def test_operators_as_contractions_match_the_reference(stages) -> None:
            config, options)
     _check(ops.conv2d(te.placeholder((1, 6, 5, 5), name="X"),
                       te.placeholder((4, 6, 1, 1), name="W"), name="Y1"), config, options)
+
+
+P = te.placeholder
+
+#: every convolution as an implicit GEMM: (name, tensor, batch / m / n axis names)
+CONVOLUTIONS = [
+    ("nchw-batch2", lambda: ops.conv2d(P((2, 3, 7, 7), name="X"), P((5, 3, 3, 3), name="W"),
+                                       stride=2, padding=1, name="Y"),
+     ([], ["k"], ["n", "h", "w"])),
+    ("nhwc-batch2", lambda: ops.conv2d(P((2, 7, 9, 3), name="X"), P((3, 3, 3, 5), name="W"),
+                                       layout="NHWC", name="Y"),
+     ([], ["n", "h", "w"], ["k"])),
+    ("nchw-groups2", lambda: ops.conv2d(P((2, 4, 9, 9), name="X"), P((6, 2, 3, 3), name="W"),
+                                        groups=2, name="Y"),
+     (["k_group"], ["k_in"], ["n", "h", "w"])),
+    ("nhwc-groups2-stride2", lambda: ops.conv2d(P((2, 9, 11, 4), name="X"),
+                                                P((3, 3, 2, 6), name="W"), groups=2, stride=2,
+                                                layout="NHWC", name="Y"),
+     (["k_group"], ["n", "h", "w"], ["k_in"])),
+    ("depthwise", lambda: ops.depthwise_conv2d(P((1, 3, 9, 9), name="X"),
+                                               P((3, 1, 3, 3), name="W"), stride=2, padding=1,
+                                               name="Y"),
+     (["k"], [], ["h", "w"])),
+    ("depthwise-mult2-dil2", lambda: ops.depthwise_conv2d(P((2, 4, 13, 11), name="X"),
+                                                          P((4, 2, 3, 3), name="W"),
+                                                          dilation=2, padding=2, name="Y"),
+     (["k_group"], ["k_in"], ["n", "h", "w"])),
+    ("depthwise-torch-layout", lambda: ops.depthwise_conv2d(P((1, 3, 7, 7), name="X"),
+                                                            P((6, 1, 3, 3), name="W"), name="Y"),
+     (["k_group"], ["k_in"], ["h", "w"])),
+    ("conv1d-groups3-batch3", lambda: ops.conv1d(P((3, 6, 11), name="X"),
+                                                 P((9, 2, 4), name="W"), groups=3, name="Y"),
+     (["k_group"], ["k_in"], ["n", "w"])),
+]
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize(("build", "groups"), [case[1:] for case in CONVOLUTIONS],
+                         ids=[case[0] for case in CONVOLUTIONS])
+def test_every_convolution_is_an_implicit_gemm(build, groups, stages) -> None:
+    """Batched NCHW / NHWC, grouped and depthwise convolutions: M and N are any sets of output
+    axes (the store address comes from each output index), a group of a grouped convolution
+    is a batch axis (``k = k_group * K/groups + k_in``)."""
+    tensor = build()
+    contraction = tiled_contraction(tensor)
+    assert contraction is not None
+    names = tuple([axis.name for axis in group] for group in
+                  (contraction.batch_axes, contraction.m_axes, contraction.n_axes))
+    assert names == groups
+    _check(tensor, {**SMALL, "stages": stages}, _options(16))
+    _check(tensor, None, _options(16))
 
 
 def test_fp16_operands_accumulate_in_float32_into_a_float32_result() -> None:

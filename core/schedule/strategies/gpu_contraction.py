@@ -5,9 +5,15 @@ a shared level (thesis §4.5's GPU template: outer loops to blocks, inner to thr
 staged in shared memory, results in registers).
 
 The compute is seen as ``C[b, m, n] = sum_k A(b, m, k) * B(b, n, k)``
-(:func:`tilecraft.passes.contraction.group_axes`); each operand element's address comes from
-its own index expressions, the flat ``m`` / ``n`` / ``k`` coordinates unflattened into the
-axes of their groups (``k -> c, kh, kw`` for a convolution). With tiles
+(:func:`tiled_contraction`): the output axes both operands read are the batch, those only one
+reads its m or n side, in any order in the output (a batched NCHW convolution has
+``m = k`` and ``n = (n, oh, ow)``, NHWC the reverse); an output axis an operand reads as
+``axis // d`` is split into a batch axis and an inner one first (a grouped convolution's
+group; a depthwise convolution is a batch of channels with ``K = kh * kw``). Each operand
+element's address comes from its own index expressions and the output's store address from
+each output index, the flat ``b`` / ``m`` / ``n`` / ``k`` coordinates unflattened into the
+axes of their groups (``k -> c, kh, kw`` for a convolution). A padded convolution reads its
+separate ``pad`` compute (an input of the kernel). With tiles
 ``BM, BN, BK, TM, TN`` (:mod:`.gpu_contraction_tiles`)::
 
     for block in bound(batch * ceil(M/BM) * ceil(N/BN), axis=<grid x>):
@@ -38,7 +44,8 @@ else). Rows outside the operand are zero-filled, indices clamped: never an out-o
 >>> threads = ThreadHierarchy(axes=[
 ...     {"name": "blockIdx.x", "scope": "grid", "dim": 0, "max_extent": 65535},
 ...     {"name": "threadIdx.x", "scope": "block", "dim": 0, "max_extent": 1024}],
-...     max_threads_per_block=1024, subgroup_size=32, shared_level="shared")
+...     max_threads_per_block=1024, subgroup_size=32, shared_level="shared",
+...     barrier_scopes=["block"])
 >>> options = LoweringOptions(threads=threads, register_level="register")
 >>> C = ops.matmul(te.placeholder((5, 6), name="A"), te.placeholder((6, 7), name="B"), name="C")
 >>> config = {"BM": 4, "BN": 4, "BK": 4, "TM": 2, "TN": 2}
@@ -74,7 +81,7 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.passes.contraction import Contraction, group_axes
+from tilecraft.passes.contraction import Contraction, _axes_of
 from tilecraft.schedule.emit_threads import block_barrier_scope
 from tilecraft.schedule.strategies.gpu_contraction_tiles import (
     ContractionTiles,
@@ -86,9 +93,11 @@ from tilecraft.target.hierarchy import LaunchScope
 from tilecraft.te import functions as tf
 from tilecraft.te.bounds import affine
 from tilecraft.te.expr import (
+    AxisKind,
     Binary,
     BinaryOp,
     Cast,
+    Const,
     Expr,
     IterVar,
     Load,
@@ -99,6 +108,7 @@ from tilecraft.te.expr import (
     const,
 )
 from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import substitute, transform, walk
 
 __all__ = ["contraction_template_space", "lower_tiled_contraction", "tiled_contraction"]
 
@@ -112,7 +122,7 @@ def _strip_cast(expr: Expr) -> Expr:
     return expr
 
 
-def tiled_contraction(tensor: Tensor) -> Contraction | None:
+def tiled_contraction(tensor: Tensor) -> TiledContraction | None:
     """``tensor`` as a contraction of float operands (float32, float16, bfloat16, possibly
     mixed) into a float result, or ``None`` when the template does not apply."""
     if tensor.is_placeholder or tensor.dtype not in FLOAT_TYPES:
@@ -127,10 +137,110 @@ def tiled_contraction(tensor: Tensor) -> Contraction | None:
     if not (isinstance(left, Load) and isinstance(right, Load)) \
             or left.tensor.dtype not in FLOAT_TYPES or right.tensor.dtype not in FLOAT_TYPES:
         return None
-    contraction = group_axes(tensor, left, right, tuple(body.axes))
+    k_axes = tuple(body.axes)
+    contraction = _group(tensor, *_split_groups(tensor, left, right), k_axes) \
+        or _group(tensor, left, right, _plain_outputs(tensor), k_axes)
     if contraction is None or not contraction.k_axes:
         return None
     return contraction
+
+
+@dataclass(frozen=True)
+class TiledContraction(Contraction):
+    """A :class:`Contraction` whose groups may come in any order in the output, and whose
+    axes may be parts of the output's: ``outputs`` gives each output axis' index as an
+    expression of the contraction's axes (a grouped convolution's output channel ``k`` is
+    ``k_group * K/groups + k_in``; an axis of extent 1 is ``0``)."""
+
+    outputs: tuple[Expr, ...] = ()
+
+
+def _plain_outputs(tensor: Tensor) -> dict[IterVar, Expr]:
+    return {axis: (axis if axis.extent > 1 else const(0)) for axis in tensor.axes}
+
+
+def _divisors(load: Load, axis: IterVar) -> set[int]:
+    """The constants ``d`` of every ``axis // d`` and ``axis % d`` in ``load``'s indices."""
+    found = set()
+    for index in load.indices:
+        for node in walk(index):
+            if isinstance(node, Binary) and node.op in (BinaryOp.FLOORDIV, BinaryOp.MOD) \
+                    and node.a == axis and isinstance(node.b, Const):
+                found.add(int(node.b.value))
+    return found
+
+
+def _split_groups(tensor: Tensor, left: Load, right: Load
+                  ) -> tuple[Load, Load, dict[IterVar, Expr]]:
+    """The loads with each output axis an operand reads as ``axis // d`` (one ``d`` dividing
+    its extent) split into ``axis_group = axis // d`` and ``axis_in = axis % d``: a grouped
+    convolution's ``(k // (K/groups)) * (C/groups) + rc`` becomes a batch axis (the group) and
+    an m or n axis (the channel inside it). The third value maps each output axis to its
+    index in the new axes (:class:`TiledContraction`)."""
+    outputs = _plain_outputs(tensor)
+    for axis in tensor.axes:
+        divisors = _divisors(left, axis) | _divisors(right, axis)
+        if len(divisors) != 1:
+            continue
+        [d] = divisors
+        if not 1 < d < axis.extent or axis.extent % d:
+            continue
+        group = IterVar(f"{axis.name}_group", axis.extent // d, AxisKind.SPATIAL)
+        inner = IterVar(f"{axis.name}_in", d, AxisKind.SPATIAL)
+
+        def rewrite(node: Expr, axis: IterVar = axis, d: int = d, group: IterVar = group,
+                    inner: IterVar = inner) -> Expr | None:
+            if isinstance(node, Binary) and node.a == axis and isinstance(node.b, Const) \
+                    and int(node.b.value) == d:
+                if node.op is BinaryOp.FLOORDIV:
+                    return group
+                if node.op is BinaryOp.MOD:
+                    return inner
+            if isinstance(node, IterVar) and node == axis:
+                return group * d + inner
+            return None
+
+        left = transform(left, rewrite)  # type: ignore[assignment]
+        right = transform(right, rewrite)  # type: ignore[assignment]
+        outputs[axis] = group * d + inner
+    return left, right, outputs
+
+
+def _group(tensor: Tensor, left: Load, right: Load, outputs: Mapping[IterVar, Expr],
+           k_axes: tuple[IterVar, ...]) -> TiledContraction | None:
+    """``left * right`` summed over ``k_axes`` as a contraction: the axes of ``outputs``'
+    expressions (in output order) that both operands read are the batch, those only one reads
+    are its m or n side; the n side is the operand that reads the output's last axis (of the
+    two sides), so that stores along ``n`` are contiguous. ``None`` when an axis is read by
+    neither operand or a reduce axis by only one."""
+    left_axes, right_axes = _axes_of(left), _axes_of(right)
+    if any(k not in left_axes or k not in right_axes for k in k_axes if k.extent > 1):
+        return None
+    order: list[IterVar] = []
+    for axis in tensor.axes:
+        for node in _walk(outputs[axis]):
+            if isinstance(node, IterVar) and node.extent > 1 and node not in order:
+                order.append(node)
+    sides: dict[str, list[IterVar]] = {"batch": [], "left": [], "right": []}
+    last_side = None
+    for axis in order:
+        in_left, in_right = axis in left_axes, axis in right_axes
+        if not (in_left or in_right):
+            return None
+        side = "batch" if in_left and in_right else "left" if in_left else "right"
+        sides[side].append(axis)
+        if side != "batch":
+            last_side = side
+    n_side = last_side or "right"
+    m_side = "left" if n_side == "right" else "right"
+    a, b = (left, right) if m_side == "left" else (right, left)
+    return TiledContraction(tensor, a, b, tuple(sides["batch"]), tuple(sides[m_side]),
+                            tuple(sides[n_side]), tuple(k for k in k_axes if k.extent > 1),
+                            outputs=tuple(outputs[axis] for axis in tensor.axes))
+
+
+def _walk(expr: Expr) -> list[Expr]:
+    return list(walk(expr))
 
 
 def _usable(options: LoweringOptions) -> Any:
@@ -231,7 +341,7 @@ class _Operand:
 class _Builder:
     """Builds the kernel of one contraction and configuration (module docstring)."""
 
-    def __init__(self, contraction: Contraction, tiles: ContractionTiles,
+    def __init__(self, contraction: TiledContraction, tiles: ContractionTiles,
                  options: LoweringOptions, threads: Any) -> None:
         self.c = contraction
         self.tiles = tiles
@@ -520,7 +630,7 @@ class _Builder:
         values.update(_unflatten(self.b_index, self.c.batch_axes))
         values.update(_unflatten(safe[0], self.c.m_axes))
         values.update(_unflatten(safe[1], self.c.n_axes))
-        indices = tuple(simplify(values[axis]) for axis in self.tensor.axes)
+        indices = tuple(simplify(substitute(index, values)) for index in self.c.outputs)
         value = BufferLoad(self.acc, (i, j)).astype(self.out.dtype)
         store: Stmt = Store(self.out, indices, value)
         if conditions:
