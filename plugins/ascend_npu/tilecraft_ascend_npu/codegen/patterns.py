@@ -279,23 +279,29 @@ def match_contraction(stmt: Stmt, levels: tuple[str, str, str]) -> Contraction |
     # float32(A * B) on float16 operands is the exact product too (te's arithmetic on half
     # values runs unrounded in float; only a store or a cast to a half type rounds)
     value = _strip_cast(store.value)
-    if len(loops) != 3 or store.accumulate is not ReduceOp.SUM or store.buffer.level != levels[2] \
+    if store.accumulate is not ReduceOp.SUM or store.buffer.level != levels[2] \
             or not isinstance(value, Binary) or value.op is not BinaryOp.MUL:
         return None
     a, b = _strip_cast(value.a), _strip_cast(value.b)
     if not (isinstance(a, BufferLoad) and isinstance(b, BufferLoad)):
         return None
-    i, j, k = (loop.var for loop in loops)
     c_buf, a_buf, b_buf = store.buffer, a.buffer, b.buffer
     if (a_buf.level, b_buf.level) != levels[:2] or any(
             len(buf.shape) != 2 for buf in (a_buf, b_buf, c_buf)):
         return None
-    if store.indices != (i, j) or a.indices != (i, k) or b.indices != (k, j):
+    (ci, cj), (ai, ak), (bk, bj) = store.indices, a.indices, b.indices
+    if ci != ai or cj != bj or ak != bk:
         return None
-    m, n = c_buf.shape
-    extents = [int(loop.extent.value) if isinstance(loop.extent, Const) else -1
-               for loop in loops]
-    if extents != [m, n, a_buf.shape[1]] or a_buf.shape[0] != m or b_buf.shape[1] != n \
-            or a_buf.shape[1] != b_buf.shape[0]:
+    extents = {loop.var: loop.extent for loop in loops}
+    m, n, k = c_buf.shape[0], c_buf.shape[1], a_buf.shape[1]
+    if a_buf.shape[0] != m or b_buf.shape != (k, n):
+        return None
+    # each of i, j, k runs over its whole dimension: a loop of that extent, or 0 of 1
+    for index, size in ((ci, m), (cj, n), (ak, k)):
+        whole_loop = isinstance(index, Var) and isinstance(extents.get(index), Const) \
+            and int(extents[index].value) == size
+        if not whole_loop and not (isinstance(index, Const) and size == 1 and index.value == 0):
+            return None
+    if len({ci, cj, ak} & set(extents)) != len(loops):
         return None
     return Contraction(c_buf, a_buf, b_buf)

@@ -344,6 +344,12 @@ class AscendEmitter(KernelVisitor[None]):
                 self.ranges.pop(stmt.var, None)
             return
         assert isinstance(stmt, Store)
+        value = stmt.value
+        if rename and isinstance(value, BufferLoad) and value.buffer.dtype == stmt.buffer.dtype:
+            # one element through a staging tensor: a row of one
+            self.row_copy(Row(stmt.buffer, flat_index(stmt.buffer, stmt.indices), value.buffer,
+                              flat_index(value.buffer, value.indices), 1, None), rename)
+            return
         if not scalar_ok:
             raise self.fail(f"the element copy into {stmt.buffer.name} ({str(stmt).strip()})",
                             "Cube operands are copied from GM in contiguous rows")
