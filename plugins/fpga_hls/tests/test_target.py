@@ -23,7 +23,7 @@ def test_discovered_and_honest_about_what_it_cannot_do() -> None:
     assert isinstance(target, FpgaHlsTarget) and target.shape == (32, 32)
     availability = target.available()
     assert availability.capability is Capability.EMULATE
-    assert availability.codegen
+    assert availability.codegen and availability.estimate
     assert not availability.build and not availability.execute
     assert "Vitis HLS" in availability.reasons["build"]
     assert "no FPGA board" in availability.reasons["execute"]

@@ -5,11 +5,11 @@
   still runs kernels, and the reason says so);
 - **build** / **execute**: never here — synthesis needs AMD Vitis HLS / Vivado (hours per
   design, thesis §4.4) and running needs an FPGA board; neither is on this machine;
-- **estimate**: not yet (the latency and resource model of Eq. 4.6 comes next).
+- **estimate**: always (the latency and resource model, :mod:`tilecraft_fpga_hls.model`).
 
 >>> availability = machine_availability()
 >>> availability.codegen, availability.build, availability.execute, availability.estimate
-(True, False, False, False)
+(True, False, False, True)
 """
 
 from __future__ import annotations
@@ -40,10 +40,9 @@ def csim_status() -> tuple[bool, str]:
 def machine_availability() -> Availability:
     """Each stage's status on this machine (module docstring), probed once per process."""
     csim, why = csim_status()
-    reasons = {"build": NO_SYNTHESIS, "execute": NO_BOARD,
-               "estimate": "not implemented yet: the latency and resource model (Eq. 4.6)"}
+    reasons = {"build": NO_SYNTHESIS, "execute": NO_BOARD}
     if not csim:
         reasons["emulate"] = why
     # without g++ the interpreter still emulates: the capability stays 'emulate'
-    return Availability(codegen=True, build=False, execute=False, emulate=True, estimate=False,
+    return Availability(codegen=True, build=False, execute=False, emulate=True, estimate=True,
                         reasons=reasons)

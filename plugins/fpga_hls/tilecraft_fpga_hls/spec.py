@@ -162,9 +162,8 @@ def fpga_spec(device: DeviceSpec = VU9P, rows: int = DEFAULT_SHAPE[0],
             f"Vitis-HLS-style accelerator on the {device.name} ({device.part}) at "
             f"{device.clock_hz / 1e6:g} MHz: a {rows}x{cols} {dt.value} MAC array ({dsp} of "
             f"{device.dsp_slices} DSP slices) fed from BRAM in a read / compute / write "
-            "dataflow pipeline. The HLS C++ code generator (C-simulated with g++) and the "
-            "performance model come in a later issue; until then kernels run on the core's "
-            "Kernel IR emulator."),
+            "dataflow pipeline. Kernels become Vitis-HLS C++ (C-simulated with g++ here) and "
+            "are estimated by a latency and resource model (Eq. 4.6)."),
         "memory": {"levels": _memory_levels(device, rows, cols, dt, depth)},
         "compute": {"cores": 1, "frequency_hz": float(device.clock_hz),
                     "vector_bits": dt.bits, "processing_elements": rows * cols},

@@ -20,7 +20,6 @@ from __future__ import annotations
 from functools import cached_property
 
 from tilecraft.dtypes import DType
-from tilecraft.errors import TargetError
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.target.base import Availability, Estimate, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
@@ -76,5 +75,12 @@ class FpgaHlsTarget(DeclaredTarget):
         return CSimKernel(source)
 
     def estimate(self, kernel: Kernel) -> Estimate:
-        raise TargetError(f"target {self.name} cannot estimate kernel {kernel.name}: "
-                          "not implemented yet")
+        """The model's latency of ``kernel`` on the device (:mod:`tilecraft_fpga_hls.model`:
+        Eq. 4.6 per dataflow stage, II and depth of each pipelined loop), with cycles,
+        resources and each stage in ``detail``; an
+        :class:`~tilecraft_fpga_hls.model.InfeasibleDesign` naming the resource where the
+        design does not fit the device."""
+        from tilecraft_fpga_hls.model import estimate_design
+
+        design = estimate_design(kernel, self.device).check()
+        return Estimate(design.seconds, design.detail())

@@ -54,7 +54,7 @@ from tilecraft.te.expr import Const, Expr, ReduceOp, Var, const
 from tilecraft_fpga_hls.codegen.dialect import HlsDialect
 from tilecraft_fpga_hls.codegen.scope import FreeNames, free_names
 
-__all__ = ["Function", "HlsEmitter"]
+__all__ = ["Function", "HlsEmitter", "copy_loops", "mac_array_loops"]
 
 #: on-chip memory levels and the storage HLS binds them to
 _STORAGE_BINDING = {"BRAM": "bram", "URAM": "uram"}
@@ -247,24 +247,11 @@ class HlsEmitter(KernelVisitor[None]):
         self.line(self.dialect.store_statement(target, value, stmt.buffer.dtype))
 
     def visit_Copy(self, stmt: Copy) -> None:
-        """``dst <- src`` as a loop nest whose innermost loop is pipelined at II=1 (unrolled
-        inside an enclosing pipelined loop)."""
         if stmt.dst.extents != stmt.src.extents:
             raise self.fail(f"the copy {str(stmt).strip()} between regions of extents "
                             f"{stmt.dst.extents} and {stmt.src.extents}",
                             "copy regions of the same extents")
-        loops = [Var(f"c{d}") for d in range(len(stmt.dst.extents))]
-        value: Expr = BufferLoad(stmt.src.buffer, _element(stmt.src, loops))
-        if stmt.src.buffer.dtype is not stmt.dst.buffer.dtype:
-            value = value.astype(stmt.dst.buffer.dtype)
-        body: Stmt = Store(stmt.dst.buffer, _element(stmt.dst, loops), value)
-        for depth in reversed(range(len(loops))):
-            kind = LoopKind.PIPELINED if depth == len(loops) - 1 else LoopKind.SERIAL
-            if self.pipelined is not None:
-                kind = LoopKind.UNROLLED
-            body = For(loops[depth], const(stmt.dst.extents[depth]), kind, body,
-                       initiation_interval=1 if kind is LoopKind.PIPELINED else None)
-        self.visit(body)
+        self.visit(copy_loops(stmt, pipelined=self.pipelined is not None))
 
     def visit_IntrinsicCall(self, stmt: IntrinsicCall) -> None:
         if stmt.intrinsic != "mac_array":
@@ -342,6 +329,23 @@ def _element(region: Region, loops: list[Var]) -> tuple[Expr, ...]:
         offset = var * step if step != 1 else var
         indices.append(offset if base == const(0) else base + offset)
     return tuple(indices)
+
+
+def copy_loops(copy: Copy, pipelined: bool) -> Stmt:
+    """``dst <- src`` as a loop nest whose innermost loop is pipelined at II=1 (every loop
+    unrolled inside an enclosing pipelined loop), converting the element type if needed."""
+    loops = [Var(f"c{d}") for d in range(len(copy.dst.extents))]
+    value: Expr = BufferLoad(copy.src.buffer, _element(copy.src, loops))
+    if copy.src.buffer.dtype is not copy.dst.buffer.dtype:
+        value = value.astype(copy.dst.buffer.dtype)
+    body: Stmt = Store(copy.dst.buffer, _element(copy.dst, loops), value)
+    for depth in reversed(range(len(loops))):
+        kind = LoopKind.PIPELINED if depth == len(loops) - 1 else LoopKind.SERIAL
+        if pipelined:
+            kind = LoopKind.UNROLLED
+        body = For(loops[depth], const(copy.dst.extents[depth]), kind, body,
+                   initiation_interval=1 if kind is LoopKind.PIPELINED else None)
+    return body
 
 
 def mac_array_loops(call: IntrinsicCall, pipelined: bool) -> Stmt:
