@@ -274,10 +274,16 @@ def plan_tensorization(graph: Graph, spec: TargetSpec,
             for name, choice in choices.forced.items()}
 
 
-def lower_tensorized(item: TensorizedCompute, options: LoweringOptions) -> list[Kernel]:
-    """The kernels of a planned compute (:func:`~tilecraft.intrin.lowering.lower_mapped`)."""
+def lower_tensorized(item: TensorizedCompute, options: LoweringOptions,
+                     target: Any = None) -> list[Kernel]:
+    """The kernels of a planned compute: ``target``'s own (``Target.lower_mapped``) where it
+    has them, else the core's (:func:`~tilecraft.intrin.lowering.lower_mapped`)."""
     from tilecraft.intrin.lowering import lower_mapped
 
+    if target is not None:
+        kernels = target.lower_mapped(item.compute, item.physical, options)
+        if kernels:
+            return list(kernels)
     return lower_mapped(item.compute, item.physical, options)
 
 
@@ -324,7 +330,8 @@ def native_measure(target: Any) -> Callable[[PhysicalMapping], float] | None:
         from tilecraft.intrin.lowering import lower_mapped
 
         compute = physical.virtual.product.compute
-        (kernel,) = lower_mapped(compute, physical, options)
+        (kernel,) = target.lower_mapped(compute, physical, options) \
+            or lower_mapped(compute, physical, options)
         runner = target.load(target.build(target.codegen(kernel)))
         return measure(runner, kernel)
 

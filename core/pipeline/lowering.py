@@ -42,7 +42,8 @@ class Lowering:
         if choice.kind is ScheduleKind.TENSORIZED:
             from tilecraft.intrin.tensorize import lower_tensorized
 
-            return lower_tensorized(state.tensorized[tensor.name], state.options)
+            return lower_tensorized(state.tensorized[tensor.name], state.options,
+                                    state.target)
         if choice.kind is ScheduleKind.PRIMITIVES:
             from tilecraft.tuning.builders import lower_compute_with_config
 

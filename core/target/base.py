@@ -248,6 +248,15 @@ class Target(ABC):
         tensor in another shape of the same size."""
         return None
 
+    def lower_mapped(self, compute: Tensor, physical: Any,
+                     options: LoweringOptions) -> list[Kernel] | None:
+        """The target's own kernels for ``compute`` tensorized through the verified AMOS
+        mapping ``physical`` (a :class:`~tilecraft.intrin.generation.PhysicalMapping` onto one
+        of its intrinsics; thesis §5.4), or ``None`` for the core's serial loop nest of
+        intrinsic calls (:func:`~tilecraft.intrin.lowering.lower_mapped`). A GPU target binds
+        the outer loops to its threads here, for instance."""
+        return None
+
     # optional hooks: variants and ahead-of-time export ---------------------------------------
     def variants(self) -> Mapping[str, str]:
         """The variants ``with_variant`` accepts, each with a one-line description (none by
