@@ -39,6 +39,7 @@ from tilecraft.kernel_ir.visitor import walk_stmts
 from tilecraft.target.base import Source
 from tilecraft.target.spec import TargetSpec
 from tilecraft_mali.codegen.dialect import OPENCL
+from tilecraft_mali.codegen.intrinsics import POLYFILL as DOT_PRODUCT_DECLARATIONS
 from tilecraft_mali.codegen.memory import LocalMemoryPlan, check_local_bytes
 from tilecraft_mali.codegen.reduction import scratch_declarations
 from tilecraft_mali.codegen.statements import OpenCLEmitter
@@ -106,7 +107,8 @@ def generate_opencl(kernel: Kernel, spec: TargetSpec, target: str = "mali") -> S
         kernel_name=kernel.name, target=target, entry=kernel.name, params=params,
         global_size=global_size, local_size=list(launch.block), local_bytes=local_bytes,
         local_declarations=declarations, body=emitter.lines,
-        uses_float_atomics=emitter.uses_float_atomics)
+        uses_float_atomics=emitter.uses_float_atomics,
+        dot_products=DOT_PRODUCT_DECLARATIONS if emitter.uses_dot_products else "")
     meta: dict[str, Any] = {
         "entry": kernel.name, "global_size": global_size, "local_size": list(launch.block),
         "groups": list(launch.grid), "local_bytes": local_bytes, "params": meta_params,

@@ -6,7 +6,8 @@
   ``vstoreN`` where provably contiguous (:mod:`.vector`);
 - ``Barrier`` (work_group / block) is ``barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)``;
   ``SubgroupReduce`` a butterfly through ``__local`` memory (:mod:`.reduction`);
-  ``AtomicUpdate`` ``atomic_add`` (a compare-and-swap loop for float32); ``Copy`` element loops.
+  ``AtomicUpdate`` ``atomic_add`` (a compare-and-swap loop for float32); ``Copy`` element loops;
+  ``IntrinsicCall`` of ``arm_dot`` / ``arm_dot_acc`` on ``char4`` loads (:mod:`.intrinsics`).
 
 Refused with a CodegenError naming the kernel and construct: a barrier or reduction under a
 condition that depends on the work-item (the others would wait forever), a write to
@@ -31,6 +32,7 @@ from tilecraft.kernel_ir.nodes import (
     Copy,
     For,
     IfThenElse,
+    IntrinsicCall,
     Kernel,
     LoopKind,
     Seq,
@@ -80,6 +82,8 @@ class OpenCLEmitter(KernelVisitor[None]):
         #: the enclosing condition that depends on the work-item (for messages), if any
         self.divergent: str | None = None
         self.uses_float_atomics = False
+        #: whether arm_dot / arm_dot_acc are called (their declarations go into the program)
+        self.uses_dot_products = False
         #: bytes of __local scratch per dtype the reductions need (see .reduction)
         self.scratch: dict[str, int] = {}
 
@@ -245,6 +249,11 @@ class OpenCLEmitter(KernelVisitor[None]):
         self.uses_float_atomics |= dtype == "float32"
         self.line(f"{call}(&{self.element(stmt.buffer, stmt.indices)}, "
                   f"{self.expr(stmt.value)});")
+
+    def visit_IntrinsicCall(self, stmt: IntrinsicCall) -> None:
+        from tilecraft_mali.codegen.intrinsics import emit_intrinsic_call
+
+        emit_intrinsic_call(self, stmt)
 
     def visit_Copy(self, stmt: Copy) -> None:
         """Element by element over the region's dimensions wider than one (the regions'
