@@ -244,7 +244,8 @@ def test_float_atomics_in_another_order_are_not_a_race():
 def test_a_build_failure_names_the_kernel_and_the_command_to_reproduce_it():
     source = cuda_source("broken", 'extern "C" __global__ void broken(float* Y) { Y[0] = ; }',
                          (1, 1, 1), (1, 1, 1), [("Y", "float32", (1,), True)])
-    with pytest.raises(BuildError, match=r"kernel broken: the host C\+\+ compiler rejected") as err:
+    with pytest.raises(BuildError, match=r"kernel broken \(CUDA emulation\): the host compiler "
+                                        r"rejected") as err:
         EmulatedKernel(source)
     message = str(err.value)
     assert "broken.cu" in message and "expected primary-expression" in message

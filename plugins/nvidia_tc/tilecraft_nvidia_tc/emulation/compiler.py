@@ -1,44 +1,40 @@
 """Compiling a generated ``.cu`` for the host: ``g++ -std=c++17 -O2 -DTILECRAFT_CUDA_EMULATION
--x c++ -I<include>`` into a shared library, once per source text.
+-x c++ -I<include>`` into a shared library, once per source text, through the core's
+:mod:`tilecraft.codegen.host_build` (the content-hash cache, the half-written-library guard and
+the :class:`~tilecraft.errors.BuildError` with the repro command are the core's).
 
-Libraries are cached on disk by a hash of the source, the harness, the plugin's headers, the
-compiler and its flags, under ``$TILECRAFT_CACHE_DIR/nvidia_tc/emulation`` (else
+Libraries are cached on disk under ``$TILECRAFT_CACHE_DIR/nvidia_tc/emulation`` (else
 ``$XDG_CACHE_HOME/tilecraft/...``, else ``~/.cache/tilecraft/...``; a per-user folder of the
-temporary directory where none can be written), and in memory once loaded. The library is
-written under a temporary name and renamed, so a half-written one is never loaded. A failing
-compile raises :class:`~tilecraft.errors.BuildError` with the source file, the command that
-reproduces it and the compiler's message. ``TILECRAFT_HOST_CXX`` names another compiler.
+temporary directory where none can be written), keyed by the source, the harness, the plugin's
+headers, the compiler and its flags, and in memory once loaded. ``TILECRAFT_HOST_CXX`` names
+another compiler.
 
 >>> compile_flags()[:3]
-['-std=c++17', '-O2', '-fPIC']
+['-std=c++17', '-O2', '-fno-strict-aliasing']
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
-import os
-import shlex
-import shutil
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
+from tilecraft.codegen.host_build import (
+    HOST_COMPILERS,
+    HostBuild,
+    build_shared_library,
+    find_host_compiler,
+)
 from tilecraft.errors import BuildError
 from tilecraft.target.base import Source
 from tilecraft_nvidia_tc.emulation.harness import ENTRY_PREFIX, ERROR_SYMBOL, harness_text
 
 CACHE_DIR_ENV = "TILECRAFT_CACHE_DIR"
-COMPILER_ENV = "TILECRAFT_HOST_CXX"
-HOST_COMPILERS = ("g++", "c++", "clang++")
-#: bump when the folder layout or the harness's contract changes
-EMULATION_CACHE_VERSION = 1
 
-_LOADED: dict[str, EmulationLibrary] = {}
+_LOADED: dict[tuple[str, ...], EmulationLibrary] = {}
 _LOCK = threading.Lock()
 
 
@@ -48,37 +44,9 @@ def include_dir() -> Path:
 
 
 def compile_flags() -> list[str]:
-    """The host compiler's flags, the include folder and the files aside."""
-    return ["-std=c++17", "-O2", "-fPIC", "-shared", "-fno-strict-aliasing",
-            "-DTILECRAFT_CUDA_EMULATION", "-x", "c++"]
-
-
-def find_host_compiler() -> str | None:
-    """The host C++ compiler's path (``$TILECRAFT_HOST_CXX``, else g++, c++, clang++), or
-    ``None`` when there is none."""
-    named = os.environ.get(COMPILER_ENV)
-    for name in ((named,) if named else HOST_COMPILERS):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
-@functools.cache
-def _compiler_version(compiler: str) -> str:
-    try:
-        result = subprocess.run([compiler, "--version"], capture_output=True, text=True,
-                                timeout=60, check=False)
-    except OSError as err:
-        return f"{compiler}: {err}"
-    return result.stdout.splitlines()[0] if result.stdout else compiler
-
-
-def _headers_digest() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(include_dir().glob("*.h")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    """The host compiler's flags (the core adds ``-fPIC -shared`` and the include folders)."""
+    return ["-std=c++17", "-O2", "-fno-strict-aliasing", "-DTILECRAFT_CUDA_EMULATION",
+            "-x", "c++"]
 
 
 def cache_root() -> Path:
@@ -127,48 +95,21 @@ def compile_emulation(source: Source) -> EmulationLibrary:
     if compiler is None:
         raise BuildError(f"kernel {source.kernel_name}: no host C++ compiler to emulate CUDA "
                          f"with (looked for {', '.join(HOST_COMPILERS)}); install g++ "
-                         f"(apt-get install g++) or name one in ${COMPILER_ENV}")
+                         "(apt-get install g++) or name one in $TILECRAFT_HOST_CXX")
     source_file = f"{source.kernel_name}.cu"
-    harness = harness_text(source_file, entry, len(params))
-    flags = compile_flags()
-    digest = hashlib.sha256()
-    for part in (str(EMULATION_CACHE_VERSION), _compiler_version(compiler), " ".join(flags),
-                 _headers_digest(), harness, source.text):
-        digest.update(part.encode() + b"\1")
-    key = digest.hexdigest()[:24]
+    build = HostBuild(f"kernel {source.kernel_name} (CUDA emulation)",
+                      {source_file: source.text,
+                       "harness.cpp": harness_text(source_file, entry, len(params))},
+                      "harness.cpp", tuple(compile_flags()), (include_dir(),))
+    folder = cache_root()
+    memo = (compiler, str(folder), entry, *build.files.values())
     with _LOCK:
-        loaded = _LOADED.get(key)
-        if loaded is not None:
-            return loaded
-        folder = cache_root() / key
-        library_path = folder / f"lib{entry}.so"
-        if not library_path.is_file():
-            _build(source, compiler, flags, folder, source_file, harness, library_path)
-        loaded = EmulationLibrary(library_path, entry, ctypes.CDLL(str(library_path)))
-        _LOADED[key] = loaded
+        loaded = _LOADED.get(memo)
+        if loaded is None:
+            library_path = build_shared_library(build, folder, stem=entry)
+            loaded = EmulationLibrary(library_path, entry, ctypes.CDLL(str(library_path)))
+            _LOADED[memo] = loaded
         return loaded
-
-
-def _build(source: Source, compiler: str, flags: list[str], folder: Path, source_file: str,
-           harness: str, library_path: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / source_file).write_text(source.text, encoding="utf-8")
-    (folder / "harness.cpp").write_text(harness, encoding="utf-8")
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".lib", suffix=".so")
-    os.close(handle)
-    command = [compiler, *flags, f"-I{include_dir()}", "-I.", "harness.cpp", "-o", temporary]
-    try:
-        result = subprocess.run(command, cwd=folder, capture_output=True, text=True,
-                                timeout=600, check=False)
-        if result.returncode != 0:
-            log = (result.stderr or result.stdout).strip()
-            raise BuildError(
-                f"kernel {source.kernel_name}: the host C++ compiler rejected its CUDA source "
-                f"{folder / source_file} for emulation; reproduce with: cd "
-                f"{shlex.quote(str(folder))} && {shlex.join(command[:-1] + ['lib.so'])}\n{log}")
-        os.replace(temporary, library_path)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
 
 
 __all__ = ["EmulationLibrary", "cache_root", "compile_emulation", "compile_flags",
