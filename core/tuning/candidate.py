@@ -242,11 +242,25 @@ def describe_exception(err: BaseException) -> str:
 _TARGETS: dict[str, Target] = {}
 
 
+def _is_target_variant(reference: str) -> bool:
+    """Whether ``reference`` is ``TARGET:VARIANT`` of a registered target (a target's
+    variant, named as its ``name`` says) rather than ``module:attribute``."""
+    from tilecraft.target.registry import list_targets
+
+    base = reference.partition(":")[0]
+    return "." not in base and "/" not in base \
+        and any(info.name == base for info in list_targets())
+
+
 def resolve_target(reference: str) -> Target:
     """The target a :class:`MeasureInput` names (cached per process)."""
     if reference in _TARGETS:
         return _TARGETS[reference]
-    if ":" in reference:
+    if ":" in reference and _is_target_variant(reference):
+        from tilecraft.target.registry import get_target
+
+        target = get_target(reference)
+    elif ":" in reference:
         obj = resolve_reference(reference, "target")
         if isinstance(obj, type) and issubclass(obj, Target):
             obj = obj()
