@@ -133,6 +133,21 @@ class MaliTarget(DeclaredTarget):
 
         return lower_dot_mapping(compute, physical, options)
 
+    def variants(self) -> dict[str, str]:
+        """``mali:stand_in``: executed, measured and tuned on this machine's OpenCL device
+        (:mod:`tilecraft_mali.stand_in`)."""
+        from tilecraft_mali.stand_in import STAND_IN, STAND_IN_DESCRIPTION
+
+        return {STAND_IN: STAND_IN_DESCRIPTION}
+
+    def with_variant(self, variant: str) -> MaliTarget:
+        """The target for ``variant`` (a TargetError naming the known ones otherwise)."""
+        from tilecraft_mali.stand_in import STAND_IN, MaliOnStandIn
+
+        if variant != STAND_IN:
+            return super().with_variant(variant)  # type: ignore[return-value]
+        return MaliOnStandIn()
+
     @cached_property
     def spec(self) -> TargetSpec:
         return load_target_spec()
