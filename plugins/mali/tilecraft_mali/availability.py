@@ -20,14 +20,13 @@ from tilecraft_mali.runtime.device import find_device
 
 __all__ = ["describe_machine", "machine_availability"]
 
-ESTIMATE = "no performance model yet (the target measures)"
 
 
 @functools.cache
 def machine_availability() -> Availability:
     """Each stage's status on this machine (module docstring), probed once per process."""
     device = find_device()
-    reasons = {"estimate": ESTIMATE}
+    reasons: dict[str, str] = {}
     if not device.usable:
         reasons["build"] = device.reason
         reasons["execute"] = device.reason
@@ -37,7 +36,7 @@ def machine_availability() -> Availability:
         reasons["execute"] = (f"no Mali GPU here; the generated OpenCL C runs on "
                               f"{device.describe()}")
     return Availability(codegen=True, build=device.usable, execute=device.is_mali,
-                        emulate=True, estimate=False, reasons=reasons)
+                        emulate=True, estimate=True, reasons=reasons)
 
 
 def describe_machine() -> dict[str, str]:

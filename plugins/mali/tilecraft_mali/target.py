@@ -32,7 +32,14 @@ from typing import Any
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.target.base import Artifact, Availability, KernelFunction, Source, TemplateSpace
+from tilecraft.target.base import (
+    Artifact,
+    Availability,
+    Estimate,
+    KernelFunction,
+    Source,
+    TemplateSpace,
+)
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
@@ -65,9 +72,14 @@ class MaliTarget(DeclaredTarget):
         """The OpenCL C program of ``kernel`` with its launch in ``meta``
         (:func:`tilecraft_mali.codegen.generate_opencl`); a CodegenError names the construct,
         limit or dtype it cannot express."""
-        from tilecraft_mali.codegen import generate_opencl
+        import dataclasses
 
-        return generate_opencl(kernel, self.spec, target=self.name)
+        from tilecraft_mali.codegen import generate_opencl
+        from tilecraft_mali.model import estimate_kernel
+
+        source = generate_opencl(kernel, self.spec, target=self.name)
+        model = estimate_kernel(kernel, self.spec).summary()
+        return dataclasses.replace(source, meta={**source.meta, "model": model})
 
     def build(self, source: Source) -> Artifact:
         """``source`` built for this machine's OpenCL device (cached per text); a BuildError
@@ -79,8 +91,19 @@ class MaliTarget(DeclaredTarget):
         built = build_program(source.text, source.kernel_name,
                               local_bytes=int(meta.get("local_bytes", 0)),
                               work_group=tuple(meta.get("local_size", (1, 1, 1))))
+        summary = str(meta.get("model", ""))
         return Artifact(self.name, source.kernel_name, path=built.path, handle=built,
-                        meta={**meta, "device": built.device.name})
+                        meta={**meta, "device": built.device.name, "summary": summary})
+
+    def estimate(self, kernel: Kernel) -> Estimate:
+        """The roofline estimate of ``kernel`` on the spec's Mali-G76 MP10
+        (:mod:`tilecraft_mali.model`): ``max(operations / peak(dtype), bytes / bandwidth)``,
+        the terms and the bound (``compute_bound`` 1 or 0) in ``detail``."""
+        from tilecraft_mali.model import estimate_kernel
+
+        model = estimate_kernel(kernel, self.spec)
+        return Estimate(model.seconds, {**model.detail(),
+                                        "compute_bound": float(model.bound == "compute")})
 
     def load(self, artifact: Artifact) -> KernelFunction:
         """The built kernel called with arrays by parameter name (pyopencl)."""
