@@ -247,3 +247,40 @@ def test_barriers_take_the_scope_the_hierarchy_names() -> None:
     without = renamed.model_copy(update={"threads": renamed.threads.model_copy(
         update={"barrier_scopes": ()})})
     assert lower_tiled_contraction(tensor, LoweringOptions.from_spec(without)) is None
+
+
+def test_default_tiles_come_from_the_cost_model_of_the_spec() -> None:
+    """The default is the fitting tile the model finds fastest on the spec's chip: more cores
+    make smaller blocks (the makespan of the most loaded core), a register tile within
+    max_registers_per_thread, whole subgroups; the model's cycles fall as a problem spreads
+    over more cores; a gemv whose matrix is read along k is left to the row reduction."""
+    from tilecraft.schedule.strategies.gpu_contraction_tiles import (
+        REGISTER_OVERHEAD,
+        ChipRates,
+        default_tiles,
+        estimate_cycles,
+        row_reduction_cycles,
+    )
+
+    spec = _gpu_spec(16)
+    threads = spec.threads
+    extents = (1, 1024, 1024, 1024)
+    one = default_tiles(extents, 2, threads, ChipRates(cores=1))
+    many = default_tiles(extents, 2, threads, ChipRates(cores=108))
+    assert one.block_m * one.block_n > many.block_m * many.block_n
+    for tiles in (one, many):
+        assert tiles.threads % threads.subgroup_size == 0
+        assert tiles.register_words(2, 2) + REGISTER_OVERHEAD \
+            <= (threads.max_registers_per_thread or 255)
+    assert estimate_cycles(many, extents, 2, threads, ChipRates(cores=108)) \
+        < estimate_cycles(many, extents, 2, threads, ChipRates(cores=1))
+    # a gemv on 108 cores: one thread per output row leaves latency unhidden, a subgroup
+    # per row (the strategy's row reduction) does not
+    chip = ChipRates(cores=108)
+    gemv = (1, 1, 4096, 4096)
+    assert row_reduction_cycles(gemv, 2, threads, chip) \
+        < estimate_cycles(default_tiles(gemv, 2, threads, chip), gemv, 2, threads, chip)
+    options = _options(16)
+    # given tiles, the template runs it anyway
+    _check(ops.gemv(P((37, 16), name="A"), P((16,), name="v"), name="G"),
+           {"BM": 1, "BN": 32, "BK": 8, "TM": 1, "TN": 1}, options)

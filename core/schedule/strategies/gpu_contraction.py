@@ -84,9 +84,12 @@ from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction, _axes_of
 from tilecraft.schedule.emit_threads import block_barrier_scope
 from tilecraft.schedule.strategies.gpu_contraction_tiles import (
+    ChipRates,
     ContractionTiles,
     check_tiles,
     default_tiles,
+    estimate_cycles,
+    row_reduction_cycles,
     tile_space,
 )
 from tilecraft.target.hierarchy import LaunchScope
@@ -269,8 +272,9 @@ def _element_bytes(contraction: Contraction) -> int:
 def lower_tiled_contraction(tensor: Tensor, options: LoweringOptions,
                             config: Mapping[str, Any] | None = None) -> Kernel | None:
     """The tiled kernel computing ``tensor`` (module docstring), or ``None`` when ``tensor``
-    is not a float contraction or the options have no thread hierarchy with a shared level and
-    a register level. ``config`` holds ``BM, BN, BK, TM, TN, stages`` (``None``: the default
+    is not a float contraction, the options have no thread hierarchy with a shared level and
+    a register level, or (``config`` ``None``) a gemv runs faster as the strategy's row
+    reduction. ``config`` holds ``BM, BN, BK, TM, TN, stages`` (``None``: the default
     for the spec); a config over a limit is a LoweringError naming it."""
     contraction = tiled_contraction(tensor)
     threads = _usable(options)
@@ -279,7 +283,10 @@ def lower_tiled_contraction(tensor: Tensor, options: LoweringOptions,
     a_bytes = contraction.a.tensor.dtype.bytes
     b_bytes = contraction.b.tensor.dtype.bytes
     if config is None:
-        tiles = default_tiles(contraction.extents(), _element_bytes(contraction), threads)
+        chip = ChipRates.from_spec(options.spec)
+        tiles = default_tiles(contraction.extents(), _element_bytes(contraction), threads, chip)
+        if _row_reduction_is_faster(contraction, tiles, threads, chip):
+            return None
     else:
         tiles = ContractionTiles.from_config(config, tensor.name)
     check_tiles(tensor.name, tiles, threads, a_bytes, b_bytes)
@@ -289,6 +296,24 @@ def lower_tiled_contraction(tensor: Tensor, options: LoweringOptions,
 
         verify_kernel(kernel, options.spec)
     return kernel
+
+
+def _row_reduction_is_faster(contraction: TiledContraction, tiles: ContractionTiles,
+                             threads: Any, chip: ChipRates) -> bool:
+    """Whether a gemv-like contraction (``M`` or ``N`` of 1) whose matrix operand is read along
+    ``k`` runs faster as the GPU strategy's row reduction (a subgroup per output splitting
+    ``k``) than as the template's default tiles (one thread per output walking all of ``k``),
+    by the same cost model (:func:`~.gpu_contraction_tiles.row_reduction_cycles`)."""
+    _, m, n, _ = extents = contraction.extents()
+    if min(m, n) != 1:
+        return False
+    matrix = contraction.b if m == 1 else contraction.a
+    last = {node for node in walk(matrix.indices[-1]) if isinstance(node, IterVar)}
+    if not last or not last <= set(contraction.k_axes):
+        return False
+    element_bytes = _element_bytes(contraction)
+    return row_reduction_cycles(extents, element_bytes, threads, chip) \
+        < estimate_cycles(tiles, extents, element_bytes, threads, chip)
 
 
 # building the kernel --------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The tile sizes of the GPU tiled-contraction template (:mod:`.gpu_contraction`): checking a
-configuration against the spec's thread hierarchy, the default choice, and the search space.
+configuration against the spec's thread hierarchy, the default choice (a cost model of the
+most loaded core, :func:`estimate_cycles`, over the tiles that fit), and the search space.
 
 A configuration is ``BM x BN`` outputs per block, ``BK`` reduction values per shared-memory
 slice, ``TM x TN`` outputs per thread (its register tile) and ``stages`` shared copies of
@@ -12,11 +13,13 @@ each slice (2: double buffering with asynchronous copies). The block runs
 ...     {"name": "threadIdx.x", "scope": "block", "dim": 0, "max_extent": 1024}],
 ...     max_threads_per_block=1024, subgroup_size=32, max_registers_per_thread=255,
 ...     shared_bytes_per_block=49152, shared_level="shared", async_copy_bytes=16)
->>> tiles = default_tiles((1, 512, 512, 512), 4, threads)
->>> tiles.as_config(), tiles.threads
-({'BM': 128, 'BN': 128, 'BK': 8, 'TM': 8, 'TN': 8, 'stages': 2}, 256)
->>> default_tiles((1, 1, 100, 64), 2, threads).as_config()
-{'BM': 1, 'BN': 128, 'BK': 16, 'TM': 1, 'TN': 8, 'stages': 2}
+>>> default_tiles((1, 512, 512, 512), 4, threads).as_config()   # one core: the largest tile
+{'BM': 128, 'BN': 512, 'BK': 8, 'TM': 8, 'TN': 8, 'stages': 2}
+>>> tiles = default_tiles((1, 512, 512, 512), 4, threads, ChipRates(cores=108))
+>>> tiles.as_config(), tiles.threads   # 64 blocks for 108 cores, latency hidden by 32 warps
+({'BM': 64, 'BN': 64, 'BK': 8, 'TM': 2, 'TN': 2, 'stages': 2}, 1024)
+>>> default_tiles((1, 1, 100, 64), 2, threads).as_config()   # a gemv: threads along N
+{'BM': 1, 'BN': 128, 'BK': 16, 'TM': 1, 'TN': 1, 'stages': 2}
 """
 
 from __future__ import annotations
@@ -27,12 +30,11 @@ from typing import Any
 
 from tilecraft.errors import LoweringError
 
-__all__ = ["CONFIG_KEYS", "ContractionTiles", "check_tiles", "default_tiles", "tile_space"]
+__all__ = ["CONFIG_KEYS", "ChipRates", "ContractionTiles", "check_tiles", "default_tiles",
+           "estimate_cycles", "resident_blocks", "row_reduction_cycles",
+           "tile_space"]
 
 CONFIG_KEYS = ("BM", "BN", "BK", "TM", "TN", "stages")
-
-#: threads per block the default aims for: eight warps of 32 (FlexTensor's usual start)
-PREFERRED_THREADS = 256
 
 
 @dataclass(frozen=True)
@@ -132,44 +134,187 @@ def _fits(tiles: ContractionTiles, threads: Any, element_bytes: int) -> bool:
     return True
 
 
-def default_tiles(extents: tuple[int, int, int, int], element_bytes: int,
-                  threads: Any) -> ContractionTiles:
-    """The default configuration for a contraction of ``(batch, M, N, K)`` with operands of
-    ``element_bytes``, from the spec rather than one chip: a register tile as large as
-    half the registers per thread allows (up to 8 x 8), about
-    :data:`PREFERRED_THREADS` threads shrunk to the problem, a slice of 32 bytes of ``k``
-    per row, double buffering where the chip copies asynchronously; halved until it fits."""
-    _, m, n, k = extents
+#: 32-bit registers a thread of the template uses besides its tiles (addresses, loop
+#: counters, the copy's indices); the 8 x 8 fp16 tile of 72 words compiles to 119 on sm_80
+REGISTER_OVERHEAD = 48
+
+#: bytes a shared-memory bank serves per access: a narrower element read (fp16 fragments are
+#: read one by one) still takes a whole bank word
+SHARED_WORD_BYTES = 4
+
+#: relative slack within which the default prefers the tile that keeps more cores busy
+NEAR_BEST = 1.05
+
+#: resident subgroups per core that hide the latency of the shared and global accesses
+LATENCY_SUBGROUPS = 8
+
+
+@dataclass(frozen=True)
+class ChipRates:
+    """What the default-tile model (:func:`estimate_cycles`) knows of a chip: ``cores``
+    (SMs), float32 FMAs per cycle of one core, bytes per cycle of one core's shared memory
+    and of the whole chip's global memory, and the residency limits of one core (``None``:
+    one block at a time). :meth:`from_spec` reads them from a target spec."""
+
+    cores: int = 1
+    fma_per_cycle: float = 64.0
+    shared_bytes_per_cycle: float = 128.0
+    global_bytes_per_cycle: float = 256.0
+    residency: Any = None
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> ChipRates:
+        """The rates of ``spec`` (``None``: one core of the defaults)."""
+        if spec is None:
+            return cls()
+        from tilecraft.dtypes import DType
+
+        compute = spec.compute
+        fma = compute.fma_units_per_core * compute.processing_elements \
+            * max(1, compute.lanes(DType.FLOAT32))
+        levels = spec.memory.levels
+        threads = spec.threads
+        shared = next((level for level in levels
+                       if threads is not None and level.name == threads.shared_level), None)
+        residency = threads.residency[0] if threads is not None and threads.residency else None
+        return cls(cores=compute.cores, fma_per_cycle=float(fma),
+                   shared_bytes_per_cycle=float(shared.bandwidth_bytes_per_cycle
+                                                if shared is not None else 128.0),
+                   global_bytes_per_cycle=float(levels[0].bandwidth_bytes_per_cycle),
+                   residency=residency)
+
+
+def resident_blocks(tiles: ContractionTiles, threads: Any, element_bytes: int,
+                    chip: ChipRates) -> int:
+    """Blocks of ``tiles`` one core holds at once: the least of the residency limits on
+    threads, blocks, registers (the tiles' words + :data:`REGISTER_OVERHEAD`, allocated per
+    subgroup) and shared memory; 1 without residency limits."""
+    limits = chip.residency
+    if limits is None:
+        return 1
+    subgroup = threads.subgroup_size
+    subgroups = -(-tiles.threads // subgroup)
+    registers = tiles.register_words(element_bytes, element_bytes) + REGISTER_OVERHEAD
+    per_subgroup = limits.allocated_registers_per_subgroup(registers, subgroup)
+    shared = limits.allocated_shared_bytes(tiles.shared_bytes(element_bytes, element_bytes))
+    return max(1, min(limits.max_subgroups(subgroup) // subgroups, limits.max_blocks,
+                      limits.registers // (per_subgroup * subgroups),
+                      limits.shared_bytes // shared if shared else limits.max_blocks))
+
+
+def estimate_cycles(tiles: ContractionTiles, extents: tuple[int, int, int, int],
+                    element_bytes: int, threads: Any, chip: ChipRates) -> float:
+    """Cycles of the most loaded core (Chimera's makespan, :mod:`tilecraft.fusion.parallel`):
+    the ``B = batch * ceil(M/BM) * ceil(N/BN)`` blocks are dealt to the cores, one core runs
+    ``ceil(B / cores)`` of them, and its time is the largest of
+
+    - its arithmetic: every thread of a (rounded-up) subgroup does ``TM * TN`` FMAs per ``k``,
+    - its shared-memory traffic: each thread reads ``TM + TN`` elements per ``k`` (a bank word,
+      :data:`SHARED_WORD_BYTES`, each), each block
+      writes its ``(BM + BN) * K`` operand slices,
+    - its share of the global traffic, ``(BM + BN) * K`` elements per block, at ``1 / cores``
+      of the chip's bandwidth,
+
+    divided by how well the resident subgroups hide latency (``min(1, resident subgroups /``
+    :data:`LATENCY_SUBGROUPS` ``)``). ``K`` counts whole ``BK`` slices."""
+    batch, m, n, k = extents
+    blocks = batch * -(-m // tiles.block_m) * -(-n // tiles.block_n)
+    per_core = -(-blocks // chip.cores)
+    k_padded = -(-k // tiles.block_k) * tiles.block_k
+    subgroup = threads.subgroup_size
+    lanes = -(-tiles.threads // subgroup) * subgroup
+    arithmetic = per_core * lanes * tiles.thread_m * tiles.thread_n * k_padded \
+        / chip.fma_per_cycle
+    operand_bytes = (tiles.block_m + tiles.block_n) * k_padded * element_bytes
+    word = max(element_bytes, SHARED_WORD_BYTES)
+    shared = per_core * (lanes * (tiles.thread_m + tiles.thread_n) * k_padded * word
+                         + operand_bytes) / chip.shared_bytes_per_cycle
+    global_ = per_core * operand_bytes * chip.cores / chip.global_bytes_per_cycle
+    resident = min(per_core, resident_blocks(tiles, threads, element_bytes, chip))
+    hiding = min(1.0, resident * -(-tiles.threads // subgroup) / LATENCY_SUBGROUPS)
+    return max(arithmetic, shared, global_) / hiding
+
+
+def _candidates(extents: tuple[int, int, int, int], element_bytes: int, threads: Any,
+                block_k: int, stages: int) -> list[ContractionTiles]:
+    """Every power-of-two tile that fits the limits (registers with
+    :data:`REGISTER_OVERHEAD`) and the problem, with whole subgroups where the problem has
+    that many outputs per block."""
+    _, m, n, _ = extents
     registers = threads.max_registers_per_thread or 255
-    side = 8
-    while side > 1 and side * side * 2 > registers:
-        side //= 2
-    thread_m, thread_n = min(side, _pow2_at_least(m)), min(side, _pow2_at_least(n))
-    wanted = min(PREFERRED_THREADS, threads.max_threads_per_block)
-    threads_m = min(_pow2_at_least(-(-m // thread_m)), 16)
-    threads_n = max(1, min(wanted // threads_m, _pow2_at_least(-(-n // thread_n))))
-    block_k = min(32 // element_bytes, _pow2_at_least(k))
+    limit = threads.max_threads_per_block
+    found = []
+    sizes = [1 << i for i in range(11)]
+    for thread_m in (1, 2, 4, 8):
+        for thread_n in (1, 2, 4, 8):
+            if thread_m > _pow2_at_least(m) or thread_n > _pow2_at_least(n):
+                continue
+            for threads_m in sizes:
+                for threads_n in sizes:
+                    count = threads_m * threads_n
+                    block_m, block_n = threads_m * thread_m, threads_n * thread_n
+                    if count > limit or block_m > max(thread_m, _pow2_at_least(m)) \
+                            or block_n > max(thread_n, _pow2_at_least(n)):
+                        continue
+                    tiles = ContractionTiles(block_m, block_n, block_k, thread_m, thread_n,
+                                             stages)
+                    if tiles.register_words(element_bytes, element_bytes) \
+                            + REGISTER_OVERHEAD <= registers \
+                            and _fits(tiles, threads, element_bytes):
+                        found.append(tiles)
+    whole = [t for t in found if t.threads % threads.subgroup_size == 0]
+    return whole or found
+
+
+def default_tiles(extents: tuple[int, int, int, int], element_bytes: int,
+                  threads: Any, chip: ChipRates | None = None) -> ContractionTiles:
+    """The default configuration for a contraction of ``(batch, M, N, K)`` with operands of
+    ``element_bytes`` on a chip of ``chip``'s rates (``None``: one core): among the
+    power-of-two tiles that fit the spec's limits, whole subgroups per block, the one
+    :func:`estimate_cycles` finds fastest (fewest cycles, then more threads per block, then a
+    squarer register tile); a slice of 32 bytes of ``k`` per row, double buffering where the
+    chip copies asynchronously. A gemv (``M = 1``) gets its threads along ``N``."""
+    chip = chip or ChipRates()
+    _, m, n, k = extents
+    block_k = min(max(1, 32 // element_bytes), _pow2_at_least(k))
     stages = 2 if threads.async_copy_bytes is not None else 1
-    tiles = ContractionTiles(threads_m * thread_m, threads_n * thread_n, block_k, thread_m,
-                             thread_n, stages)
-    while not _fits(tiles, threads, element_bytes):
-        if tiles.threads > 1:
-            shrink_n = tiles.threads_n >= tiles.threads_m
-            tiles = ContractionTiles(
-                tiles.block_m if shrink_n else tiles.block_m // 2,
-                tiles.block_n // 2 if shrink_n else tiles.block_n,
-                tiles.block_k, thread_m, thread_n, stages)
-        elif tiles.thread_m * tiles.thread_n > 1:
-            thread_m, thread_n = max(1, thread_m // 2), max(1, thread_n // 2)
-            tiles = ContractionTiles(thread_m, thread_n, tiles.block_k, thread_m, thread_n,
-                                     stages)
-        elif tiles.block_k > 1:
-            tiles = ContractionTiles(1, 1, tiles.block_k // 2, 1, 1, stages)
-        else:
-            raise LoweringError("the GPU contraction template fits no tile in the thread "
-                                f"hierarchy's limits ({threads.max_threads_per_block} threads, "
-                                f"{threads.max_shared_bytes_per_block} shared bytes)")
-    return tiles
+    for slice_k in (block_k, *(block_k >> i for i in range(1, block_k.bit_length()))):
+        candidates = _candidates(extents, element_bytes, threads, slice_k, stages)
+        if candidates:
+            break
+    else:
+        raise LoweringError("the GPU contraction template fits no tile in the thread "
+                            f"hierarchy's limits ({threads.max_threads_per_block} threads, "
+                            f"{threads.max_shared_bytes_per_block} shared bytes)")
+
+    cycles = {tiles: estimate_cycles(tiles, extents, element_bytes, threads, chip)
+              for tiles in candidates}
+    best = min(cycles.values())
+    batch = extents[0]
+
+    def rank(tiles: ContractionTiles) -> tuple[int, float, int, int]:
+        blocks = batch * -(-m // tiles.block_m) * -(-n // tiles.block_n)
+        return (-min(blocks, chip.cores), cycles[tiles], -tiles.threads,
+                abs(tiles.thread_m - tiles.thread_n))
+
+    # within NEAR_BEST of the fewest cycles, the tile that keeps the most cores busy
+    return min((t for t in candidates if cycles[t] <= best * NEAR_BEST), key=rank)
+
+
+def row_reduction_cycles(extents: tuple[int, int, int, int], element_bytes: int,
+                         threads: Any, chip: ChipRates) -> float:
+    """The same model's cycles for the GPU strategy's row reduction of a gemv-like
+    contraction (one subgroup per output, its threads splitting ``k``, no shared staging):
+    every operand element read once from global memory, the outputs dealt to the cores, the
+    latency hidden by the subgroups (one per output) a core holds."""
+    batch, m, n, k = extents
+    outputs = batch * m * n
+    per_core = -(-outputs // chip.cores)
+    global_ = per_core * (k + k * min(m, n)) * element_bytes * chip.cores \
+        / chip.global_bytes_per_cycle
+    arithmetic = per_core * max(k, threads.subgroup_size) / chip.fma_per_cycle
+    hiding = min(1.0, per_core / LATENCY_SUBGROUPS)
+    return max(global_, arithmetic) / hiding
 
 
 def tile_space(extents: tuple[int, int, int, int], element_bytes: int, threads: Any) -> Any:

@@ -72,6 +72,31 @@ def test_contractions_take_the_tiled_template_and_the_rest_the_strategy() -> Non
                              {"BM": 64, "BN": 64, "BK": 8, "TM": 1, "TN": 2})
 
 
+def test_default_tiles_fill_the_sms_and_a_gemv_takes_the_row_reduction() -> None:
+    """The default tiles come from the spec's cost model: a 1024^3 GEMM launches at least as
+    many blocks as the A100 has SMs, whole warps per block, two or more blocks resident per SM;
+    a gemv is left to the strategy's row reduction (a warp per row)."""
+    target = _target()
+    cores = target.spec.compute.cores
+    for size in (64, 1024):
+        kernel = _kernel(_matmul(size, size, size, "float16"))
+        assert kernel.launch.block[0] % target.spec.threads.subgroup_size == 0
+    assert kernel.launch.grid[0] >= cores
+    from tilecraft.schedule.strategies.gpu_contraction_tiles import (
+        ChipRates,
+        ContractionTiles,
+        resident_blocks,
+    )
+
+    tiles = ContractionTiles(**dict(zip(
+        ("block_m", "block_n", "block_k", "thread_m", "thread_n", "stages"),
+        kernel.attrs["tiles"].values())))
+    assert resident_blocks(tiles, target.spec.threads, 2, ChipRates.from_spec(target.spec)) >= 2
+    gemv = ops.gemv(te.placeholder((4096, 4096), "float16", name="A"),
+                    te.placeholder((4096,), "float16", name="v"), name="G")
+    assert target.lower_compute(gemv, LoweringOptions.from_spec(target.spec)) is None
+
+
 def test_the_cuda_double_buffers_with_16_byte_cp_async() -> None:
     text = _target().codegen(_kernel(_matmul(64, 64, 64, "float16"))).text
     assert "tc_cp_async_16(" in text
@@ -115,13 +140,26 @@ def test_emulated_operators_match_the_reference(dtype) -> None:
     _emulate_against_reference(ops.dense(te.placeholder((7, 32), dtype, name="X"),
                                          te.placeholder((12, 32), dtype, name="W"), name="D"))
     _emulate_against_reference(ops.gemv(te.placeholder((37, 16), dtype, name="A"),
-                                        te.placeholder((16,), dtype, name="v"), name="G"))
+                                        te.placeholder((16,), dtype, name="v"), name="G"),
+                               {"BM": 1, "BN": 32, "BK": 8, "TM": 1, "TN": 1})
     _emulate_against_reference(ops.conv2d(te.placeholder((1, 3, 9, 9), dtype, name="X"),
                                           te.placeholder((4, 3, 3, 3), dtype, name="W"),
                                           stride=2, padding=1, name="Y"))
     _emulate_against_reference(ops.conv2d(te.placeholder((1, 8, 5, 5), dtype, name="X"),
                                           te.placeholder((6, 8, 1, 1), dtype, name="W"),
                                           name="Y1"))
+    # batched, NHWC, grouped and depthwise convolutions: implicit GEMMs too
+    _emulate_against_reference(ops.conv2d(te.placeholder((2, 3, 7, 7), dtype, name="X"),
+                                          te.placeholder((5, 3, 3, 3), dtype, name="W"),
+                                          stride=2, padding=1, name="Yb"))
+    _emulate_against_reference(ops.conv2d(te.placeholder((2, 9, 11, 4), dtype, name="X"),
+                                          te.placeholder((3, 3, 2, 6), dtype, name="W"),
+                                          groups=2, stride=2, layout="NHWC", name="Yg"))
+    _emulate_against_reference(ops.depthwise_conv2d(te.placeholder((2, 4, 13, 11), dtype,
+                                                                   name="X"),
+                                                    te.placeholder((4, 2, 3, 3), dtype,
+                                                                   name="W"),
+                                                    dilation=2, padding=2, name="Yd"))
 
 
 @needs_host
