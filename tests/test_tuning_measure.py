@@ -157,6 +157,11 @@ def test_estimate_mode_models_in_process_without_workers():
     assert good.ok and good.estimated and good.costs == (0.002,) and good.estimate_seconds == 0.002
     assert good.gflops == pytest.approx(37 / 0.002 / 1e9)
     assert (bad.error_kind, bad.stage) == (ErrorKind.INVALID, Stage.LOWER)
+    # the database marks both as the model's verdict, not a measurement
+    good_record = good.to_record(candidate({"modelled_cost": 0.002}, target=target))
+    bad_record = bad.to_record(candidate("lower-raise", target=target))
+    assert good_record.estimated and bad_record.estimated and good_record.median_cost == 0.002
+    assert not MeasureResult(costs=(0.001,)).to_record(candidate(None)).estimated
 
 
 def test_both_mode_measures_only_the_best_estimated_fraction():

@@ -208,7 +208,8 @@ class MeasureResult:
                             target_options=target_options, hardware=hardware, plugin=plugin,
                             plugin_version=plugin_version, schedule=candidate.schedule_json(),
                             costs=self.costs if self.error_kind is None else (),
-                            error_kind=self.error_kind, error_message=self.error_message)
+                            error_kind=self.error_kind, error_message=self.error_message,
+                            estimated=self.estimated)
 
 
 def failure(kind: ErrorKind, message: str, stage: Stage | None, **extra: Any) -> MeasureResult:
@@ -494,8 +495,9 @@ def estimate_candidate(candidate: MeasureInput, target: Target) -> MeasureResult
                                    f"the performance model of {target.name} returned {seconds} "
                                    "seconds; it must be a positive finite number")
     except CandidateFailure as err:
+        # evaluated by the model too: an infeasible design is the model's verdict
         return failure(err.kind, err.message, err.stage,
                        flops=flops or candidate.workload.built_flops(),
-                       total_seconds=time.perf_counter() - start)
+                       total_seconds=time.perf_counter() - start, estimated=True)
     return MeasureResult(costs=(seconds,), estimate_seconds=seconds, estimated=True,
                          flops=flops, total_seconds=time.perf_counter() - start)

@@ -46,7 +46,9 @@ def workload_key(description: Any) -> str:
 
 
 class TuningRecord(BaseModel):
-    """A measured (or failed) schedule. ``costs`` are seconds per run; empty when it failed."""
+    """A measured (or failed) schedule. ``costs`` are seconds per run; empty when it failed.
+    ``estimated``: the costs are a performance model's prediction (a target evaluating in mode
+    ``estimate``, e.g. an FPGA whose synthesis takes hours), not a measurement."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -61,6 +63,7 @@ class TuningRecord(BaseModel):
     costs: tuple[float, ...] = ()
     error_kind: ErrorKind | None = None
     error_message: str = ""
+    estimated: bool = False
     timestamp: float = Field(default_factory=time.time)
 
     @field_validator("costs")
