@@ -17,13 +17,17 @@ Dst[i1, i2] += cast(int32, Src1[i1, r1]) * cast(int32, Src2[r1, i2])
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
+from typing import Any
 
 from tilecraft.dtypes import DType
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Estimate, KernelFunction, Source
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.base import Availability, Estimate, KernelFunction, Source, TemplateSpace
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
+from tilecraft.te.tensor import Tensor
 from tilecraft_fpga_hls.device import VU9P, DeviceSpec
 from tilecraft_fpga_hls.spec import DEFAULT_SHAPE, TARGET_NAME, fpga_spec
 
@@ -53,6 +57,34 @@ class FpgaHlsTarget(DeclaredTarget):
         from tilecraft_fpga_hls.availability import machine_availability
 
         return machine_availability()
+
+    def template_space(self, tensor: Tensor) -> TemplateSpace | None:
+        """The contraction template's space (:mod:`tilecraft_fpga_hls.template.space`): PE
+        array shape, adder-tree width, buffer tiles, loop order, partitioning; the tuner
+        searches it on the model (the spec's evaluation is ``estimate``)."""
+        from tilecraft_fpga_hls.template.space import contraction_space
+
+        return contraction_space(tensor)
+
+    def lower_compute(self, tensor: Tensor, options: LoweringOptions,
+                      config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
+        """With a template ``config`` (a point of :meth:`template_space`, e.g. from the tuning
+        database), the contraction template's kernel
+        (:mod:`tilecraft_fpga_hls.template.contraction`); without one, the core's read /
+        compute / write dataflow lowering. A config for a compute the template cannot take is
+        a LoweringError naming it."""
+        if not config:
+            return None
+        from tilecraft.errors import LoweringError
+        from tilecraft_fpga_hls.template import as_contraction, lower_contraction
+
+        view = as_contraction(tensor)
+        if view is None:
+            raise LoweringError(
+                f"compute {tensor.name}: the fpga_hls contraction template was asked for, but "
+                "it takes only sums of products of loads with affine, non-negative indices; "
+                "drop the template parameters to use the dataflow lowering")
+        return [lower_contraction(view, config)]
 
     def codegen(self, kernel: Kernel) -> Source:
         """The Vitis-HLS C++ unit of ``kernel``

@@ -11,9 +11,9 @@ Time follows Eq. 4.6 (``time = workload / #PE × max(R, C, W)``) refined per sta
   multiplies the banks), an AXI port or a stream one;
 - loops inside a pipelined loop, and ``unrolled`` loops, are copies of hardware: their trips
   multiply the resources, not the time;
-- a serial loop repeats its body (plus a cycle of loop control per trip); a serial loop whose
-  body is a pipelined loop of constant extent is flattened into one pipeline (HLS's
-  ``loop_flatten``, on by default for such perfect nests);
+- a serial loop repeats its body (plus a cycle of loop control per trip); a perfect nest of
+  serial loops of constant extent over a pipelined loop of constant extent is flattened into
+  one pipeline (HLS's ``loop_flatten``, on by default for such perfect nests);
 - a **dataflow** region overlaps its stages: it takes its slowest stage plus the pipeline fill
   of the others; each stage takes ``max(its compute cycles, its DDR bytes / the DDR bandwidth
   in bytes per cycle)`` — R and W are the read and write stages' AXI traffic, C the compute.
@@ -353,16 +353,26 @@ class _Walker:
                 return self._unrolled(loop, trips)
             if loop.kind is LoopKind.PIPELINED:
                 return self._pipelined(loop, trips)
-            inner = loop.body
+            nest, inner = [], loop.body
+            while isinstance(inner, For) and inner.kind is LoopKind.SERIAL \
+                    and isinstance(inner.extent, Const):
+                nest.append(inner)
+                inner = inner.body
             if isinstance(inner, For) and inner.kind is LoopKind.PIPELINED \
                     and isinstance(inner.extent, Const):
-                # a perfect nest over a pipelined loop: HLS flattens it into one pipeline
-                self.usage.add(LOOP_CONTROL, self.copies)
-                self.ranges[inner.var] = (0, max(0, int(inner.extent.value) - 1))
+                # a perfect nest of constant loops over a pipelined loop: HLS flattens it
+                # into one pipeline
+                nest.append(inner)
+                flat = trips
+                for level in nest:
+                    self.usage.add(LOOP_CONTROL, self.copies)
+                    self.ranges[level.var] = (0, max(0, int(level.extent.value) - 1))
+                    flat *= int(level.extent.value)
                 try:
-                    return self._pipelined(inner, trips * int(inner.extent.value))
+                    return self._pipelined(inner, flat)
                 finally:
-                    self.ranges.pop(inner.var, None)
+                    for level in nest:
+                        self.ranges.pop(level.var, None)
             body = self.cost(loop.body)
             return body.times(trips, trips * (body.cycles + LOOP_CONTROL.latency))
         finally:
