@@ -131,3 +131,27 @@ def test_tuning_on_the_model_records_estimates_and_the_best_design_simulates(tmp
     xs = rng.standard_normal(x.shape).astype(np.float32)
     ws = rng.standard_normal(w.shape).astype(np.float32)
     np.testing.assert_allclose(exe(xs, ws), evaluate(y, {x: xs, w: ws}), rtol=1e-4, atol=1e-4)
+
+
+def test_an_ii_the_accumulation_cannot_reach_is_an_error_when_asked_and_relaxed_otherwise(
+        ) -> None:
+    from tilecraft_fpga_hls.model import InfeasibleDesign
+    from tilecraft_fpga_hls.model.operators import operator_cost
+
+    x, w, y = _conv(1, 4, 6, 8, 3)
+    view = as_contraction(y)
+    config = {"pe_out": "k", "tm": 8, "pe_in": "rc", "tn": 4, "order": "reduce"}
+    add = operator_cost("add", y.dtype).latency
+    relaxed = estimate_design(lower_contraction(view, config), VU9P)
+    asked, achieved, why = relaxed.initiation_intervals["l_rw"]
+    assert (asked, achieved) == (1, add) and relaxed.feasible
+    assert why == f"an accumulation into one element waits {add} cycles for the previous one"
+    with pytest.raises(InfeasibleDesign, match=(
+            rf"kernel {y.name} does not fit the VU9P .*initiation interval of loop l_rw: II=1 "
+            rf"was asked for, the loop reaches II={add} \(an accumulation into one element "
+            rf"waits {add} cycles.*ask for a larger II")):
+        FpgaHlsTarget().estimate(lower_contraction(view, {**config, "ii": 1}))
+    # the same request on the spatial order (each iteration a different element) is met
+    met = FpgaHlsTarget().estimate(lower_contraction(view, {**config, "order": "spatial",
+                                                            "ii": 1}))
+    assert not any(key.startswith("ii_") for key in met.detail)

@@ -43,6 +43,10 @@ class DesignEstimate:
     usage: Usage
     #: loop variable -> (asked II, achieved II, why) where the loop could not reach its II
     initiation_intervals: dict[str, tuple[int, int, str]]
+    #: whether the kernel's II was an explicit request (``attrs["required_ii"]``, e.g. a
+    #: template config's ``ii``): then an II the loop cannot reach makes the design infeasible;
+    #: otherwise the model relaxes it and ``initiation_intervals`` says why
+    ii_required: bool = False
 
     @property
     def seconds(self) -> float:
@@ -59,10 +63,15 @@ class DesignEstimate:
 
     @property
     def reason(self) -> str:
-        """Why the design does not fit (every resource it exceeds), or ``""``."""
-        return "; ".join(
-            f"{name}: the design needs {used:.0f}, the {self.device.name} has {have:.0f}"
-            for name, (used, have) in self.capacity().items() if used > have)
+        """Why the design is infeasible (every resource it exceeds, every II asked for that a
+        loop cannot reach), or ``""``."""
+        reasons = [f"{name}: the design needs {used:.0f}, the {self.device.name} has "
+                   f"{have:.0f}" for name, (used, have) in self.capacity().items() if used > have]
+        if self.ii_required:
+            reasons += [f"initiation interval of loop {var}: II={asked} was asked for, the "
+                        f"loop reaches II={achieved} ({why})"
+                        for var, (asked, achieved, why) in self.initiation_intervals.items()]
+        return "; ".join(reasons)
 
     @property
     def feasible(self) -> bool:
@@ -71,9 +80,12 @@ class DesignEstimate:
     def check(self) -> DesignEstimate:
         """This estimate, or an :class:`InfeasibleDesign` naming the kernel and resources."""
         if not self.feasible:
+            fix = ("ask for a larger II, or leave the II to the model (it relaxes it and says "
+                   "why), or remove the dependence (another loop order, more BRAM banks)"
+                   if self.ii_required and self.initiation_intervals else
+                   "use a smaller PE array, fewer unrolled copies or smaller buffers")
             raise InfeasibleDesign(f"kernel {self.kernel} does not fit the {self.device.name} "
-                                   f"({self.device.part}): {self.reason}; use a smaller PE "
-                                   "array, fewer unrolled copies or smaller buffers")
+                                   f"({self.device.part}): {self.reason}; {fix}")
         return self
 
     def detail(self) -> dict[str, float]:
@@ -93,4 +105,5 @@ def estimate_design(kernel: Kernel, device: DeviceSpec) -> DesignEstimate:
     """The model of ``kernel``'s design on ``device`` (:mod:`.cycles`)."""
     walked = walk_design(kernel, device.ddr_bytes_per_second / device.clock_hz)
     return DesignEstimate(kernel.name, device, walked.cycles, tuple(walked.stages),
-                          walked.usage, walked.initiation_intervals)
+                          walked.usage, walked.initiation_intervals,
+                          ii_required=kernel.attrs.get("required_ii") is not None)
