@@ -1,0 +1,1 @@
+"""Published FPGA designs the fpga_hls model is checked against (:mod:`.fpga15`)."""
