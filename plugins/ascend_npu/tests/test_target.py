@@ -9,7 +9,7 @@ import pytest
 from tilecraft_ascend_npu.target import TARGET_NAME, AscendNpuTarget
 
 from tilecraft.dtypes import DType
-from tilecraft.errors import CodegenError, TargetError
+from tilecraft.errors import CodegenError
 from tilecraft.kernel_ir import (
     Allocate,
     Buffer,
@@ -40,11 +40,12 @@ def test_discovered_and_honest_about_what_it_cannot_do(target: AscendNpuTarget) 
     assert availability.codegen and availability.emulate
     assert not availability.build and not availability.execute
     assert "no CANN / AscendC toolchain" in availability.reasons["build"]
-    assert set(availability.reasons) == {"build", "execute", "estimate"}
+    assert set(availability.reasons) == {"build", "execute"}
+    assert availability.estimate
     kernel = Kernel("k", (), (), Seq(()))
     assert target.codegen(kernel).language == "ascendc"
-    with pytest.raises(TargetError, match="cannot estimate kernel k: not implemented yet"):
-        target.estimate(kernel)
+    # an empty kernel costs the GM latency that starts any kernel, nothing more
+    assert target.estimate(kernel).seconds == pytest.approx(500 / 1e9)
 
 
 def cube_gemm_kernel(m1s: int, n1s: int, k1s: int, b_level: str = "L0B") -> Kernel:

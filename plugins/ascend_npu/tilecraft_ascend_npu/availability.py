@@ -6,7 +6,7 @@
 - **build** / **execute**: never here — CANN's AscendC toolchain (ccec, the kernel launcher)
   and runtime are on no package registry reachable from this machine, and there is no Ascend
   device;
-- **estimate**: not yet (the performance model of the issue's item 4 is still to come).
+- **estimate**: always (the performance model of :mod:`.model` is pure Python).
 
 >>> availability = machine_availability()
 >>> availability.codegen, availability.build, availability.execute
@@ -26,17 +26,16 @@ NO_CANN = ("no CANN / AscendC toolchain (ccec) is installable here: it is on no 
            "registry reachable from this machine (the PyPI names are placeholders); the "
            "generated source is compiled with g++ against the plugin's emulation header instead")
 NO_DEVICE = "no Ascend device and no CANN runtime on this machine"
-NO_MODEL = "not implemented yet: the performance model (issue 14, item 4) is still to come"
 
 
 @functools.cache
 def machine_availability() -> Availability:
     """Each stage's status on this machine (module docstring), probed once per process."""
-    reasons = {"build": NO_CANN, "execute": NO_DEVICE, "estimate": NO_MODEL}
+    reasons = {"build": NO_CANN, "execute": NO_DEVICE}
     compiler = host_compiler()
     if compiler is None:
         reasons["emulate"] = ("no host C++ compiler (g++, clang++ or $TILECRAFT_HOST_CXX) to "
                               "compile the generated AscendC source against the emulation "
                               "header; install g++")
     return Availability(codegen=True, build=False, execute=False, emulate=compiler is not None,
-                        estimate=False, reasons=reasons)
+                        estimate=True, reasons=reasons)

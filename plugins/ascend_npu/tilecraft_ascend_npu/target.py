@@ -6,8 +6,8 @@ package data. Code generation writes AscendC-style C++ (:mod:`.codegen`); with n
 toolchain here, a kernel runs by compiling that source with g++ against the plugin's
 emulation header and calling it on numpy buffers (:mod:`.emulation`, the target's
 ``emulator``); :meth:`AscendNpuTarget.emulate` still runs Kernel IR on the core's interpreter,
-intrinsic calls by their declared semantics. The performance model comes later;
-:meth:`AscendNpuTarget.available` says so.
+intrinsic calls by their declared semantics. :meth:`AscendNpuTarget.estimate` is the
+performance model of :mod:`.model` (cycles per pipe stage, double-buffer overlap, AI cores).
 
 >>> target = AscendNpuTarget()
 >>> target.available().capability.value
@@ -24,7 +24,6 @@ import functools
 from functools import cached_property
 from importlib.resources import files
 
-from tilecraft.errors import TargetError
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.target.base import Availability, Estimate, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
@@ -76,5 +75,8 @@ class AscendNpuTarget(DeclaredTarget):
         return TARGET_NAME
 
     def estimate(self, kernel: Kernel) -> Estimate:
-        raise TargetError(f"target {self.name} cannot estimate kernel {kernel.name}: "
-                          f"{self.available().reasons['estimate']}")
+        """Cycles per pipe stage from the spec, overlapped by the double buffer, over the AI
+        cores (:mod:`.model`); ``detail`` names the stages and the bound."""
+        from tilecraft_ascend_npu.model import estimate_kernel, to_estimate
+
+        return to_estimate(estimate_kernel(kernel, self.spec))
