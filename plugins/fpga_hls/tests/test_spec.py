@@ -26,7 +26,7 @@ def test_default_is_a_32x32_float32_array_on_a_vu9p() -> None:
     assert spec.memory.level("register").size_bytes == 32 * 32 * 4 + 64 * 4
     assert spec.fixed_decisions == {"device": "VU9P", "pe_rows": 32, "pe_cols": 32,
                                     "mac_dtype": "float32", "reduce_depth": 1,
-                                    "dsp_slices_used": 5120}
+                                    "dsp_slices_used": 5120, "axi_port_bits": 512}
     assert spec.compute.processing_elements == 1024
     assert spec.compute.peak_flops("float32") == 2 * 1024 * 250e6
     assert spec.evaluation is EvaluationMode.ESTIMATE

@@ -59,6 +59,42 @@ def test_gemm_template_kernels_match_numpy_by_csim(shape: tuple[int, int, int],
 
 
 @needs_csim
+@pytest.mark.parametrize("lanes", [2, 3, 16])
+def test_wide_reads_and_writes_match_the_reference_on_ragged_rows(lanes: int) -> None:
+    # rows of 11 (input), 3 (weights) and 5 (output): beats of `lanes` with a ragged last one
+    x, w, y = _conv(1, 5, 11, 7, 3, stride=2)
+    config = {"pe_out": "k", "tm": 4, "pe_in": "rc", "tn": 3, "tiles": {"h": 2},
+              "lanes": lanes}
+    kernel = lower_contraction(as_contraction(y), config)
+    text = FpgaHlsTarget().codegen(kernel).text
+    assert "UNROLL" in text and "max_widen_bitwidth=512" in text
+    rng = np.random.default_rng(lanes)
+    xs = rng.standard_normal(x.shape).astype(np.float32)
+    ws = rng.standard_normal(w.shape).astype(np.float32)
+    got = _run(FpgaHlsTarget(), kernel, {"X": xs, "W": ws}, y.name, y.shape)
+    np.testing.assert_allclose(got, evaluate(y, {x: xs, w: ws}), rtol=1e-4, atol=1e-4)
+
+
+def test_consecutive_lanes_share_axi_beats_and_bram_banks() -> None:
+    a_t, b_t = te.placeholder((8, 64), name="A"), te.placeholder((64, 40), name="B")
+    view = as_contraction(ops.matmul(a_t, b_t))
+    base = {"pe_out": "i", "tm": 8, "pe_in": "k", "tn": 4}
+    narrow, wide = (estimate_design(lower_contraction(view, {**base, "lanes": lanes}), VU9P)
+                    for lanes in (1, 16))
+    read = {s.name: s for s in narrow.stages}["read_B"]
+    wide_read = {s.name: s for s in wide.stages}["read_B"]
+    # B's 4 x 40 tile: 160 beats narrow; 40 = 16 + 16 + 8 lanes -> 3 beats a row, 12 wide
+    assert read.compute_cycles - wide_read.compute_cycles == pytest.approx(160 - 12)
+    # a beat moves its 64 bytes even where the row's last one is ragged (40 -> 48 lanes)
+    assert (read.ddr_bytes, wide_read.ddr_bytes) == (4 * 40 * 4, 4 * 48 * 4)
+    assert not wide.initiation_intervals
+    # 64 bytes per beat: 16 float32 fit one beat, 32 float32 take two (II 2, reason named)
+    wider = estimate_design(lower_contraction(view, {**base, "lanes": 32}), VU9P)
+    assert any("2 AXI beats per iteration to B" in why
+               for _, _, why in wider.initiation_intervals.values())
+
+
+@needs_csim
 @pytest.mark.parametrize("order", ["spatial", "reduce"])
 def test_strided_conv_with_ragged_tiles_matches_the_reference(order: str) -> None:
     x, w, y = _conv(1, 5, 11, 7, 3, stride=2)  # 5 x 5 output, 7 filters, 5 channels
@@ -82,9 +118,18 @@ def test_the_pe_array_costs_what_the_model_says() -> None:
     # 5 DSP per float MAC (multiplier 3, adder 2): the tree's adders and the accumulation
     assert small.usage.dsp == pytest.approx(8 * 4 * 5, abs=8 * 5)
     assert large.cycles < small.cycles / 2
-    # 16x the PEs, but one AXI read per cycle: the large design waits for its read stage
+    # 16x the PEs, but one element per AXI beat: the large design waits for its weights
     stages = {stage.name: stage.cycles for stage in large.stages}
-    assert stages["read"] > 4 * stages["compute"]
+    assert stages["read_W"] > 3 * stages["compute"]
+    # up to 16 float32 lanes (one 512-bit beat) per cycle; the weights' rows are 3 long, so
+    # a beat carries 3 of them: the read takes a third of the narrow one
+    wide = estimate_design(lower_contraction(view, {"pe_out": "k", "tm": 32, "pe_in": "rc",
+                                                    "tn": 16, "tiles": {"h": 12},
+                                                    "lanes": 16}), VU9P)
+    wide_stages = {stage.name: stage.cycles for stage in wide.stages}
+    assert wide_stages["read_W"] == pytest.approx(stages["read_W"] / 3, rel=0.05)
+    assert wide.cycles < large.cycles / 3  # the write stage is wide too
+    assert wide.usage.bram18k > large.usage.bram18k  # two lanes per bank: more banks
     assert "k" not in large.initiation_intervals and "l_w" not in large.initiation_intervals
     assert not estimate_design(lower_contraction(view, {"pe_out": "k", "tm": 32, "pe_in": "rc",
                                                         "tn": 16}), ZU7EV).feasible

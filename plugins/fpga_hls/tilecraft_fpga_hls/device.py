@@ -11,6 +11,13 @@ A BRAM36 block holds 36 Kbit (4608 bytes with parity bits used as data) and read
 bits per cycle per port in simple dual-port mode; a URAM block holds 288 Kbit (36864 bytes),
 72 bits per port.
 
+Each AXI master port moves ``axi_port_bits`` per cycle: 512 bits on all three parts. That is the
+widest m_axi port Vitis HLS builds (UG1399, "Automatic Port Widening": ``max_widen_bitwidth``,
+up to 512 bits, widens a port whose accesses burst) and the data width of the boards' memory
+controllers' AXI slave (PG150, UltraScale DDR4 MIG: AXI data width = 8 x the 64-bit DQ width at
+4:1 clocking; the AWS F1 shell's DDR4 ports are 512-bit AXI4). A read of ``n`` consecutive
+elements of ``b`` bytes takes ``ceil(n * b / 64)`` beats of such a port.
+
 >>> VU9P.dsp_slices, VU9P.bram_bytes, VU9P.uram_bytes
 (6840, 9953280, 35389440)
 >>> round(VU9P.bram_bytes * 8 / 2 ** 20, 1)  # the data sheet's 75.9 Mb (2**20 bits each)
@@ -41,6 +48,8 @@ class DeviceSpec:
     ddr_bytes_per_second: float
     clock_hz: float
     flip_flops: int = 0
+    #: data bits one AXI master port moves per cycle (module docstring)
+    axi_port_bits: int = 512
 
     @property
     def bram_bytes(self) -> int:
@@ -49,6 +58,10 @@ class DeviceSpec:
     @property
     def uram_bytes(self) -> int:
         return self.uram_blocks * URAM_BYTES
+
+    @property
+    def axi_port_bytes(self) -> int:
+        return self.axi_port_bits // 8
 
 
 #: Virtex UltraScale+ VU9P (AWS F1, VCU1525): the FPGA of the thesis' FlexTensor experiments

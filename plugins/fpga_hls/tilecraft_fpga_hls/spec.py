@@ -181,7 +181,7 @@ def fpga_spec(device: DeviceSpec = VU9P, rows: int = DEFAULT_SHAPE[0],
         "primitives": list(PRIMITIVES),
         "fixed_decisions": {"device": device.name, "pe_rows": rows, "pe_cols": cols,
                             "mac_dtype": dt.value, "reduce_depth": depth,
-                            "dsp_slices_used": dsp},
+                            "dsp_slices_used": dsp, "axi_port_bits": device.axi_port_bits},
         "loop_kinds": list(LOOP_KINDS),
         "intrinsics": [mac_array(rows, cols, dt, depth)],
         # synthesis takes hours (thesis §4.4): the target estimates instead of measuring

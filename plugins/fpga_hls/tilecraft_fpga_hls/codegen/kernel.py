@@ -4,7 +4,8 @@ The unit includes ``tilecraft_hls.h`` (the plugin's ``include/``: te's integer a
 helpers, and for C-simulation the plugin's ``ap_int.h`` / ``hls_half.h`` / ``hls_stream.h``)
 and defines one ``extern "C"`` top function named after the kernel: every parameter is an AXI
 master port (``#pragma HLS INTERFACE m_axi``, one bundle each, ``depth`` its element count so
-co-simulation sizes it) and an AXI-Lite register of the ``control`` bundle, as is the return.
+co-simulation sizes it, ``max_widen_bitwidth`` the device's AXI data width) and an AXI-Lite
+register of the ``control`` bundle, as is the return.
 Helper functions (dataflow regions, their stages) come before it. The
 :class:`~tilecraft.target.base.Source` carries in ``meta``: entry, params (name, dtype,
 shape, output, storage), stages, streams.
@@ -21,8 +22,8 @@ shape, output, storage), stages, streams.
 >>> print(source.text[source.text.index("extern"):])
 extern "C" void widen(const ap_int<8>* A, ap_int<32>* B)
 {
-#pragma HLS INTERFACE m_axi port=A offset=slave bundle=gmem0 depth=40
-#pragma HLS INTERFACE m_axi port=B offset=slave bundle=gmem1 depth=40
+#pragma HLS INTERFACE m_axi port=A offset=slave bundle=gmem0 depth=40 max_widen_bitwidth=512
+#pragma HLS INTERFACE m_axi port=B offset=slave bundle=gmem1 depth=40 max_widen_bitwidth=512
 #pragma HLS INTERFACE s_axilite port=A bundle=control
 #pragma HLS INTERFACE s_axilite port=B bundle=control
 #pragma HLS INTERFACE s_axilite port=return bundle=control
@@ -80,6 +81,9 @@ def generate_hls(kernel: Kernel, spec: TargetSpec, target: str = TARGET_NAME) ->
     written = {id(buffer) for buffer in free_names(kernel.body).written}
     written |= {id(kernel.param(name)) for name in kernel.outputs}
     params, interface, meta_params = [], [], []
+    # the port's data width (the device's axi_port_bits): HLS widens bursts of consecutive
+    # elements up to it, so an unrolled loop of such elements moves one beat per cycle
+    port_bits = int(spec.fixed_decisions.get("axi_port_bits", 512))
     for index, buffer in enumerate(kernel.params):
         if buffer.dtype not in dialect.supported or buffer.lanes != 1 \
                 or buffer.layout != "row_major":
@@ -91,7 +95,7 @@ def generate_hls(kernel: Kernel, spec: TargetSpec, target: str = TARGET_NAME) ->
         params.append(emitter.declaration(buffer, const_=not output))
         name = names.buffer(buffer)
         interface.append(f"m_axi port={name} offset=slave bundle=gmem{index} "
-                         f"depth={max(1, buffer.size)}")
+                         f"depth={max(1, buffer.size)} max_widen_bitwidth={port_bits}")
         meta_params.append({"name": buffer.name, "dtype": buffer.dtype.value,
                             "shape": list(buffer.shape), "output": output,
                             "storage": dialect.storage_type(buffer.dtype)})

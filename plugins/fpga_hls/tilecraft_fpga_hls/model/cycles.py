@@ -8,7 +8,10 @@ Time follows Eq. 4.6 (``time = workload / #PE × max(R, C, W)``) refined per sta
   latencies), ``II`` the requested initiation interval raised to what the loop allows — a
   recurrence (an accumulation into one element) needs ``II ≥`` the combining operator's
   latency, an on-chip buffer serves two accesses per bank per cycle (``ARRAY_PARTITION``
-  multiplies the banks), an AXI port or a stream one;
+  multiplies the banks), a stream one element, an AXI port one beat of ``axi_port_bits``
+  (:mod:`..device`): the consecutive elements an unrolled loop reads or writes along a
+  parameter's last dimension share ``ceil(n × bytes / port bytes)`` beats, any other access
+  takes a beat of its own;
 - loops inside a pipelined loop, and ``unrolled`` loops, are copies of hardware: their trips
   multiply the resources, not the time;
 - a serial loop repeats its body (plus a cycle of loop control per trip); a perfect nest of
@@ -50,6 +53,7 @@ from tilecraft.kernel_ir.nodes import (
     expr_children,
     walk_expr,
 )
+from tilecraft.te.bounds import affine
 from tilecraft.te.expr import (
     Binary,
     BinaryOp,
@@ -167,9 +171,11 @@ class DesignCycles:
     initiation_intervals: dict[str, tuple[int, int, str]]
 
 
-def walk_design(kernel: Kernel, ddr_bytes_per_cycle: float) -> DesignCycles:
-    """The cycles and resources of ``kernel``'s design (module docstring)."""
-    walker = _Walker(kernel, ddr_bytes_per_cycle)
+def walk_design(kernel: Kernel, ddr_bytes_per_cycle: float,
+                axi_port_bytes: int = 64) -> DesignCycles:
+    """The cycles and resources of ``kernel``'s design (module docstring); an AXI port moves
+    ``axi_port_bytes`` per cycle."""
+    walker = _Walker(kernel, ddr_bytes_per_cycle, axi_port_bytes)
     cost = walker.cost(kernel.body)
     if not walker.stages:
         walker.stages.append(walker.stage("body", cost))
@@ -223,9 +229,14 @@ def _banks(buffer: Buffer) -> int:
 
 
 class _Walker:
-    def __init__(self, kernel: Kernel, ddr_bytes_per_cycle: float) -> None:
+    def __init__(self, kernel: Kernel, ddr_bytes_per_cycle: float,
+                 axi_port_bytes: int) -> None:
         self.kernel = kernel
         self.bandwidth = ddr_bytes_per_cycle
+        self.port_bytes = max(1, axi_port_bytes)
+        #: (parameter id, loop variable) where the variable walks the parameter's last
+        #: dimension with stride one and no other dimension: consecutive elements
+        self.consecutive: set[tuple[int, Var]] = set()
         self.params = {id(buffer) for buffer in kernel.params}
         self.buffers: dict[int, Buffer] = {id(buffer): buffer for buffer in kernel.params}
         self.usage = Usage()
@@ -303,8 +314,21 @@ class _Walker:
         cost.accesses[key] = cost.accesses.get(key, 0.0) + 1
         if id(buffer) in self.params:
             cost.ddr_bytes += buffer.dtype.bytes
+            self._note_consecutive(buffer, indices)
             return AXI_LATENCY if load else 1.0
         return BRAM_LATENCY if load and buffer.level in ("BRAM", "URAM") else 0.0
+
+    def _note_consecutive(self, buffer: Buffer, indices: tuple[Expr, ...]) -> None:
+        if not indices:
+            return
+        last = affine(indices[-1])
+        if last is None:
+            return
+        elsewhere = {node for index in indices[:-1] for node in walk_expr(index)
+                     if isinstance(node, Var)}
+        for var, coef in last.coefs:
+            if coef == 1 and var not in elsewhere:
+                self.consecutive.add((id(buffer), var))
 
     def _value(self, expr: Expr) -> _Cost:
         cost = _Cost()
@@ -390,6 +414,11 @@ class _Walker:
         rounds = math.ceil(trips / max(1, factor)) if self.pipelined is None else 1
         result = body.times(trips, rounds * body.cycles, loop.var)
         result.depth = rounds * body.depth
+        for key, count in body.accesses.items():
+            if (key[0], loop.var) in self.consecutive and loop.var in key[1]:
+                # consecutive elements of a parameter: they share wide AXI beats
+                width = self.buffers[key[0]].dtype.bytes
+                result.accesses[key] = count * math.ceil(trips * width / self.port_bytes)
         return result
 
     def _pipelined(self, loop: For, trips: int) -> _Cost:
@@ -408,13 +437,14 @@ class _Walker:
             if buffer is None or buffer.level == "register":
                 ports = float("inf") if buffer is not None else 1.0  # a stream: one per cycle
             elif key in self.params:
-                ports = 1.0  # one AXI port per parameter
+                ports = 1.0  # one AXI port per parameter, one beat per cycle
             else:
                 ports = 2.0 * _banks(buffer)
             needed = math.ceil(count / ports) if ports != float("inf") else 1
             if needed > achieved:
                 name = buffer.name if buffer is not None else "a stream"
-                achieved, why = needed, (f"{int(count)} accesses per iteration to {name} "
+                unit = "AXI beats" if key in self.params else "accesses"
+                achieved, why = needed, (f"{int(count)} {unit} per iteration to {name} "
                                          f"through {int(ports)} port(s)")
         if achieved > asked:
             self.initiation_intervals[loop.var.name] = (asked, achieved, why)

@@ -103,7 +103,8 @@ class DesignEstimate:
 
 def estimate_design(kernel: Kernel, device: DeviceSpec) -> DesignEstimate:
     """The model of ``kernel``'s design on ``device`` (:mod:`.cycles`)."""
-    walked = walk_design(kernel, device.ddr_bytes_per_second / device.clock_hz)
+    walked = walk_design(kernel, device.ddr_bytes_per_second / device.clock_hz,
+                         device.axi_port_bytes)
     return DesignEstimate(kernel.name, device, walked.cycles, tuple(walked.stages),
                           walked.usage, walked.initiation_intervals,
                           ii_required=kernel.attrs.get("required_ii") is not None)

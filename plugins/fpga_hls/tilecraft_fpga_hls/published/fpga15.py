@@ -23,24 +23,48 @@ AlexNet's (Krizhevsky et al. 2012) per group, as the paper's Table 3 lists them.
 66.38
 >>> round(REPORTED_GFLOPS / total_gflops(ALEXNET, 64, 7, 100e6), 3)  # reported / roof
 0.928
+
+The same design in the project's template (:func:`design_config`: ``Tm`` output channels by
+``Tn`` input channels, whole-layer ``Tr x Tc`` tiles, each operand read in its own dataflow
+stage, ``DESIGN_LANES`` = 4 float32 (128 bits of the 512-bit port) per beat in the read and
+write stages), estimated by the project's model on the VC707 (:func:`project_estimate`),
+takes 2.30 M cycles over the five layers: 6.4% over the paper's measured 21.61 ms (2.16 M
+cycles) and 14.6% over its roof, because the model also counts the write-back of each output
+tile (not overlapped) and each tile's pipeline fills; compute-bound on every layer. 16 lanes
+(whole 512-bit beats) come within 0.3% of the measurement but need more BRAM banks for
+conv1's 11-wide weight rows than the VC707 has in the model (which puts every bank in a
+BRAM18K); 1 lane (one element per beat) is read-bound: 4.1 M cycles.
+
+>>> cycles = sum(project_estimate(layer, VC707).cycles * layer.groups for layer in ALEXNET)
+>>> round(cycles / 1e6, 2), round(cycles / (REPORTED_SECONDS * VC707.clock_hz) - 1, 3)
+(2.3, 0.064)
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tilecraft_fpga_hls.device import DeviceSpec
 
-__all__ = ["ALEXNET", "REPORTED_GFLOPS", "VC707", "ConvLayer", "total_gflops"]
+if TYPE_CHECKING:
+    from tilecraft.te.tensor import Tensor
+    from tilecraft_fpga_hls.model import DesignEstimate
+
+__all__ = ["ALEXNET", "REPORTED_GFLOPS", "REPORTED_SECONDS", "VC707", "ConvLayer",
+           "design_config", "layer_compute", "project_estimate", "total_gflops"]
 
 #: the paper's reported performance of its design on AlexNet's conv layers
 REPORTED_GFLOPS = 61.62
 #: its unroll factors
 DESIGN_TM, DESIGN_TN = 64, 7
+#: float32 elements per AXI beat in the project's version of the design (module docstring)
+DESIGN_LANES = 4
 
 #: VC707 board: XC7VX485T-2 (DS180: 2800 DSP48E1, 1030 BRAM36, 303,600 LUTs, 607,200 FFs),
-#: one DDR3-1600 64-bit SODIMM (12.8 GB/s), run at the paper's 100 MHz
+#: one DDR3-1600 64-bit SODIMM (12.8 GB/s; the 7-series MIG's AXI slave is 512 bits wide
+#: at 4:1 clocking, UG586), run at the paper's 100 MHz
 VC707 = DeviceSpec(name="VC707", part="xc7vx485t-ffg1761-2", dsp_slices=2800,
                    bram36_blocks=1030, uram_blocks=0, luts=303_600, ddr_bytes=1024 ** 3,
                    ddr_bytes_per_second=12.8e9, clock_hz=100e6, flip_flops=607_200)
@@ -87,3 +111,37 @@ def total_gflops(layers: tuple[ConvLayer, ...], tm: int, tn: int, clock_hz: floa
     operations = sum(layer.operations for layer in layers)
     seconds = sum(layer.cycles(tm, tn) for layer in layers) / clock_hz
     return operations / seconds / 1e9
+
+
+#: the paper's measured time over the five layers: 1.33 GFLOP at 61.62 GFLOPS
+REPORTED_SECONDS = sum(layer.operations for layer in ALEXNET) / (REPORTED_GFLOPS * 1e9)
+
+
+def layer_compute(layer: ConvLayer, batch: int = 1) -> Tensor:
+    """One group of ``layer`` as a te conv2d (NCHW input sized for its ``R x C`` outputs)."""
+    from tilecraft import ops, te
+
+    height = layer.s * (layer.r - 1) + layer.k
+    x = te.placeholder((batch, layer.n, height, height), name="X")
+    w = te.placeholder((layer.m, layer.n, layer.k, layer.k), name="W")
+    return ops.conv2d(x, w, stride=layer.s)
+
+
+def design_config(layer: ConvLayer, tm: int = DESIGN_TM, tn: int = DESIGN_TN,
+                  lanes: int = DESIGN_LANES) -> dict[str, Any]:
+    """The template config of the paper's design for ``layer``: ``tm`` output channels
+    (PE rows), ``tn`` input channels (adder-tree inputs), whole ``R x C`` tiles."""
+    return {"pe_out": "k", "tm": tm, "pe_in": "rc", "tn": tn,
+            "tiles": {"h": layer.r, "w": layer.c}, "lanes": lanes}
+
+
+def project_estimate(layer: ConvLayer, device: DeviceSpec,
+                     config: dict[str, Any] | None = None) -> DesignEstimate:
+    """The project's model of one group of ``layer`` under ``config`` (default: the paper's
+    design, :func:`design_config`) on ``device``."""
+    from tilecraft_fpga_hls.model import estimate_design
+    from tilecraft_fpga_hls.template import as_contraction, lower_contraction
+
+    view = as_contraction(layer_compute(layer))
+    assert view is not None  # a conv2d is a contraction
+    return estimate_design(lower_contraction(view, config or design_config(layer)), device)

@@ -13,10 +13,16 @@ convolutions, ...), every axis gets a tile: ``Tm`` on the out axis, ``Tn`` on th
       out_buf = 0                                   (pipelined, out axis unrolled)
       for each in-axis tile (serial):
         dataflow (ping-pong buffers: the read of the next tile overlaps this compute):
-          read:    each operand's footprint -> its BRAM buffer (zero outside the tensor)
+          read_A, read_B, ...: each operand's footprint -> its BRAM buffer (zero outside
+                   the tensor), one stage and one AXI port per operand, ``lanes``
+                   consecutive elements of the last dimension per cycle (one wide beat)
           compute: pipelined over the other spatial (or reduce) axes, II asked
                      unroll Tm: out_buf[...] += sum of Tn products   (adder tree)
-      write: out_buf -> C (inside the tensor)
+      write: out_buf -> C (inside the tensor), ``lanes`` elements per cycle
+
+``lanes`` elements per cycle along a buffer's last dimension need ``ceil(lanes / 2)`` banks
+there (a BRAM bank has two ports): the buffers are partitioned cyclically on it, and the
+model (:mod:`..model`) counts the BRAM that costs and the AXI beats the lanes share.
 
 Tiles need not divide the extents: the hardware always runs whole tiles (as FPGA'15 counts
 ``ceil(M / Tm)``), operands are zero outside the tensor and the write stage keeps inside it.
@@ -118,7 +124,9 @@ class TemplateConfig:
     the output tile's positions, ``"reduce"`` the other reduce axes; ``banks``: BRAM banks per
     unrolled operand dimension as a divisor of its unroll (1: one bank per PE); ``ii``: the
     initiation interval asked (``None``: 1, relaxed by the model where a dependence or the
-    ports need more; a number: a requirement the model refuses to relax).
+    ports need more; a number: a requirement the model refuses to relax); ``lanes``: elements
+    the read and write stages move per cycle along a buffer's last dimension (one AXI beat
+    while ``lanes`` x the element size fits the port, e.g. 16 float32 in 512 bits).
     """
 
     pe_out: str
@@ -129,10 +137,11 @@ class TemplateConfig:
     order: str = "spatial"
     banks: int = 1
     ii: int | None = None
+    lanes: int = 1
 
     @staticmethod
     def parse(view: ContractionView, config: Mapping[str, Any]) -> TemplateConfig:
-        known = {"pe_out", "tm", "pe_in", "tn", "tiles", "order", "banks", "ii"}
+        known = {"pe_out", "tm", "pe_in", "tn", "tiles", "order", "banks", "ii", "lanes"}
         unknown = sorted(set(config) - known)
         name = view.tensor.name
         if unknown:
@@ -144,14 +153,15 @@ class TemplateConfig:
         parsed = TemplateConfig(out, int(config.get("tm", 1)), inner, int(config.get("tn", 1)),
                                 dict(config.get("tiles", {})), str(config.get("order", "spatial")),
                                 int(config.get("banks", 1)),
-                                None if config.get("ii") is None else int(config["ii"]))
+                                None if config.get("ii") is None else int(config["ii"]),
+                                int(config.get("lanes", 1)))
         if view.axis(out).kind.value != "spatial":
             raise LoweringError(f"compute {name}: pe_out={out!r} must be a spatial axis")
         if inner is not None and view.axis(inner).kind.value != "reduce":
             raise LoweringError(f"compute {name}: pe_in={inner!r} must be a reduce axis")
         for what, value in (("tm", parsed.tm), ("tn", parsed.tn), ("banks", parsed.banks),
                             *((f"tiles[{k}]", v) for k, v in parsed.tiles.items()),
-                            ("ii", parsed.ii or 1)):
+                            ("ii", parsed.ii or 1), ("lanes", parsed.lanes)):
             if value < 1:
                 raise LoweringError(f"compute {name}: the fpga_hls template's {what} must be a "
                                     f"positive int, got {value}")
@@ -182,6 +192,41 @@ def _loop_nest(vars_: list[Var], extents: list[int], body: Stmt, innermost: Loop
                    initiation_interval=ii if kind is LoopKind.PIPELINED else None,
                    lanes=extents[depth] if kind is LoopKind.UNROLLED else 0)
     return body
+
+
+def _wide_nest(vars_: list[Var], extents: list[int], make_body: Any, lanes: int) -> Stmt:
+    """``make_body(indices)`` in a pipelined nest over ``vars_`` whose last loop moves
+    ``lanes`` consecutive positions per iteration (an unrolled lane loop inside a pipelined
+    beat loop, the ragged last beat guarded); ``lanes`` 1 (or a last extent of 1) is the plain
+    nest."""
+    lanes = min(lanes, extents[-1])
+    if lanes <= 1:
+        return _loop_nest(vars_, extents, make_body(tuple(vars_)), LoopKind.PIPELINED)
+    last = vars_[-1]
+    beat, lane = Var(f"{last.name}_beat"), Var(f"{last.name}_lane")
+    position = beat * lanes + lane
+    body = make_body((*vars_[:-1], position))
+    if extents[-1] % lanes:
+        body = IfThenElse(position < extents[-1], body)
+    inner = For(beat, const(math.ceil(extents[-1] / lanes)), LoopKind.PIPELINED,
+                For(lane, const(lanes), LoopKind.UNROLLED, body, lanes=lanes),
+                initiation_interval=1)
+    return _loop_nest(vars_[:-1], extents[:-1], inner, LoopKind.SERIAL) if vars_[:-1] \
+        else inner
+
+
+def _with_lane_banks(partitions: list[ArrayPartition], shape: tuple[int, ...],
+                     lanes: int) -> tuple[ArrayPartition, ...]:
+    """``partitions`` with the last dimension split cyclically into ``ceil(lanes / 2)``
+    banks (at least as many as it had): ``lanes`` consecutive elements per cycle, two per
+    bank."""
+    lanes = min(lanes, shape[-1]) if shape else 1
+    if lanes <= 2:
+        return tuple(partitions)
+    dim, wanted = len(shape) - 1, math.ceil(lanes / 2)
+    others = [p for p in partitions if p.dim != dim]
+    factor = max([wanted, *(p.factor for p in partitions if p.dim == dim)])
+    return (*others, ArrayPartition(dim, PartitionKind.CYCLIC, factor))
 
 
 def _all(conditions: list[Expr]) -> Expr | None:
@@ -215,10 +260,11 @@ def lower_contraction(view: ContractionView, config: Mapping[str, Any]) -> Kerne
 
     # on-chip buffers: each operand's footprint of one tile, the output tile
     spatial = [a.name for a in tensor.axes]
-    out_buf = Buffer(f"{tensor.name}_buf", tuple(sizes[n] for n in spatial), tensor.dtype,
-                     level="BRAM", partitions=(ArrayPartition(
+    out_shape = tuple(sizes[n] for n in spatial)
+    out_buf = Buffer(f"{tensor.name}_buf", out_shape, tensor.dtype, level="BRAM",
+                     partitions=_with_lane_banks([ArrayPartition(
                          spatial.index(cfg.pe_out), PartitionKind.CYCLIC,
-                         banks_of[cfg.pe_out]),))
+                         banks_of[cfg.pe_out])], out_shape, cfg.lanes))
     reads: list[Stmt] = []
     operand_bufs: list[tuple[Buffer, tuple[Affine, ...]]] = []
     for index, (load, form) in enumerate(zip(view.loads, view.forms)):
@@ -231,20 +277,27 @@ def lower_contraction(view: ContractionView, config: Mapping[str, Any]) -> Kerne
                 partitions.append(ArrayPartition(dim, PartitionKind.CYCLIC,
                                                  math.prod(banks_of[n] for n in unrolled)))
         buf = Buffer(f"{load.tensor.name}_tile{index}", tuple(shape), load.tensor.dtype,
-                     level="BRAM", partitions=tuple(partitions))
+                     level="BRAM", partitions=_with_lane_banks(partitions, tuple(shape),
+                                                               cfg.lanes))
         operand_bufs.append((buf, form))
         copy_vars = [Var(f"c{index}_{dim}") for dim in range(len(shape))]
         base = [substitute(_affine_expr(f), {v: origin[v.name] for v, _ in f.coefs})
                 for f in form]
-        where = [b + c for b, c in zip(base, copy_vars)]
-        inside = _all([w < extent for w, extent, s, b in
-                       zip(where, load.tensor.shape, shape, base)])
-        value = BufferLoad(params[load.tensor.name], tuple(where))
-        fill = Store(buf, tuple(copy_vars), value)
-        if inside is not None:
-            fill = IfThenElse(inside, fill, Store(buf, tuple(copy_vars),
-                                                  const(0, load.tensor.dtype)))
-        reads.append(_loop_nest(copy_vars, shape, fill, LoopKind.PIPELINED))
+
+        def fill(at: tuple[Expr, ...], buf: Buffer = buf, load: Load = load,
+                 base: list[Expr] = base) -> Stmt:
+            where = [b + c for b, c in zip(base, at)]
+            inside = _all([w < extent for w, extent in zip(where, load.tensor.shape)])
+            stmt: Stmt = Store(buf, at, BufferLoad(params[load.tensor.name], tuple(where)))
+            if inside is not None:
+                stmt = IfThenElse(inside, stmt, Store(buf, at, const(0, load.tensor.dtype)))
+            return stmt
+
+        names = [other.tensor.name for other in view.loads]
+        stage_name = f"read_{load.tensor.name}" if names.count(load.tensor.name) == 1 else \
+            f"read_{load.tensor.name}{index}"
+        reads.append(For(Var(stage_name), const(1), LoopKind.STAGE,
+                         _wide_nest(copy_vars, shape, fill, cfg.lanes)))
 
     # compute: Tm rows (unrolled) of a Tn-input adder tree
     def local_load(node: Expr, lane: int) -> Expr | None:
@@ -279,8 +332,7 @@ def lower_contraction(view: ContractionView, config: Mapping[str, Any]) -> Kerne
     if outer:
         compute = _loop_nest([local[n] for n in outer], [sizes[n] for n in outer], compute,
                              LoopKind.SERIAL)
-    stage = Dataflow((For(Var("read"), const(1), LoopKind.STAGE, Seq(tuple(reads))),
-                      For(Var("compute"), const(1), LoopKind.STAGE, compute)))
+    stage = Dataflow((*reads, For(Var("compute"), const(1), LoopKind.STAGE, compute)))
     reduce_loop: Stmt = stage
     if cfg.pe_in is not None and trips[cfg.pe_in] > 1:
         reduce_loop = For(tile_var[cfg.pe_in], const(trips[cfg.pe_in]), LoopKind.SERIAL, stage)
@@ -290,14 +342,16 @@ def lower_contraction(view: ContractionView, config: Mapping[str, Any]) -> Kerne
         out_buf, tuple(local[n] for n in spatial), const(0, tensor.dtype)), lanes=cfg.tm)
     zero = _loop_nest([local[n] for n in others_spatial], [sizes[n] for n in others_spatial],
                       zero_row, LoopKind.PIPELINED) if others_spatial else zero_row
-    where = [origin[n] + local[n] for n in spatial]
-    inside = _all([w < a.extent for w, a in zip(where, tensor.axes)
-                   if trips[a.name] * sizes[a.name] != a.extent])
-    put: Stmt = Store(out, tuple(where), BufferLoad(out_buf, tuple(local[n] for n in spatial)))
-    if inside is not None:
-        put = IfThenElse(inside, put)
-    write = _loop_nest([local[n] for n in spatial], [sizes[n] for n in spatial], put,
-                       LoopKind.PIPELINED)
+
+    def put(at: tuple[Expr, ...]) -> Stmt:
+        where = [origin[n] + position for n, position in zip(spatial, at)]
+        inside = _all([w < a.extent for w, a in zip(where, tensor.axes)
+                       if trips[a.name] * sizes[a.name] != a.extent])
+        stmt: Stmt = Store(out, tuple(where), BufferLoad(out_buf, at))
+        return IfThenElse(inside, stmt) if inside is not None else stmt
+
+    write = _wide_nest([local[n] for n in spatial], [sizes[n] for n in spatial], put,
+                       cfg.lanes)
     body: Stmt = Seq((zero, reduce_loop, write))
     for name in reversed(spatial):
         if trips[name] > 1:
