@@ -33,12 +33,17 @@ from tilecraft_fpga_hls.spec import DEFAULT_SHAPE, TARGET_NAME, fpga_spec
 
 
 class FpgaHlsTarget(DeclaredTarget):
-    """An HLS accelerator: a ``rows`` x ``cols`` MAC array of ``dtype`` on ``device``."""
+    """An HLS accelerator: a ``rows`` x ``cols`` MAC array of ``dtype`` on ``device``;
+    ``model_default=False`` lowers untuned contractions by the core's dataflow lowering instead
+    of the design the model picks."""
 
     def __init__(self, device: DeviceSpec = VU9P, rows: int = DEFAULT_SHAPE[0],
                  cols: int = DEFAULT_SHAPE[1], dtype: DType | str = DType.FLOAT32,
-                 depth: int = 1) -> None:
+                 depth: int = 1, model_default: bool = True) -> None:
         self.device = device
+        #: whether an untuned contraction takes the design the model picks (else the core's
+        #: dataflow lowering)
+        self.model_default = model_default
         self.shape = (rows, cols)
         self.dtype = DType.parse(dtype)
         self.depth = depth
@@ -70,13 +75,31 @@ class FpgaHlsTarget(DeclaredTarget):
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
         """With a template ``config`` (a point of :meth:`template_space`, e.g. from the tuning
         database), the contraction template's kernel
-        (:mod:`tilecraft_fpga_hls.template.contraction`); without one, the core's read /
-        compute / write dataflow lowering. A config for a compute the template cannot take is
-        a LoweringError naming it."""
-        if not config:
-            return None
+        (:mod:`tilecraft_fpga_hls.template.contraction`); without one, for a contraction, the
+        design the model picks on the device
+        (:func:`~tilecraft_fpga_hls.template.model_default_design`, its PE array, predicted
+        time and resources in the kernel's ``schedule`` line of the report), and for anything
+        else (or where nothing fits) the core's read / compute / write dataflow lowering. A
+        config for a compute the template cannot take is a LoweringError naming it."""
+        import dataclasses
+
         from tilecraft.errors import LoweringError
-        from tilecraft_fpga_hls.template import as_contraction, lower_contraction
+        from tilecraft_fpga_hls.template import (
+            as_contraction,
+            lower_contraction,
+            model_default_design,
+        )
+
+        if not config:
+            if not self.model_default:
+                return None
+            choice = model_default_design(tensor, self.device)
+            if choice is None:
+                return None
+            kernel = lower_contraction(as_contraction(tensor), choice.config)  # type: ignore
+            attrs = {**kernel.attrs, "schedule": choice.summary(),
+                     "predicted_seconds": choice.estimate.seconds}
+            return [dataclasses.replace(kernel, attrs=attrs)]
 
         view = as_contraction(tensor)
         if view is None:

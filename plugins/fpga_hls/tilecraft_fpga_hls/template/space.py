@@ -11,7 +11,7 @@ reason names the resource.
 >>> space = contraction_space(C)
 >>> config = space.decode(space.space.random_point(__import__("numpy").random.default_rng(0)))
 >>> sorted(config)
-['banks', 'order', 'pe_in', 'pe_out', 'tiles', 'tm', 'tn']
+['banks', 'lanes', 'order', 'pe_in', 'pe_out', 'tiles', 'tm', 'tn']
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ __all__ = ["contraction_space"]
 #: channel counts)
 UNROLLS = (1, 2, 3, 4, 7, 8, 16, 32, 64, 128)
 TILES = (1, 2, 4, 8, 13, 16, 27, 32, 55, 64)
+#: elements per cycle in the read and write stages (16 float32 fill a 512-bit AXI beat)
+LANES = (1, 2, 4, 8, 16)
 
 
 def _choices(options: tuple[int, ...], extent: int) -> list[int]:
@@ -52,7 +54,8 @@ def contraction_space(tensor: Tensor) -> TemplateSpace | None:
     for name in tiled:
         parts.append((f"tile_{name}", ChoiceSpace(_choices(TILES, extents[name]))))
     orders = ["spatial", "reduce"] if len(view.in_axes) > 1 else ["spatial"]
-    parts += [("order", ChoiceSpace(orders)), ("banks", ChoiceSpace([1, 2]))]
+    parts += [("order", ChoiceSpace(orders)), ("banks", ChoiceSpace([1, 2])),
+              ("lanes", ChoiceSpace(LANES))]
     space = Space(parts)
 
     def decode(point: Any) -> dict[str, Any]:
@@ -60,6 +63,6 @@ def contraction_space(tensor: Tensor) -> TemplateSpace | None:
         (out, tm), (inner, tn) = values["pe"], values["tree"]
         tiles = {name: values[f"tile_{name}"] for name in tiled if name != out}
         return {"pe_out": out, "tm": tm, "pe_in": inner, "tn": tn, "tiles": tiles,
-                "order": values["order"], "banks": values["banks"]}
+                "order": values["order"], "banks": values["banks"], "lanes": values["lanes"]}
 
     return TemplateSpace(space, decode)
