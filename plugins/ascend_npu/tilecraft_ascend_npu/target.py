@@ -23,9 +23,12 @@ from __future__ import annotations
 import functools
 from functools import cached_property
 from importlib.resources import files
+from typing import Any
 
+from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
-from tilecraft.target.base import Availability, Estimate, KernelFunction, Source
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.base import Availability, Estimate, FusedGroup, KernelFunction, Source
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 
@@ -73,6 +76,14 @@ class AscendNpuTarget(DeclaredTarget):
     @property
     def name(self) -> str:
         return TARGET_NAME
+
+    def fuse(self, graph: Graph, options: LoweringOptions,
+             plan: Any = None) -> list[FusedGroup]:
+        """The float16 GEMM chains Chimera's ``plan`` fuses become one Cube kernel each, the
+        intermediate kept on the AI core (:mod:`.fusion`)."""
+        from tilecraft_ascend_npu.fusion import fuse_gemm_chains
+
+        return fuse_gemm_chains(graph, self.spec, plan)
 
     def estimate(self, kernel: Kernel) -> Estimate:
         """Cycles per pipe stage from the spec, overlapped by the double buffer, over the AI

@@ -407,8 +407,13 @@ class AscendEmitter(KernelVisitor[None]):
         return False
 
     def load_operand(self, loop: For | Store, store: Store) -> None:
-        """GM -> L1 (staging, zero-padded) -> L0A / L0B (fractals)."""
+        """GM -> L1 (staging, zero-padded) -> L0A / L0B (fractals); or, for a fused chain's
+        intermediate, L0C -> UB -> L1 -> L0A / L0B (:meth:`load_intermediate`)."""
         buffer = store.buffer
+        value = store.value.x if isinstance(store.value, Cast) else store.value
+        if isinstance(value, BufferLoad) and self.plan.roles.get(value.buffer) == "cube_c":
+            self.load_intermediate(buffer, value.buffer)
+            return
         if not isinstance(store.value, BufferLoad) or store.value.buffer not in self.params:
             raise self.fail(f"the fill of the Cube operand {buffer.name} "
                             f"({str(store).strip()})", "Cube operands are copied from GM")
@@ -430,6 +435,39 @@ class AscendEmitter(KernelVisitor[None]):
             self.line(f"{name}_{local}.EnQue({name});")
             self.line(f"{name} = {name}_{local}.DeQue<{ctype}>();")
         self.calls.update({"LoadData", "InitConstValue"})
+
+    def load_intermediate(self, operand: Buffer, accumulator: Buffer) -> None:
+        """A fused chain's intermediate (thesis §3.4): the first product's L0C tile, converted
+        to the operand's dtype by Fixpipe into UB, copied into L1 and loaded into L0A / L0B
+        as the second product's operand — it never goes to GM. The nest stores the whole
+        tile (the padding of the first product's operands is zero, so is the tile's)."""
+        acc, acc_ctype = self.names.buffer(accumulator), self.ctype(accumulator)
+        name, ctype = self.names.buffer(operand), self.ctype(operand)
+        rows, cols = self.fractal_shape(accumulator)
+        if (rows, cols) != self.fractal_shape(operand):
+            raise self.fail(f"the Cube operand {operand.name} {list(operand.shape)} filled from "
+                            f"the accumulator {accumulator.name} {list(accumulator.shape)}",
+                            "an intermediate tile is loaded whole: give both one shape")
+        stage, local = ("a1", "a2") if self.plan.roles[operand] == "cube_a" else ("b1", "b2")
+        staged_ub, staged_l1 = f"{acc}_ub", f"{name}_l1"
+        with self.scope():
+            self.line(f"{acc}_co1.EnQue({acc});")
+            self.line(f"{acc} = {acc}_co1.DeQue<{acc_ctype}>();")
+            self.line(f"LocalTensor<{ctype}> {staged_ub} = {acc}_co2.AllocTensor<{ctype}>();")
+            self.line(f"Fixpipe({staged_ub}, {acc}, FixpipeParams{{{rows}, {cols}}});")
+            self.line(f"{acc}_co2.EnQue({staged_ub});")
+            self.line(f"{staged_ub} = {acc}_co2.DeQue<{ctype}>();")
+            self.line(f"LocalTensor<{ctype}> {staged_l1} = {name}_{stage}.AllocTensor<{ctype}>();")
+            self.line(f"DataCopy({staged_l1}, {staged_ub}, {rows * cols});")
+            self.line(f"{acc}_co2.FreeTensor({staged_ub});")
+            self.line(f"{name}_{stage}.EnQue({staged_l1});")
+            self.line(f"{staged_l1} = {name}_{stage}.DeQue<{ctype}>();")
+            self.line(f"{name} = {name}_{local}.AllocTensor<{ctype}>();")
+            self.line(f"LoadData({name}, {staged_l1}, LoadData2DParams{{{rows}, {cols}}});")
+            self.line(f"{name}_{stage}.FreeTensor({staged_l1});")
+            self.line(f"{name}_{local}.EnQue({name});")
+            self.line(f"{name} = {name}_{local}.DeQue<{ctype}>();")
+        self.calls.update({"Fixpipe", "DataCopy", "LoadData"})
 
     def mmad(self, c: Buffer, a: Buffer, b: Buffer) -> None:
         m, k = self.fractal_shape(a)

@@ -15,7 +15,7 @@
  *    sits in a queue, a tensor still allocated when the kernel ends: all errors;
  *  - GlobalTensor / LocalTensor with bounds-checked GetValue / SetValue (the scalar unit
  *    cannot address L1 or L0: an error there too);
- *  - DataCopy / DataCopyPad between GM and UB / L1 (DataCopy in whole 32-byte blocks, as the
+ *  - DataCopy / DataCopyPad between GM and UB / L1, DataCopy UB -> L1 (DataCopy in whole 32-byte blocks, as the
  *    MTE moves them; DataCopyPad any byte length), LoadData L1 -> L0A (zZ fractals) / L0B (nZ
  *    fractals), Mmad on the Cube (fp16 x fp16 -> fp32, int8 x int8 -> int32, operands checked
  *    to be in L0A / L0B in fractal layout), Fixpipe L0C (NZ fractals) -> UB (row-major);
@@ -43,6 +43,7 @@
 #include <exception>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <string>
 #include <vector>
 
@@ -434,6 +435,19 @@ inline void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint
   check_blocks<T>(count, "DataCopy local -> GM");
   src.check_range(count, "DataCopy");
   check_gm(dst, count, "DataCopy");
+  std::memcpy(dst.data, src.data, count * sizeof(T));
+}
+// UB -> L1 (a fused chain's intermediate on its way from Fixpipe to LoadData): whole
+// 32-byte blocks, from a Unified Buffer tensor into an A1 / B1 tensor only
+template <typename T>
+inline void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) {
+  check_blocks<T>(count, "DataCopy UB -> L1");
+  if (std::string(level_of(src.position)) != "UB" || std::string(level_of(dst.position)) != "L1")
+    tc_ascend::fail("DataCopy from %s in %s to %s in %s: between local tensors only UB -> L1 "
+                    "is modelled", src.name(), level_of(src.position), dst.name(),
+                    level_of(dst.position));
+  src.check_range(count, "DataCopy");
+  dst.check_range(count, "DataCopy");
   std::memcpy(dst.data, src.data, count * sizeof(T));
 }
 template <typename T>
