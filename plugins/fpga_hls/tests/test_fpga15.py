@@ -61,3 +61,16 @@ def test_the_whole_design_is_compute_bound_and_within_seven_percent_of_the_measu
     # one element per AXI beat instead: the weights' reads bound every layer but conv1/conv2
     narrow = [project_estimate(layer, VC707, design_config(layer, lanes=1)) for layer in ALEXNET]
     assert sum(d.cycles * layer.groups for layer, d in zip(ALEXNET, narrow)) > 1.7 * cycles
+
+
+def test_the_fpga15_point_scales_to_the_vu9p_and_a_short_search_beats_it_on_conv3(
+        tmp_path) -> None:
+    from tilecraft_fpga_hls.device import VU9P
+    from tilecraft_fpga_hls.published.comparison import compare_layer, fpga15_config
+
+    config = fpga15_config(ALEXNET[2], VU9P)
+    assert (config["tm"], config["tn"]) == (156, 7)  # 80% of 6840 DSP / (5 x 7)
+    result = compare_layer(ALEXNET[2], VU9P, 60, tmp_path / "db.sqlite", engine="q", seed=0)
+    assert result.fpga15.feasible and result.searched.feasible
+    assert result.fpga15.usage.dsp == 156 * 7 * 5
+    assert result.speedup > 1.2 and result.trials == 60
