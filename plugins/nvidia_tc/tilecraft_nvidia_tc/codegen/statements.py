@@ -19,10 +19,11 @@ the launched axes (every thread would run it), a statement kind CUDA has no form
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from tilecraft.codegen.c_expressions import combine, flat_index
+from tilecraft.dtypes import DType
 from tilecraft.errors import CodegenError
 from tilecraft.kernel_ir.concurrency import (
     AsyncCopy,
@@ -50,14 +51,14 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.visitor import KernelVisitor
 from tilecraft.target.hierarchy import LaunchScope
-from tilecraft.te.expr import Const, Expr, ReduceOp, Var, const
+from tilecraft.te.expr import Cast, Const, Expr, ReduceOp, Var, const
 from tilecraft_nvidia_tc.codegen.affine import linear_form
-from tilecraft_nvidia_tc.codegen.dtypes import storage_type, store_value
+from tilecraft_nvidia_tc.codegen.dtypes import HALF_TYPES, storage_type, store_value
 from tilecraft_nvidia_tc.codegen.expressions import ExprPrinter, Names
 from tilecraft_nvidia_tc.codegen.launch import Launch
 from tilecraft_nvidia_tc.codegen.memory import MemoryPlan
 
-__all__ = ["FULL_MASK", "StatementEmitter", "combine", "flat_index"]
+__all__ = ["FULL_MASK", "StatementEmitter", "combine", "exact_source", "flat_index"]
 
 FULL_MASK = "0xffffffffu"
 #: the first architecture with cp.async (Ampere)
@@ -222,11 +223,36 @@ class StatementEmitter(KernelVisitor[None]):
     def visit_Store(self, stmt: Store) -> None:
         self.check_writer(stmt.buffer, f"the store into {stmt.buffer.name}")
         target = self.access(stmt.buffer, stmt.indices)
-        value = self.expr(stmt.value)
+        self.line(f"{target} = {self.stored(stmt)};")
+
+    @staticmethod
+    def copied_load(stmt: Store) -> BufferLoad | None:
+        """The load whose element ``stmt`` stores unchanged, if it does: its value is a load
+        of the store's element type, possibly through casts that change nothing once the
+        value is stored (:func:`exact_source`), and it does not accumulate."""
+        dtype = stmt.buffer.dtype
+        value = exact_source(stmt.value, dtype)
+        if stmt.accumulate is None and isinstance(value, BufferLoad) \
+                and value.buffer.dtype is dtype and value.buffer.lanes == stmt.buffer.lanes == 1:
+            return value
+        return None
+
+    def stored(self, stmt: Store, raw: Mapping[BufferLoad, str] | None = None) -> str:
+        """The text ``stmt`` stores into its element: the element of a load it copies
+        unchanged as is (``raw`` maps a load to its unconverted text where that is not its
+        access, a vector lane), else the computed value in the buffer's storage form
+        (``__float2half(..)``), a cast rounding to that type dropped (rounding twice to the
+        same type is rounding once)."""
+        dtype = stmt.buffer.dtype
+        copied = self.copied_load(stmt)
+        if copied is not None:
+            return (raw or {}).get(copied) or self.access(copied.buffer, copied.indices)
         if stmt.accumulate is not None:
             old = self.expr(BufferLoad(stmt.buffer, stmt.indices))
-            value = combine(stmt.accumulate, old, value)
-        self.line(f"{target} = {store_value(value, stmt.buffer.dtype)};")
+            value = combine(stmt.accumulate, old, self.expr(stmt.value))
+        else:
+            value = self.expr(exact_source(stmt.value, dtype))
+        return store_value(value, dtype)
 
     def visit_Barrier(self, stmt: Barrier) -> None:
         call = {"block": "__syncthreads()", "warp": "__syncwarp()"}.get(stmt.scope)
@@ -343,13 +369,15 @@ class StatementEmitter(KernelVisitor[None]):
         self.same_shape(dst, src, "a copy")
         loops = self.region_loops(dst, "copy_i")
         with self.nest(loops):
-            value = self.expr(BufferLoad(src.buffer, self.element(src, loops)))
-            if src.buffer.dtype != dst.buffer.dtype:
+            target = self.access(dst.buffer, self.element(dst, loops))
+            source = BufferLoad(src.buffer, self.element(src, loops))
+            if src.buffer.dtype == dst.buffer.dtype:  # the element as is, no conversion pair
+                self.line(f"{target} = {self.access(source.buffer, source.indices)};")
+            else:
                 from tilecraft_nvidia_tc.codegen.dtypes import cast_value
 
-                value = cast_value(value, src.buffer.dtype, dst.buffer.dtype)
-            target = self.access(dst.buffer, self.element(dst, loops))
-            self.line(f"{target} = {store_value(value, dst.buffer.dtype)};")
+                value = cast_value(self.expr(source), src.buffer.dtype, dst.buffer.dtype)
+                self.line(f"{target} = {store_value(value, dst.buffer.dtype)};")
 
     def visit_AsyncCopy(self, stmt: AsyncCopy) -> None:
         self.require_async_copy("an asynchronous copy")
@@ -436,6 +464,24 @@ class StatementEmitter(KernelVisitor[None]):
                             self.visit(stage)
         finally:
             self.ranges.pop(stmt.var, None)
+
+
+def exact_source(value: Expr, dtype: DType) -> Expr:
+    """``value`` without the casts that change nothing once it is stored into a ``dtype``
+    element: a cast of a float to the half type ``dtype`` (the store rounds again, to the same
+    value) and a widening of a ``dtype`` half value to float32 (exact, rounded back unchanged).
+
+    >>> from tilecraft.te.expr import Cast
+    >>> x = Var("x", DType.FLOAT32)
+    >>> exact_source(Cast(DType.FLOAT16, x), DType.FLOAT16) == x
+    True
+    >>> exact_source(Cast(DType.FLOAT16, x), DType.BFLOAT16) == x
+    False
+    """
+    while isinstance(value, Cast) and dtype in HALF_TYPES and value.x.dtype.is_float \
+            and (value.to is dtype or (value.to is DType.FLOAT32 and value.x.dtype is dtype)):
+        value = value.x
+    return value
 
 
 def _innermost_wide_dim(region: Region) -> int:

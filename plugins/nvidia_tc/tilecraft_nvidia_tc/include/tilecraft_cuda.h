@@ -11,6 +11,10 @@
  *   tc_cp_async_4(smem, gmem)   the same for 4 bytes
  *   tc_cp_async_commit()        close the group of copies issued so far (commit_group)
  *   tc_cp_async_wait<N>()       wait until at most N committed groups are pending (wait_group N)
+ *   tc_vec16<T>                 16 bytes of T elements (8 __half / __nv_bfloat16, 16 signed char)
+ *                               in registers, lanes .lane[i]
+ *   tc_load16(p), tc_store16(p, v)  one 128-bit load / store of a tc_vec16 at a 16-byte
+ *                               aligned address p (a uint4 access, memcpy'd to and from lanes)
  */
 #ifndef TILECRAFT_CUDA_H
 #define TILECRAFT_CUDA_H
@@ -54,4 +58,22 @@ static __device__ __forceinline__ void tc_cp_async_wait() {}
 #include "tilecraft_cuda_emulation.h"
 
 #endif
+
+/* 128-bit accesses of narrow elements, the same text on a GPU and under emulation (where
+ * uint4 and memcpy come from the emulation header) */
+template <typename T>
+struct __align__(16) tc_vec16 { T lane[16 / sizeof(T)]; };
+template <typename T>
+static __device__ __forceinline__ tc_vec16<T> tc_load16(const T* p) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(p);
+  tc_vec16<T> value;
+  memcpy(&value, &bits, 16);
+  return value;
+}
+template <typename T>
+static __device__ __forceinline__ void tc_store16(T* p, const tc_vec16<T>& value) {
+  uint4 bits;
+  memcpy(&bits, &value, 16);
+  *reinterpret_cast<uint4*>(p) = bits;
+}
 #endif /* TILECRAFT_CUDA_H */
