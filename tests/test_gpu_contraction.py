@@ -284,3 +284,41 @@ def test_default_tiles_come_from_the_cost_model_of_the_spec() -> None:
     # given tiles, the template runs it anyway
     _check(ops.gemv(P((37, 16), name="A"), P((16,), name="v"), name="G"),
            {"BM": 1, "BN": 32, "BK": 8, "TM": 1, "TN": 1}, options)
+
+
+def _banked_options(banks: int | None = 32) -> LoweringOptions:
+    spec = _gpu_spec(16)
+    shared = spec.threads.shared_level
+    levels = [level.model_copy(update={"banks": banks, "bank_bytes": banks and 4})
+              if level.name == shared else level for level in spec.memory.levels]
+    memory = spec.memory.model_copy(update={"levels": levels})
+    return LoweringOptions.from_spec(spec.model_copy(update={"memory": memory}))
+
+
+def test_bank_conflicts_count_distinct_words_per_bank() -> None:
+    from tilecraft.schedule.strategies.gpu_contraction_tiles import bank_conflicts
+
+    assert bank_conflicts([0, 0, 0], 32, 4) == 1              # one word, broadcast
+    assert bank_conflicts([0, 2], 32, 4) == 1                 # two halves of one word
+    assert bank_conflicts([t * 128 for t in range(4)], 32, 4) == 4
+    assert bank_conflicts([t * 4 for t in range(32)], 32, 4) == 1
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_tiles_whose_fragment_reads_conflict_are_padded_where_the_spec_has_banks(stages) -> None:
+    """A's fragment reads walk its tile's rows: with 16-half rows, the threads of a warp at
+    rows 0, 2, 4, 6 hit banks 0, 16, 0, 16; 8 halves more per row spread them. B's reads run
+    along its rows (no padding, 128-bit vector reads). Without banks in the spec: no padding.
+    Padded kernels verify and interpret to the reference, ragged shapes included."""
+    config = {"BM": 8, "BN": 64, "BK": 16, "TM": 2, "TN": 8, "stages": stages}
+    tensor = _matmul(19, 37, 29, "float16")
+    kernel = lower_tiled_contraction(tensor, _banked_options(), config)
+    assert kernel.attrs["row_padding"] == {"A": 8, "B": 0}
+    tiles = {stmt.buffer.name: stmt.buffer for stmt in walk_stmts(kernel.body)
+             if hasattr(stmt, "buffer") and stmt.buffer.name.endswith("_tile")}
+    assert tiles["A_tile"].shape == (stages, 8, 24) and tiles["B_tile"].shape == (stages, 16, 64)
+    assert any(isinstance(stmt, For) and stmt.kind is LoopKind.VECTOR and stmt.lanes == 8
+               and stmt.body.buffer.name == "b_frag" for stmt in walk_stmts(kernel.body))
+    _check(tensor, config, _banked_options())
+    plain = lower_tiled_contraction(tensor, _banked_options(None), config)
+    assert plain.attrs["row_padding"] == {"A": 0, "B": 0}

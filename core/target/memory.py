@@ -57,6 +57,12 @@ class MemoryLevel(SpecModel):
     shared_by_cores: bool = False
     kind: Lax[MemoryKind] = MemoryKind.SCRATCHPAD
     access_energy_pj_per_byte: float = Field(default=0.0, ge=0)
+    banks: int | None = Field(default=None, ge=1, description=(
+        "independent banks of a banked scratchpad (a GPU's shared memory: 32), each serving one "
+        "bank word per cycle; accesses of one subgroup to different words of one bank "
+        "serialise. None when not banked or unknown"))
+    bank_bytes: int | None = Field(default=None, ge=1, description=(
+        "bytes of one bank word (4 on NVIDIA GPUs); set together with banks"))
     allow_larger_than_outer: bool = Field(default=False, description=(
         "set when this level is legitimately larger than the level outside it (e.g. a GPU's "
         "register file against its shared memory)"))
@@ -71,6 +77,13 @@ class MemoryLevel(SpecModel):
     def _holds_unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         check_unique(value, "operand role")
         return value
+
+    @model_validator(mode="after")
+    def _banks_with_their_width(self) -> MemoryLevel:
+        if (self.banks is None) != (self.bank_bytes is None):
+            raise ValueError(f"memory level {self.name}: set banks and bank_bytes together "
+                             f"(got banks={self.banks}, bank_bytes={self.bank_bytes})")
+        return self
 
     @model_validator(mode="after")
     def _whole_sets(self) -> MemoryLevel:

@@ -86,6 +86,7 @@ from tilecraft.schedule.emit_threads import block_barrier_scope
 from tilecraft.schedule.strategies.gpu_contraction_tiles import (
     ChipRates,
     ContractionTiles,
+    bank_conflicts,
     check_tiles,
     default_tiles,
     estimate_cycles,
@@ -361,6 +362,7 @@ class _Operand:
     block: int
     k_rows: bool
     lanes: int
+    pad: int = 0
 
 
 class _Builder:
@@ -419,9 +421,49 @@ class _Builder:
                     or not self._aligned(probe, param, lanes):
                 lanes = 1
         rows, cols = (tiles.block_k, block) if k_rows else (block, tiles.block_k)
-        tile = Buffer(f"{name}_tile", (tiles.stages, rows, cols), param.dtype,
+        pad = 0 if k_rows else self._row_padding(name, rows, cols, param.dtype.bytes)
+        tile = Buffer(f"{name}_tile", (tiles.stages, rows, cols + pad), param.dtype,
                       level=self.threads.shared_level)
-        return _Operand(name, load, param, tile, axes, extent, block, k_rows, lanes)
+        return _Operand(name, load, param, tile, axes, extent, block, k_rows, lanes, pad)
+
+    def _row_padding(self, name: str, rows: int, cols: int, element_bytes: int) -> int:
+        """Elements appended to each row of an operand tile whose fragment reads walk its rows
+        (``tile[stage, pos * T + i, kk]``, ``pos`` the thread's m or n position), so that the
+        reads of one subgroup fall in different banks of the shared level
+        (:func:`~.gpu_contraction_tiles.bank_conflicts`); 16-byte steps keep every row's start
+        aligned for the 128-bit copies. 0 where the spec declares no banks, nothing conflicts,
+        or the padded tiles would not fit the shared memory of a block."""
+        spec, tiles = self.options.spec, self.tiles
+        level = None if spec is None else next(
+            (lvl for lvl in spec.memory.levels if lvl.name == self.threads.shared_level), None)
+        if level is None or level.banks is None or level.bank_bytes is None:
+            return 0
+        threads_n, fragment = tiles.threads_n, tiles.thread_m if name == "A" else tiles.thread_n
+        subgroup = min(self.threads.subgroup_size, tiles.threads)
+        positions = [(t // threads_n if name == "A" else t % threads_n) * fragment
+                     for t in range(subgroup)]
+        unit = max(1, 16 // element_bytes)
+        best, best_conflicts = 0, None
+        for pad in range(0, level.banks * level.bank_bytes // element_bytes + 1, unit):
+            offsets = [position * (cols + pad) * element_bytes for position in positions]
+            conflicts = bank_conflicts(offsets, level.banks, level.bank_bytes)
+            if best_conflicts is None or conflicts < best_conflicts:
+                best, best_conflicts = pad, conflicts
+        if best == 0:
+            return 0
+        other = self.tiles.shared_bytes(element_bytes, element_bytes) \
+            - tiles.stages * rows * cols * element_bytes
+        limit = self.threads.max_shared_bytes_per_block
+        padded = tiles.stages * rows * (cols + best) * element_bytes
+        return best if limit is None or other + padded + self._other_pad_bytes(name) <= limit \
+            else 0
+
+    def _other_pad_bytes(self, name: str) -> int:
+        """The padding bytes of the operand tile built before ``name``'s (A's, for B)."""
+        a = getattr(self, "a", None)
+        if name != "B" or a is None:
+            return 0
+        return self.tiles.stages * a.tile.shape[1] * a.pad * a.tile.dtype.bytes
 
     def _lanes(self, dtype: DType) -> int:
         async_bytes = self.threads.async_copy_bytes
@@ -494,7 +536,8 @@ class _Builder:
                       attrs={"compute": self.tensor.name, "strategy": "gpu_contraction",
                              "statement": self.tensor.statement(),
                              "tiles": tiles.as_config(),
-                             "vector_lanes": {"A": self.a.lanes, "B": self.b.lanes}})
+                             "vector_lanes": {"A": self.a.lanes, "B": self.b.lanes},
+                             "row_padding": {"A": self.a.pad, "B": self.b.pad}})
 
     def _div(self, expr: Expr, by: int) -> Expr:
         return const(0) if by == 0 else expr if by == 1 else expr // by
@@ -537,6 +580,7 @@ class _Builder:
         """All threads copy the operand's slice ``kt`` into its tile, chunk by chunk."""
         tiles = self.tiles
         _, rows, cols = op.tile.shape
+        cols -= op.pad
         lanes = op.lanes
         per_row = cols // lanes
         chunks = rows * per_row
@@ -599,7 +643,7 @@ class _Builder:
         chip has them and the element is 4 bytes)."""
         inside, outside, safe = [], [], []
         for coordinate, extent, tile_extent in ((g_row, row_extent, op.tile.shape[1]),
-                                                (g_col, col_extent, op.tile.shape[2])):
+                                                (g_col, col_extent, op.tile.shape[2] - op.pad)):
             ragged = extent % tile_extent != 0
             if ragged:
                 inside.append(coordinate < extent)
@@ -630,13 +674,26 @@ class _Builder:
             indices = (stage, kk, position) if op.k_rows else (stage, position, kk)
             return BufferLoad(op.tile, tuple(simplify(x) for x in indices))
 
-        fill_a = self._loop(i, tiles.thread_m, Store(self.a_frag, (i,), tile_at(self.a, row)))
-        fill_b = self._loop(j, tiles.thread_n, Store(self.b_frag, (j,), tile_at(self.b, col)))
+        fill_a = self._fill(self.a, i, tiles.thread_m,
+                            Store(self.a_frag, (i,), tile_at(self.a, row)))
+        fill_b = self._fill(self.b, j, tiles.thread_n,
+                            Store(self.b_frag, (j,), tile_at(self.b, col)))
         product = (BufferLoad(self.a_frag, (i,)).astype(DType.FLOAT32)
                    * BufferLoad(self.b_frag, (j,)).astype(DType.FLOAT32))
         update = self._loop(i, tiles.thread_m, self._loop(
             j, tiles.thread_n, Store(self.acc, (i, j), product, accumulate=ReduceOp.SUM)))
         return self._loop(kk, tiles.block_k, Seq((fill_a, fill_b, update)))
+
+    def _fill(self, op: _Operand, var: Var, extent: int, store: Store) -> Stmt:
+        """A fragment's fill from its tile: a vector loop of 128-bit reads where the fragment
+        runs along the tile's rows (``k_rows``) in whole 16-byte pieces at 16-byte aligned
+        offsets (the tile's row length and the fragment length divide by the lanes), an
+        unrolled loop of single reads otherwise."""
+        lanes = 16 // op.tile.dtype.bytes
+        if op.k_rows and extent % lanes == 0 and op.tile.shape[2] % lanes == 0 \
+                and self.options.allows(LoopKind.VECTOR):
+            return For(var, const(extent), LoopKind.VECTOR, store, lanes=lanes)
+        return self._loop(var, extent, store)
 
     def _epilogue(self) -> Stmt:
         tiles = self.tiles

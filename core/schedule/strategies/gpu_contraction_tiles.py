@@ -30,8 +30,8 @@ from typing import Any
 
 from tilecraft.errors import LoweringError
 
-__all__ = ["CONFIG_KEYS", "ChipRates", "ContractionTiles", "check_tiles", "default_tiles",
-           "estimate_cycles", "resident_blocks", "row_reduction_cycles",
+__all__ = ["CONFIG_KEYS", "ChipRates", "ContractionTiles", "bank_conflicts", "check_tiles",
+           "default_tiles", "estimate_cycles", "resident_blocks", "row_reduction_cycles",
            "tile_space"]
 
 CONFIG_KEYS = ("BM", "BN", "BK", "TM", "TN", "stages")
@@ -120,6 +120,23 @@ def check_tiles(name: str, tiles: ContractionTiles, threads: Any, a_bytes: int,
     if tiles.stages == 2 and threads.async_copy_bytes is None:
         raise LoweringError(f"{what} ask for stages=2, but the thread hierarchy declares no "
                             "asynchronous copies (async_copy_bytes); use stages=1")
+
+
+def bank_conflicts(byte_offsets: list[int], banks: int, bank_bytes: int) -> int:
+    """How many times over one access of a subgroup is served by a banked memory when its
+    threads read the elements at ``byte_offsets`` (each within one bank word): the most
+    distinct words any one bank must deliver (threads reading the same word share it).
+
+    >>> bank_conflicts([0, 128, 4, 4], 32, 4)   # words 0 and 32 are both in bank 0
+    2
+    >>> bank_conflicts([0, 192, 4], 32, 4)
+    1
+    """
+    words: dict[int, set[int]] = {}
+    for offset in byte_offsets:
+        word = offset // bank_bytes
+        words.setdefault(word % banks, set()).add(word)
+    return max((len(found) for found in words.values()), default=0)
 
 
 def _pow2_at_least(value: int) -> int:
