@@ -322,3 +322,17 @@ def test_tiles_whose_fragment_reads_conflict_are_padded_where_the_spec_has_banks
     _check(tensor, config, _banked_options())
     plain = lower_tiled_contraction(tensor, _banked_options(None), config)
     assert plain.attrs["row_padding"] == {"A": 0, "B": 0}
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_ragged_contiguous_axis_copies_whole_chunks_and_zero_fills_past_its_end(stages) -> None:
+    """K = 40 with BK = 16: rows of 40 halves are 16-byte aligned, so A's slices copy in
+    8-half chunks; the last slice's chunks past k = 40 are zeros (the address clamped to the
+    last chunk). K = 37: rows not aligned, element by element. Both match the reference."""
+    config = {"BM": 8, "BN": 64, "BK": 16, "TM": 2, "TN": 8, "stages": stages}
+    options = _options(16)
+    for k, lanes in ((40, 8), (37, 1)):
+        tensor = _matmul(11, 19, k, "float16")
+        kernel = lower_tiled_contraction(tensor, options, config)
+        assert kernel.attrs["vector_lanes"]["A"] == lanes
+        _check(tensor, config, options)

@@ -34,9 +34,13 @@ separate ``pad`` compute (an input of the kernel). With tiles
 An operand slice is copied in chunks of ``lanes`` elements along the operand's contiguous
 axis (128 bits: 4 float32 / 8 float16; asynchronous copies where the hierarchy declares
 ``async_copy_bytes``) when the address is affine with unit stride along that axis, every
-other stride and the offset are multiples of ``lanes`` and the axis' extent divides by the
-tile; otherwise element by element (asynchronous 4-byte copies of float32, plain loads
-else). Rows outside the operand are zero-filled, indices clamped: never an out-of-bounds read.
+other stride and the offset are multiples of ``lanes`` and the axis' extent divides by
+``lanes`` (not necessarily by the tile: chunks past its end are zeros, their address clamped
+to the last chunk); otherwise element by element (asynchronous 4-byte copies of float32,
+plain loads else). Rows outside the operand are zero-filled, indices clamped: never an
+out-of-bounds read. Where the spec gives the shared level's banks, a tile whose fragment
+reads walk its rows gets its rows padded (16-byte steps) so that one subgroup's reads fall in
+different banks; fragments running along a tile's rows are read as 128-bit vector loops.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower import LoweringOptions
@@ -417,7 +421,7 @@ class _Builder:
             k_rows = contiguous == "s"
             cols, col_extent = (block, extent) if k_rows else (tiles.block_k, self.k)
             lanes = self._lanes(param.dtype)
-            if lanes <= 1 or cols % lanes or col_extent % cols \
+            if lanes <= 1 or cols % lanes or col_extent % lanes \
                     or not self._aligned(probe, param, lanes):
                 lanes = 1
         rows, cols = (tiles.block_k, block) if k_rows else (block, tiles.block_k)
@@ -597,7 +601,8 @@ class _Builder:
         row_ragged = row_extent % rows != 0
         if lanes > 1:
             stmt = self._chunk(op, stage, row, col, g_row, simplify(col_start + col), row_extent,
-                               row_ragged, asynchronous)
+                               row_ragged, col_extent if col_extent % cols else None,
+                               asynchronous)
         else:
             stmt = self._element(op, stage, row, col, g_row, simplify(col_start + col),
                                  row_extent, col_extent, asynchronous)
@@ -614,14 +619,24 @@ class _Builder:
         return tf.min(expr, const(extent - 1))
 
     def _chunk(self, op: _Operand, stage: Expr, row: Expr, col: Expr, g_row: Expr,
-               g_col: Expr, row_extent: int, row_ragged: bool, asynchronous: bool) -> Stmt:
+               g_col: Expr, row_extent: int, row_ragged: bool, col_extent: int | None,
+               asynchronous: bool) -> Stmt:
         """``lanes`` contiguous elements: one 128-bit (asynchronous) copy, zeros past the
-        last row."""
+        last row — and, where the contiguous axis does not divide by its tile
+        (``col_extent``, which the lanes divide), zeros for the chunks past its end: every
+        chunk is wholly inside or wholly outside, and its start is clamped to the last chunk
+        as ``min(chunk, last) * lanes`` so that the address stays in bounds and provably a
+        multiple of the lanes."""
         lanes = op.lanes
         safe_row = self._clamp(g_row, row_extent) if row_ragged else g_row
+        safe_col = g_col
+        outside: list[Expr] = [g_row >= row_extent] if row_ragged else []
+        if col_extent is not None:
+            safe_col = tf.min(g_col // lanes, const(col_extent // lanes - 1)) * lanes
+            outside.append(g_col >= col_extent)
         v = Var(f"{op.name}_lane")
         if asynchronous:
-            start = self._address(op, safe_row, g_col)
+            start = self._address(op, safe_row, safe_col)
             assert isinstance(start, BufferLoad)
             extents = (1,) * (op.param.ndim - 1) + (lanes,)
             copy: Stmt = AsyncCopy(Region(op.tile, (stage, row, col), (1, 1, lanes)),
@@ -629,13 +644,13 @@ class _Builder:
         else:
             copy = For(v, const(lanes), LoopKind.VECTOR,
                        Store(op.tile, (stage, row, simplify(col + v)),
-                             self._address(op, safe_row, simplify(g_col + v))), lanes=lanes)
-        if not row_ragged:
+                             self._address(op, safe_row, simplify(safe_col + v))), lanes=lanes)
+        if not outside:
             return copy
         zeros = self._loop(v, lanes, Store(op.tile, (stage, row, simplify(col + v)),
                                            const(0.0, op.tile.dtype)))
         # the zeros first: the verifier reads the branches in order, as if both ran
-        return IfThenElse(g_row >= row_extent, zeros, copy)
+        return IfThenElse(_any(outside), zeros, copy)
 
     def _element(self, op: _Operand, stage: Expr, row: Expr, col: Expr, g_row: Expr,
                  g_col: Expr, row_extent: int, col_extent: int, asynchronous: bool) -> Stmt:

@@ -197,3 +197,13 @@ def test_an_emulated_padded_gemm_with_ragged_edges_matches_the_reference() -> No
     tensor = _matmul(37, 131, 45, "float16")
     assert _kernel(tensor, config).attrs["row_padding"]["A"] > 0
     _emulate_against_reference(tensor, config)
+
+
+@needs_host
+def test_a_ragged_k_copies_16_byte_chunks_and_emulates_to_the_reference() -> None:
+    config = {"BM": 16, "BN": 32, "BK": 16, "TM": 2, "TN": 8, "stages": 2}
+    tensor = _matmul(37, 40, 104, "float16")          # K = 104: 6.5 slices of 16
+    text = _target().codegen(_kernel(tensor, config)).text
+    assert "tc_cp_async_16(&A_tile[" in text and "tc_cp_async_4" not in text
+    _emulate_against_reference(tensor, config)
+    _emulate_against_reference(_matmul(37, 40, 100, "float16"), config)  # rows unaligned
