@@ -107,8 +107,24 @@ class Graph:
 
     @property
     def inputs(self) -> tuple[Tensor, ...]:
-        """Placeholders, in topological (first-use) order."""
-        return tuple(t for t in self._order if t.is_placeholder)
+        """Placeholders the caller passes, in topological (first-use) order (constants are not
+        inputs: see :attr:`constants`)."""
+        return tuple(t for t in self._order if t.is_placeholder and not t.is_constant)
+
+    @property
+    def constants(self) -> tuple[Tensor, ...]:
+        """Placeholders bound to a value (``te.constant``), in topological order: the graph
+        carries them and the runtime passes them to the kernels that read them.
+
+        >>> import numpy as np
+        >>> from tilecraft import te
+        >>> X = te.placeholder((2,), name="X")
+        >>> W = te.constant(np.array([1.0, 2.0], np.float32), name="W")
+        >>> g = Graph.from_outputs([te.compute((2,), lambda i: X[i] * W[i], name="Y")])
+        >>> [t.name for t in g.inputs], [t.name for t in g.constants]
+        (['X'], ['W'])
+        """
+        return tuple(t for t in self._order if t.is_constant)
 
     @property
     def computes(self) -> tuple[Tensor, ...]:
@@ -141,6 +157,7 @@ class Graph:
         args = ", ".join(f"{t.name}: {t.dtype.value}{list(t.shape)}" for t in self.inputs)
         outs = ", ".join(t.name for t in self._outputs)
         lines = [f"graph({args}) -> ({outs}):"]
+        lines += [f"  {t.statement()}" for t in self.constants]
         lines += [f"  {t.statement()}" for t in self.computes]
         return "\n".join(lines)
 

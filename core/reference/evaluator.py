@@ -118,6 +118,9 @@ def evaluate(tensor: Tensor, env: Mapping[Tensor, np.ndarray]) -> np.ndarray:
 def _arrays_for(tensor: Tensor, env: Mapping[Tensor, np.ndarray]) -> dict[Tensor, np.ndarray]:
     arrays: dict[Tensor, np.ndarray] = {}
     for producer in tensor.inputs:
+        if producer not in env and producer.is_constant:  # a constant carries its value
+            arrays[producer] = producer.constant_value
+            continue
         if producer not in env:
             raise InputError(f"compute {tensor.name} reads {producer.name}, which has no array; "
                              f"add {producer.name} ({producer.dtype.value}"

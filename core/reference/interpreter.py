@@ -42,7 +42,8 @@ def as_graph(program: Program) -> Graph:
 
 
 def check_inputs(graph: Graph, arrays: Mapping[str, Any]) -> dict[Tensor, np.ndarray]:
-    """Match ``arrays`` (by placeholder name) to the graph's inputs, or raise InputError."""
+    """Match ``arrays`` (by placeholder name) to the graph's inputs, or raise InputError
+    (constants carry their own values: they are not inputs)."""
     expected = {t.name: t for t in graph.inputs}
     extra = sorted(set(arrays) - set(expected))
     if extra:
@@ -98,6 +99,7 @@ def run(program: Program, /, inputs: Mapping[str, Any] | None = None,
             raise InputError(f"input {name!r} is given twice (as a keyword and in inputs=)")
         given[name] = array
     env: dict[Tensor, np.ndarray] = check_inputs(graph, given)
+    env.update((t, t.constant_value) for t in graph.constants)
     # every compute's array is kept until the end: refuse before evaluating the first one
     check_allocation([(t.name, t.shape, t.dtype.numpy) for t in graph.computes],
                      "the reference interpreter")

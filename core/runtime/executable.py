@@ -73,6 +73,9 @@ class Executable:
         #: sets of workspaces (name -> array) no call is using now; see __call__
         self._idle_workspaces: list[dict[str, np.ndarray]] = []
         self._bind = InputBinder(graph.inputs)
+        #: constants' values, passed to the kernels like inputs (one writable copy each: a
+        #: kernel's argument conversion may refuse read-only arrays; kernels never write them)
+        self._constants = {t.name: np.array(t.constant_value) for t in graph.constants}
         self._output_names = tuple(t.name for t in graph.outputs)
         self._passed_through = tuple(t.name for t in graph.outputs if t.is_placeholder)
         self._steps = self._plan()
@@ -87,6 +90,7 @@ class Executable:
         """Per kernel, once: which arrays to allocate, which workspaces to use, and which
         parameters need a view in another shape (e.g. a template's ``[batch, M, N]``)."""
         shapes: dict[str, tuple[int, ...]] = {t.name: tuple(t.shape) for t in self.graph.inputs}
+        shapes.update((t.name, tuple(t.shape)) for t in self.graph.constants)
         steps = []
         for entry, report in zip(self.compiled, self.report.kernels):
             allocations, workspaces = [], []
@@ -128,6 +132,7 @@ class Executable:
                               f"machine cannot run: {self._unavailable_reason}; its sources are "
                               "in exe.sources")
         values: dict[str, np.ndarray] = self._bind(args, kwargs)
+        values.update(self._constants)
         if not self._has_workspaces:
             self._check_memory(_NO_WORKSPACES)
             self._run(values, _NO_WORKSPACES)

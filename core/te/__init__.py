@@ -50,10 +50,20 @@ from tilecraft.te.functions import (
     sum,
     tanh,
 )
-from tilecraft.te.tensor import ComputeOp, PlaceholderOp, Tensor, compute, placeholder, reduce_axis
+from tilecraft.te.tensor import (
+    ComputeOp,
+    ConstantOp,
+    PlaceholderOp,
+    Tensor,
+    compute,
+    constant,
+    placeholder,
+    reduce_axis,
+)
 
 __all__ = [
     "AxisKind", "Binary", "BinaryOp", "Cast", "Compare", "CompareOp", "ComputeOp", "Const",
+    "ConstantOp", "constant",
     "Expr", "IterVar", "Load", "Logical", "LogicalOp", "Not", "PlaceholderOp", "Reduce",
     "ReduceOp", "Select", "Tensor", "Unary", "UnaryOp", "Var", "abs", "all_of", "as_expr",
     "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",

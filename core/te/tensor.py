@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tilecraft.dtypes import DType, as_dtype
 from tilecraft.errors import ExpressionError, ShapeError
 from tilecraft.te.expr import (
@@ -42,6 +44,27 @@ def _fresh_name(prefix: str) -> str:
 @dataclass(frozen=True, eq=True)
 class PlaceholderOp:
     """An input of the program: its data comes from the caller."""
+
+
+class ConstantOp(PlaceholderOp):
+    """A placeholder whose value is bound at build time (a weight, an ONNX initializer, a folded
+    compute): the graph carries it (:attr:`tilecraft.graph.Graph.constants`), the caller never
+    passes it, and the runtime hands it to the kernels that read it as an argument like any
+    input. ``value`` is a read-only, C-contiguous copy; compared and hashed by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: np.ndarray):
+        object.__setattr__(self, "value", value)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"ConstantOp({self.value.dtype}{list(self.value.shape)})"
 
 
 @dataclass(frozen=True, eq=True)
@@ -82,6 +105,19 @@ class Tensor:
     @property
     def is_placeholder(self) -> bool:
         return isinstance(self.op, PlaceholderOp)
+
+    @property
+    def is_constant(self) -> bool:
+        """A placeholder with a bound value (:func:`constant`)."""
+        return isinstance(self.op, ConstantOp)
+
+    @property
+    def constant_value(self) -> np.ndarray:
+        """The bound value of a constant (read-only); an ExpressionError for anything else."""
+        if not isinstance(self.op, ConstantOp):
+            raise ExpressionError(f"{self.name} is not a constant; only te.constant(...) "
+                                  "tensors carry a value")
+        return self.op.value
 
     @property
     def axes(self) -> tuple[IterVar, ...]:
@@ -131,13 +167,16 @@ class Tensor:
         """This compute as one line: ``C[i, j] = sum(A[i, k] * B[k, j], axis=[k])``."""
         from tilecraft.te.printer import expr_to_str
 
+        if isinstance(self.op, ConstantOp):
+            return f"{self.name}: constant{list(self.shape)} {self.dtype.value}"
         if not isinstance(self.op, ComputeOp):
             return f"{self.name}: placeholder{list(self.shape)} {self.dtype.value}"
         lhs = f"{self.name}[{', '.join(axis.name for axis in self.op.axes)}]"
         return f"{lhs} = {expr_to_str(self.op.body, top=True)}"
 
     def __repr__(self) -> str:
-        kind = "placeholder" if self.is_placeholder else "compute"
+        kind = ("constant" if self.is_constant else
+                "placeholder" if self.is_placeholder else "compute")
         return f"Tensor({self.name!r}, {self.shape}, {self.dtype.value}, {kind})"
 
 
@@ -175,6 +214,41 @@ def placeholder(shape: Sequence[int] | int, dtype: DType | str = "float32",
     name = name or _fresh_name("input")
     return Tensor(name, _check_shape(shape, f"placeholder {name}"), as_dtype(dtype),
                   PlaceholderOp())
+
+
+def constant(value: Any, dtype: DType | str | None = None, name: str | None = None) -> Tensor:
+    """A placeholder bound to ``value`` (a numpy array, or anything ``np.asarray`` takes): an
+    input of the kernels that the caller never passes. ``dtype`` defaults to the value's; a
+    value of another dtype is converted (``astype``). The tensor keeps a read-only copy.
+
+    >>> import numpy as np
+    >>> W = constant(np.eye(2, dtype=np.float32), name="W")
+    >>> W.is_placeholder, W.is_constant, W.constant_value.flags.writeable
+    (True, True, False)
+    >>> W.statement()
+    'W: constant[2, 2] float32'
+    """
+    name = name or _fresh_name("constant")
+    array = np.asarray(value)
+    if array.ndim == 0:
+        raise ShapeError(f"constant {name}: a 0-d value; tensors have at least one dimension "
+                         "(pass np.array([value]))")
+    if dtype is None:
+        try:
+            dt = as_dtype(array.dtype)
+        except Exception as err:
+            raise ShapeError(f"constant {name}: value of dtype {array.dtype} has no tensor "
+                             "dtype; give dtype= (float32, float16, bfloat16, int8, uint8, "
+                             f"int32): {err}") from None
+    else:
+        dt = as_dtype(dtype)
+    if dt == DType.BOOL:
+        raise ShapeError(f"constant {name}: tensors cannot be bool; use a float or integer "
+                         "dtype")
+    shape = _check_shape(array.shape, f"constant {name}")
+    bound = np.array(array, dtype=dt.numpy, order="C", copy=True)
+    bound.flags.writeable = False
+    return Tensor(name, shape, dt, ConstantOp(bound))
 
 
 def reduce_axis(extent: int, name: str = "r") -> IterVar:
