@@ -17,7 +17,12 @@ m16n8k16 variants) are data. The stages:
   memory, spills and occupancy (:mod:`tilecraft_nvidia_tc.build`);
 - run: the generated source on the CPU against the emulation header where no GPU exists
   (:mod:`tilecraft_nvidia_tc.emulation`), the driver API where one does
-  (:mod:`tilecraft_nvidia_tc.launch`). :meth:`NvidiaTcTarget.available` says which work here.
+  (:mod:`tilecraft_nvidia_tc.launch`). :meth:`NvidiaTcTarget.available` says which work here;
+- estimate: the performance model (:mod:`tilecraft_nvidia_tc.model`), predicted time and
+  bound per kernel, also in the compile report's build lines.
+
+The default target is the A100 (sm_80); ``nvidia_tc:h100`` is the H100 SXM5 (sm_90) variant
+(:mod:`tilecraft_nvidia_tc.variants`).
 
 >>> target = NvidiaTcTarget()
 >>> target.spec.memory.names
@@ -42,7 +47,14 @@ from typing import Any
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.target.base import Artifact, Availability, KernelFunction, Source, TemplateSpace
+from tilecraft.target.base import (
+    Artifact,
+    Availability,
+    Estimate,
+    KernelFunction,
+    Source,
+    TemplateSpace,
+)
 from tilecraft.target.declared import DeclaredTarget
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
@@ -52,13 +64,12 @@ INTRINSIC_FILES = ("wmma.yaml", "mma.yaml")
 
 NOT_YET = "not implemented yet: the CUDA C code generator comes in a later issue"
 AVAILABILITY = Availability(
-    codegen=False, build=False, execute=False, emulate=True, estimate=False,
+    codegen=False, build=False, execute=False, emulate=True, estimate=True,
     reasons={
         "codegen": NOT_YET,
         "build": "nothing to build until code generation exists (nvcc / NVRTC for sm_80, "
                  "sm_90 planned)",
         "execute": "no launch path yet (cuda-python, where a GPU exists)",
-        "estimate": "no performance model (the target measures)",
     })
 
 @functools.cache
@@ -78,7 +89,8 @@ class NvidiaTcTarget(DeclaredTarget):
     def available(self) -> Availability:
         """The build and launch stages as this machine has them (NVRTC or nvcc; a CUDA
         driver and device), see :mod:`tilecraft_nvidia_tc.availability`; code generation
-        as this class has it; emulation always (the Kernel IR interpreter at least)."""
+        as this class has it; emulation always (the Kernel IR interpreter at least); the
+        performance model always (:mod:`tilecraft_nvidia_tc.model`)."""
         from tilecraft_nvidia_tc.availability import machine_availability
 
         has_codegen = type(self).codegen is not DeclaredTarget.codegen
@@ -90,22 +102,31 @@ class NvidiaTcTarget(DeclaredTarget):
                                   "interpreter instead")
         return Availability(codegen=machine.codegen, build=machine.build,
                             execute=machine.execute and machine.codegen, emulate=True,
-                            estimate=False, reasons=reasons)
+                            estimate=True, reasons=reasons)
 
     def codegen(self, kernel: Kernel) -> Source:
         """The CUDA C translation unit of ``kernel`` with its launch in ``meta``
         (:func:`tilecraft_nvidia_tc.codegen.generate_cuda`); a CodegenError names the
-        construct, limit or dtype it cannot express."""
-        from tilecraft_nvidia_tc.codegen import generate_cuda
+        construct, limit or dtype it cannot express. ``meta["model_profile"]`` carries the
+        performance model's counts of the kernel, which :meth:`build` joins to the
+        resources it reports."""
+        import dataclasses
 
-        return generate_cuda(kernel, self.spec, target=self.name)
+        from tilecraft_nvidia_tc.codegen import generate_cuda
+        from tilecraft_nvidia_tc.model import profile_for
+
+        source = generate_cuda(kernel, self.spec, target=self.name)
+        profile = profile_for(kernel, self.spec).as_dict()
+        return dataclasses.replace(source, meta={**source.meta, "model_profile": profile})
 
     def build(self, source: Source) -> Artifact:
         """NVRTC (or nvcc) builds of ``source`` for every architecture of the spec, with the
         resource report and occupancy per architecture in ``Artifact.meta["build"]``; the
         artifact's ``path`` is the cubin of the spec's own chip, its ``handle`` the
-        :class:`~tilecraft_nvidia_tc.build.CudaBuild`. A failure is a
-        :class:`~tilecraft_nvidia_tc.build.CudaBuildError` with the repro command."""
+        :class:`~tilecraft_nvidia_tc.build.CudaBuild`; the summary ends with the model's
+        predicted time and bound on the spec's chip with the built registers and shared
+        memory. A failure is a :class:`~tilecraft_nvidia_tc.build.CudaBuildError` with the
+        repro command."""
         from tilecraft_nvidia_tc.build import BuildOptions, LaunchShape, build_cuda
 
         threads = self.spec.threads
@@ -114,10 +135,57 @@ class NvidiaTcTarget(DeclaredTarget):
         built = build_cuda(source.text, source.kernel_name,
                            entry=str(source.meta.get("entry") or source.entry), options=options,
                            launch=LaunchShape.from_meta(source.meta), threads=threads)
+        report = built.report()
+        summary = built.summary()
+        model = self._model_summary(source.meta.get("model_profile"), report)
         return Artifact(self.name, source.kernel_name, path=built.architectures[0].cubin_path,
-                        handle=built, meta={"build": built.report(),
-                                            "summary": built.summary(),
+                        handle=built, meta={"build": report,
+                                            "summary": f"{summary}\n{model}" if model
+                                            else summary,
                                             "params": list(source.meta.get("params", ()))})
+
+    def _model_summary(self, profile: Mapping[str, Any] | None,
+                       report: Mapping[str, Any]) -> str:
+        """The model's line for the compile report ('' without the codegen's counts)."""
+        from tilecraft.errors import TargetError
+        from tilecraft_nvidia_tc.model import KernelProfile, estimate_profile
+
+        if not profile:
+            return ""
+        try:
+            return estimate_profile(KernelProfile.from_dict(profile), self.spec,
+                                    report).summary()
+        except TargetError as err:
+            return f"model: {err}"
+
+    def estimate(self, kernel: Kernel) -> Estimate:
+        """The predicted time of ``kernel`` on the spec's GPU (A100; H100 for
+        ``nvidia_tc:h100``) by :mod:`tilecraft_nvidia_tc.model`: a roofline per memory level
+        inside AMOS's hierarchical model, with the occupancy of registers and shared memory
+        estimated from the Kernel IR; ``detail`` has each term's seconds, the waves and
+        occupancy, and ``bound_<name>`` = 1 for the bound (compute, tensor_core, shared,
+        latency, L2, DRAM)."""
+        from tilecraft_nvidia_tc.model import estimate_kernel
+
+        model = estimate_kernel(kernel, self.spec)
+        return Estimate(model.seconds, model.detail())
+
+    def variants(self) -> dict[str, str]:
+        """The chips of ``variants/variants.yaml`` (``nvidia_tc:h100``), each with its
+        description; plain ``nvidia_tc`` is the A100."""
+        from tilecraft_nvidia_tc.variants import known_variants
+
+        return {name: " ".join(decl.description.split())
+                for name, decl in known_variants().items()}
+
+    def with_variant(self, variant: str) -> NvidiaTcTarget:
+        """This target with the spec of ``variant`` (a TargetError naming the known ones
+        otherwise)."""
+        from tilecraft_nvidia_tc.variants import known_variants
+
+        if variant not in known_variants():
+            return super().with_variant(variant)  # type: ignore[return-value]
+        return NvidiaTcVariantTarget(variant)
 
     def load(self, artifact: Artifact) -> KernelFunction:
         """The built kernel launched on this machine's GPU (cuda-python, or pycuda), called
@@ -170,3 +238,21 @@ class NvidiaTcTarget(DeclaredTarget):
     @property
     def name(self) -> str:
         return TARGET_NAME
+
+
+class NvidiaTcVariantTarget(NvidiaTcTarget):
+    """The nvidia_tc target with a variant's spec (``nvidia_tc:h100``,
+    :mod:`tilecraft_nvidia_tc.variants`); named ``nvidia_tc:<variant>``."""
+
+    def __init__(self, variant: str) -> None:
+        self.variant = variant
+
+    @cached_property
+    def spec(self) -> TargetSpec:
+        from tilecraft_nvidia_tc.variants import load_variant_spec
+
+        return load_variant_spec(self.variant)
+
+    @property
+    def name(self) -> str:
+        return f"{TARGET_NAME}:{self.variant}"

@@ -1,0 +1,171 @@
+"""The nvidia_tc performance model against hand counts: an elementwise add is DRAM-bound at
+the spec's bandwidth, the template's fp16 GEMM is compute-bound at the CUDA-core FMA rate,
+Tensor Core calls run at the intrinsic's rate, bank conflicts and uncoalesced accesses cost
+what they should, and the H100 variant is faster than the A100 in the expected ratios."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from tilecraft_nvidia_tc.model import GpuMachine, estimate_kernel, profile_for
+from tilecraft_nvidia_tc.model.hierarchy import predict
+
+from tilecraft import ops, te
+from tilecraft.dtypes import DType
+from tilecraft.errors import TargetError
+from tilecraft.kernel_ir import Buffer, BufferLoad, For, Kernel, LoopKind, Store
+from tilecraft.kernel_ir.nodes import Allocate, IntrinsicCall, LaunchConfig, Region, Seq
+from tilecraft.lower.compute import lower_compute
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target import get_target
+from tilecraft.te import Var, const
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return get_target("nvidia_tc")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return get_target("nvidia_tc:h100")
+
+
+def _add(n: int, target):
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.placeholder((n,), "float32", name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    return lower_compute(C, LoweringOptions.from_spec(target.spec))
+
+
+def _gemm(n: int, target, dtype: str = "float16"):
+    A = te.placeholder((n, n), dtype, name="A")
+    B = te.placeholder((n, n), dtype, name="B")
+    C = ops.matmul(A, B, out_dtype="float32", name="C")
+    return target.lower_compute(C, LoweringOptions.from_spec(target.spec))[0]
+
+
+@pytest.mark.parametrize("n", [1 << 24, 10_000_019])
+def test_elementwise_add_is_dram_bound_at_the_spec_bandwidth(a100, n):
+    kernel = _add(n, a100)
+    estimate = estimate_kernel(kernel, a100.spec)
+    spec = a100.spec
+    bandwidth = spec.memory.levels[0].bandwidth_bytes_per_cycle * spec.compute.frequency_hz
+    by_hand = 3 * 4 * n / bandwidth          # A and B read, C written once
+    assert estimate.bound == "DRAM"
+    assert estimate.seconds == pytest.approx(by_hand, rel=0.02)
+    assert a100.estimate(kernel).detail["bound_DRAM"] == 1.0
+
+
+def test_gemm_4096_fp16_is_compute_bound_at_the_cuda_core_rate(a100):
+    kernel = _gemm(4096, a100)
+    estimate = estimate_kernel(kernel, a100.spec)
+    profile = profile_for(kernel, a100.spec)
+    assert profile.instructions == {"float32": 4096 ** 3}       # one FMA per multiply-add
+    assert profile.flops == 2 * 4096 ** 3
+    # by hand: 64 FMA per clock per SM, 108 SMs, 1.41 GHz; whole waves of blocks
+    machine = GpuMachine.from_spec(a100.spec)
+    assert machine.fma_per_clock("float32") == 64
+    ideal = 4096 ** 3 / (64 * 108) / 1.41e9                       # 7.05 ms
+    per_sm = estimate.occupancy.blocks_per_core
+    blocks_on_busiest = (profile.blocks // (108 * per_sm)) * per_sm \
+        + math.ceil(profile.blocks % (108 * per_sm) / 108)
+    by_hand = blocks_on_busiest * (4096 ** 3 / profile.blocks) / 64 / 1.41e9
+    assert estimate.bound == "compute"
+    assert estimate.seconds == pytest.approx(by_hand, rel=1e-9)
+    assert ideal <= estimate.seconds <= 1.1 * ideal
+
+
+def test_h100_is_faster_than_a100_in_the_expected_ratios(a100, h100):
+    add_a = estimate_kernel(_add(1 << 24, a100), a100.spec)
+    add_h = estimate_kernel(_add(1 << 24, h100), h100.spec)
+    assert add_a.seconds / add_h.seconds == pytest.approx(3350 / 1555, rel=0.03)  # HBM3 / HBM2
+    gemm_a = estimate_kernel(_gemm(4096, a100), a100.spec)
+    gemm_h = estimate_kernel(_gemm(4096, h100), h100.spec)
+    peak_ratio = (132 * 128 * 1.83) / (108 * 64 * 1.41)                          # 3.17x
+    assert 2.0 < gemm_a.seconds / gemm_h.seconds <= peak_ratio * 1.01
+    assert h100.spec.threads.architectures[0] == "sm_90"
+    assert a100.spec.threads.architectures[0] == "sm_80"
+
+
+def _tensor_core_kernel(calls_per_warp: int, blocks: int, warps: int) -> Kernel:
+    """Each warp of each block issues ``calls_per_warp`` 16x16x16 fp16 WMMA calls on
+    fragments (no memory traffic beyond a tiny output)."""
+    a = Buffer("a", (16, 16), DType.FLOAT16, level="fragment")
+    b = Buffer("b", (16, 16), DType.FLOAT16, level="fragment")
+    c = Buffer("c", (16, 16), DType.FLOAT32, level="fragment")
+    out = Buffer("out", (1,), DType.FLOAT32)
+    block, thread, step = Var("block"), Var("thread"), Var("step")
+    zero = (const(0), const(0))
+    call = IntrinsicCall("wmma_m16n16k16_f16_f32", (
+        Region(a, zero, (16, 16)), Region(b, zero, (16, 16)), Region(c, zero, (16, 16))))
+    body = Allocate(a, Allocate(b, Allocate(c, Seq((
+        For(step, const(calls_per_warp), LoopKind.SERIAL, call),)))))
+    return Kernel("tc", (out,), ("out",), For(block, const(blocks), LoopKind.BOUND, For(
+        thread, const(32 * warps), LoopKind.BOUND, body, axis="threadIdx.x"),
+        axis="blockIdx.x"), launch=LaunchConfig((blocks,), (32 * warps,), 0))
+
+
+def test_tensor_core_calls_run_at_the_intrinsic_rate(a100, h100):
+    kernel = _tensor_core_kernel(calls_per_warp=1024, blocks=108 * 4, warps=4)
+    profile = profile_for(kernel, a100.spec)
+    assert profile.tensor_macs == 108 * 4 * 4 * 1024 * 16 ** 3
+    a = estimate_kernel(kernel, a100.spec)
+    # 0.25 issues per clock per SM (1024 fp16 FMA / 4096): each SM runs 16 warps x 1024 calls
+    assert a.bound == "tensor core"
+    assert a.cycles == pytest.approx(16 * 1024 / 0.25)
+    h = estimate_kernel(kernel, h100.spec)  # twice the rate per clock; 132 SMs share the work
+    assert h.bound == "tensor core"
+    assert h.cycles == pytest.approx(math.ceil(432 / 132) * 4 * 1024 / 0.5)
+
+
+def _column_reader(stride: int) -> Kernel:
+    """One warp reading ``s[t * stride]`` (shared) and ``g[t * stride]`` (global) 1024 times."""
+    s = Buffer("s", (32 * stride,), DType.FLOAT32, level="shared")
+    g = Buffer("g", (32 * stride,), DType.FLOAT32)
+    out = Buffer("out", (32,), DType.FLOAT32)
+    t, r = Var("t"), Var("r")
+    body = Allocate(s, For(t, const(32), LoopKind.BOUND, For(r, const(1024), LoopKind.SERIAL,
+        Store(out, (t,), BufferLoad(s, (t * stride,)) + BufferLoad(g, (t * stride,)))),
+        axis="threadIdx.x"))
+    return Kernel("cols", (g, out), ("out",), body, launch=LaunchConfig((1,), (32,), 0))
+
+
+def test_bank_conflicts_and_uncoalesced_reads_cost_more(a100):
+    dense, strided = (profile_for(_column_reader(k), a100.spec) for k in (1, 32))
+    assert dense.shared_wavefronts == 1024 and strided.shared_wavefronts == 32 * 1024
+    # 32 lanes x 4 bytes: 4 sectors; 32 apart: one sector each (plus the output's 4)
+    assert dense.l2_bytes == 1024 * (4 + 4) * 32
+    assert strided.l2_bytes == 1024 * (32 + 4) * 32
+
+
+def test_the_compile_report_prints_predicted_time_and_bound(a100):
+    import numpy as np
+
+    import tilecraft as tc
+
+    if not a100.available().build:
+        pytest.skip(f"no CUDA build here: {a100.available().reasons.get('build')}")
+    A = te.placeholder((37, 29), "float32", name="A")
+    B = te.compute((37, 29), lambda i, j: A[i, j] * 2.0, name="B")
+    exe = tc.compile(tc.Graph([B]) if hasattr(tc, "Graph") else B, target="nvidia_tc")
+    text = str(exe.report)
+    assert "model sm_80:" in text and "-bound" in text and "(build)" in text
+    out = exe(A=np.ones((37, 29), np.float32))
+    np.testing.assert_array_equal(out["B"] if isinstance(out, dict) else out, 2.0)
+
+
+def test_a_block_no_sm_holds_is_an_error_naming_the_limit(a100):
+    kernel = _add(1024, a100)
+    profile = profile_for(kernel, a100.spec)
+    with pytest.raises(TargetError, match=r"kernel .*: no sm_80 SM can hold.*shared"):
+        predict(profile, GpuMachine.from_spec(a100.spec), registers=32,
+                shared_bytes=200_000)
+
+
+def test_variants_are_listed_and_unknown_ones_refused(a100):
+    assert "h100" in a100.variants()
+    with pytest.raises(TargetError, match="no variant 'b200'.*h100"):
+        get_target("nvidia_tc:b200")
+    assert a100.available().estimate and get_target("nvidia_tc:h100").available().estimate
