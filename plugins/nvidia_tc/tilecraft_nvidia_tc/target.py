@@ -123,9 +123,9 @@ class NvidiaTcTarget(DeclaredTarget):
         """NVRTC (or nvcc) builds of ``source`` for every architecture of the spec, with the
         resource report and occupancy per architecture in ``Artifact.meta["build"]``; the
         artifact's ``path`` is the cubin of the spec's own chip, its ``handle`` the
-        :class:`~tilecraft_nvidia_tc.build.CudaBuild`; the summary ends with the model's
-        predicted time and bound on the spec's chip with the built registers and shared
-        memory. A failure is a :class:`~tilecraft_nvidia_tc.build.CudaBuildError` with the
+        :class:`~tilecraft_nvidia_tc.build.CudaBuild`; the summary's line of the spec's own
+        chip ends with the model's predicted time and bound, with the built registers and
+        shared memory. A failure is a :class:`~tilecraft_nvidia_tc.build.CudaBuildError` with the
         repro command."""
         from tilecraft_nvidia_tc.build import BuildOptions, LaunchShape, build_cuda
 
@@ -136,12 +136,12 @@ class NvidiaTcTarget(DeclaredTarget):
                            entry=str(source.meta.get("entry") or source.entry), options=options,
                            launch=LaunchShape.from_meta(source.meta), threads=threads)
         report = built.report()
-        summary = built.summary()
+        lines = built.summary().splitlines()
         model = self._model_summary(source.meta.get("model_profile"), report)
+        if model and lines:  # on the line of the spec's own chip (built first)
+            lines[0] = f"{lines[0]}; {model}"
         return Artifact(self.name, source.kernel_name, path=built.architectures[0].cubin_path,
-                        handle=built, meta={"build": report,
-                                            "summary": f"{summary}\n{model}" if model
-                                            else summary,
+                        handle=built, meta={"build": report, "summary": "\n".join(lines),
                                             "params": list(source.meta.get("params", ()))})
 
     def _model_summary(self, profile: Mapping[str, Any] | None,
