@@ -123,5 +123,7 @@ def _shared_declarations(plan: Any, names: Names) -> list[str]:
         else:
             # alignas first: the emulation header makes __shared__ thread_local, after which
             # g++ refuses an attribute
-            lines.append(f"alignas(16) __shared__ {ctype} {name}[{max(1, buffer.size)}];")
+            # 32 bytes where WMMA loads or stores fragments (256-bit aligned pointers)
+            align = 32 if id(buffer) in plan.fragment_memory else 16
+            lines.append(f"alignas({align}) __shared__ {ctype} {name}[{max(1, buffer.size)}];")
     return lines

@@ -1,7 +1,8 @@
 """Where each buffer a kernel allocates lives in CUDA C, checked against the spec's limits.
 
 - a buffer in a ``registers`` level (the spec's ``fragment``) is a per-thread local array
-  declared where it is allocated; all of them together must fit ``max_registers_per_thread``;
+  declared where it is allocated, or a WMMA fragment (:mod:`.wmma`: its tile spread over the
+  lanes of a warp); all of them together must fit ``max_registers_per_thread``;
 - a buffer in the hierarchy's ``shared_level`` is block-shared memory, declared once at the top
   of the kernel (a ``__shared__`` array of static size); when they add up to more than
   ``shared_bytes_per_block`` (48 KB on sm_80) they move into the dynamic shared allocation
@@ -25,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilecraft.errors import CodegenError
-from tilecraft.kernel_ir.nodes import Allocate, Buffer, Kernel
+from tilecraft.kernel_ir.nodes import Allocate, Buffer, Copy, Kernel
 from tilecraft.kernel_ir.visitor import walk_stmts
 from tilecraft.target.memory import MemoryKind
 from tilecraft.target.spec import TargetSpec
+from tilecraft_nvidia_tc.codegen.wmma import Fragment, find_fragments
 
 __all__ = ["MemoryPlan", "plan_memory"]
 
@@ -49,6 +51,10 @@ class MemoryPlan:
     shared_offsets: dict[int, int] = field(default_factory=dict)
     shared_bytes: int = 0
     dynamic: bool = False
+    #: id(buffer) -> its WMMA fragment, for the register buffers that are fragments
+    fragments: dict[int, Fragment] = field(default_factory=dict)
+    #: ids of the buffers WMMA loads fragments from or stores them into (32-byte aligned)
+    fragment_memory: set[int] = field(default_factory=set)
 
     @property
     def dynamic_shared_bytes(self) -> int:
@@ -66,7 +72,11 @@ def plan_memory(kernel: Kernel, spec: TargetSpec) -> MemoryPlan:
     threads = spec.threads
     kinds = {level.name: level.kind for level in spec.memory.levels}
     shared_level = threads.shared_level if threads else None
-    plan = MemoryPlan()
+    plan = MemoryPlan(fragments=find_fragments(kernel, spec))
+    for stmt in walk_stmts(kernel.body):
+        if isinstance(stmt, Copy) and (id(stmt.src.buffer) in plan.fragments
+                                       or id(stmt.dst.buffer) in plan.fragments):
+            plan.fragment_memory.update((id(stmt.src.buffer), id(stmt.dst.buffer)))
     for stmt in walk_stmts(kernel.body):
         if not isinstance(stmt, Allocate):
             continue
@@ -95,7 +105,10 @@ def plan_memory(kernel: Kernel, spec: TargetSpec) -> MemoryPlan:
 
 def _check_registers(kernel: Kernel, spec: TargetSpec, plan: MemoryPlan) -> None:
     limit = spec.threads.max_registers_per_thread if spec.threads else None
-    words = sum(-(-buffer.nbytes // 4) for buffer in plan.registers)
+    lanes = spec.threads.subgroup_size if spec.threads else 32
+    # a fragment's tile is spread over the lanes of a warp
+    words = sum(-(-buffer.nbytes // (4 * (lanes if id(buffer) in plan.fragments else 1)))
+                for buffer in plan.registers)
     if limit is not None and words > limit:
         names = ", ".join(buffer.name for buffer in plan.registers)
         raise CodegenError(

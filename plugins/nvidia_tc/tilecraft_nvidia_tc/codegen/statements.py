@@ -9,7 +9,10 @@
 - ``Barrier`` is ``__syncthreads()`` (block) or ``__syncwarp()`` (warp); ``SubgroupReduce`` a
   ``__shfl_xor_sync`` butterfly; ``AsyncCopy`` / ``CommitGroup`` / ``WaitGroup`` the
   ``tc_cp_async_*`` helpers of ``tilecraft_cuda.h`` (sm_80+); ``Pipeline`` a loop over steps
-  running each stage on its own iteration; ``AtomicUpdate`` ``atomicAdd``.
+  running each stage on its own iteration; ``AtomicUpdate`` ``atomicAdd``;
+- WMMA fragments (:mod:`.wmma`): their ``Allocate`` a ``wmma::fragment``, a ``Copy`` into or
+  out of one ``load_matrix_sync`` / ``store_matrix_sync``, the ``IntrinsicCall`` of a WMMA
+  intrinsic ``wmma::mma_sync``; a call of any other intrinsic is a CodegenError.
 
 What CUDA cannot do safely is refused with a CodegenError naming the kernel and construct: a
 barrier or a warp shuffle under a condition that depends on the thread (threads of one block
@@ -41,6 +44,7 @@ from tilecraft.kernel_ir.nodes import (
     Copy,
     For,
     IfThenElse,
+    IntrinsicCall,
     Kernel,
     LoopKind,
     Region,
@@ -215,7 +219,15 @@ class StatementEmitter(KernelVisitor[None]):
 
     def visit_Allocate(self, stmt: Allocate) -> None:
         buffer = stmt.buffer
-        if self.plan.is_register(buffer):
+        fragment = self.plan.fragments.get(id(buffer))
+        if fragment is not None:
+            from tilecraft_nvidia_tc.codegen.wmma import fragment_type
+
+            name = self.names.buffer(buffer)
+            self.line(f"{fragment_type(fragment)} {name};")
+            if fragment.use == "accumulator":  # Kernel IR allocations start at zero
+                self.line(f"nvcuda::wmma::fill_fragment({name}, 0);")
+        elif self.plan.is_register(buffer):
             name = self.names.buffer(buffer)
             self.line(f"alignas(16) {storage_type(buffer.dtype)} {name}[{max(1, buffer.size)}];")
         self.visit(stmt.body)
@@ -365,6 +377,9 @@ class StatementEmitter(KernelVisitor[None]):
 
     def visit_Copy(self, stmt: Copy) -> None:
         dst, src = stmt.dst, stmt.src
+        if id(dst.buffer) in self.plan.fragments or id(src.buffer) in self.plan.fragments:
+            self.fragment_copy(stmt)
+            return
         self.check_writer(dst.buffer, f"the copy into {dst.buffer.name}")
         self.same_shape(dst, src, "a copy")
         loops = self.region_loops(dst, "copy_i")
@@ -378,6 +393,62 @@ class StatementEmitter(KernelVisitor[None]):
 
                 value = cast_value(self.expr(source), src.buffer.dtype, dst.buffer.dtype)
                 self.line(f"{target} = {store_value(value, dst.buffer.dtype)};")
+
+    # WMMA ---------------------------------------------------------------------------------
+    def fragment_copy(self, stmt: Copy) -> None:
+        """``load_matrix_sync`` into a fragment from a region of whole-tile rows, or
+        ``store_matrix_sync`` of an accumulator into one (:mod:`.wmma`)."""
+        from tilecraft_nvidia_tc.codegen.wmma import leading_dimension
+
+        dst, src = stmt.dst, stmt.src
+        loading = id(dst.buffer) in self.plan.fragments
+        fragment_region, memory = (dst, src) if loading else (src, dst)
+        fragment = self.plan.fragments[id(fragment_region.buffer)]
+        what = (f"the fragment {'load' if loading else 'store'} {src.buffer.name} -> "
+                f"{dst.buffer.name}")
+        shape = [e for e in memory.extents if e != 1]
+        if id(memory.buffer) in self.plan.fragments or self.plan.is_register(memory.buffer) \
+                or memory.extents[-1] != fragment.columns or shape != [fragment.rows,
+                                                                       fragment.columns] \
+                or any(step != 1 for step in memory.steps) \
+                or any(e != 1 for e in memory.extents[:-2]) \
+                or tuple(fragment_region.extents) != (fragment.rows, fragment.columns):
+            raise self.fail(f"{what} over extents {list(memory.extents)}",
+                            f"copy a whole {fragment.rows}x{fragment.columns} fragment from "
+                            "or to consecutive rows of a shared or global buffer")
+        if not loading and fragment.use != "accumulator":
+            raise self.fail(what, "only accumulator fragments can be stored")
+        if memory.buffer.dtype != fragment.dtype:
+            raise self.fail(f"{what} between {memory.buffer.dtype.value} and "
+                            f"{fragment.dtype.value}", "stage the fragment in its own dtype")
+        self.check_writer(dst.buffer, what)
+        if self.divergent is not None:
+            raise self.fail(f"{what} under the thread-dependent condition ({self.divergent})",
+                            "WMMA operations are collective over a warp: call them outside "
+                            "the condition")
+        ldm = leading_dimension(self.kernel, memory.buffer, what)
+        pointer = f"&{self.access(memory.buffer, memory.base)}"
+        name = self.names.buffer(fragment_region.buffer)
+        if loading:
+            self.line(f"nvcuda::wmma::load_matrix_sync({name}, {pointer}, {ldm});")
+        else:
+            self.line(f"nvcuda::wmma::store_matrix_sync({pointer}, {name}, {ldm}, "
+                      "nvcuda::wmma::mem_row_major);")
+
+    def visit_IntrinsicCall(self, stmt: IntrinsicCall) -> None:
+        fragments = [self.plan.fragments.get(id(region.buffer)) for region in stmt.operands]
+        if len(fragments) != 3 or any(f is None for f in fragments) \
+                or [f.use for f in fragments if f is not None] != ["matrix_a", "matrix_b",
+                                                                    "accumulator"]:
+            raise self.fail(f"the intrinsic call {stmt.intrinsic}",
+                            "the CUDA code generator expresses WMMA mma_sync on whole "
+                            "fragments only; lower other intrinsics without the call")
+        if self.divergent is not None:
+            raise self.fail(f"{stmt.intrinsic} under the thread-dependent condition "
+                            f"({self.divergent})", "WMMA operations are collective over a "
+                            "warp: call them outside the condition")
+        a, b, d = (self.names.buffer(region.buffer) for region in stmt.operands)
+        self.line(f"nvcuda::wmma::mma_sync({d}, {a}, {b}, {d});")
 
     def visit_AsyncCopy(self, stmt: AsyncCopy) -> None:
         self.require_async_copy("an asynchronous copy")

@@ -1,0 +1,168 @@
+"""Computes tensorized onto WMMA (tilecraft_nvidia_tc.tensor_cores): the Kernel IR kernel on the
+interpreter, its CUDA source emulated on the CPU and built with NVRTC for sm_80 and sm_90,
+against the numpy reference on awkward shapes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from tilecraft_nvidia_tc.availability import emulate_status
+from tilecraft_nvidia_tc.target import NvidiaTcTarget
+from tilecraft_nvidia_tc.tensor_cores import lower_wmma_mapping
+
+from tilecraft import ops, te
+from tilecraft.dtypes import DType
+from tilecraft.errors import CodegenError
+from tilecraft.intrin import generate, match
+from tilecraft.kernel_ir.interpreter import run_kernel
+from tilecraft.kernel_ir.nodes import IntrinsicCall, Region
+from tilecraft.kernel_ir.visitor import KernelTransformer, walk_stmts
+from tilecraft.lower import LoweringOptions
+from tilecraft.reference import evaluate
+
+TARGET = NvidiaTcTarget()
+SPEC = TARGET.spec
+needs_emulation = pytest.mark.skipif(not emulate_status()[0], reason="no host C++ compiler")
+
+
+def _kernel(compute, intrinsic: str, mapping: int = 0):
+    decl = SPEC.intrinsic(intrinsic)
+    found = match(compute, decl)
+    assert found.mappings, f"no mapping of {compute.name} onto {intrinsic}"
+    [kernel] = lower_wmma_mapping(compute, generate(compute, decl, found.mappings[mapping]),
+                                  LoweringOptions.from_spec(SPEC))
+    return kernel
+
+
+def _arrays(inputs, output, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = {t.name: rng.integers(-4, 5, t.shape).astype(t.dtype.numpy) for t in inputs}
+    arrays[output.name] = np.zeros(output.shape, output.dtype.numpy)
+    return arrays
+
+
+def _reference(output, inputs, arrays) -> np.ndarray:
+    return evaluate(output, {t: arrays[t.name] for t in inputs}).astype(np.float64)
+
+
+GEMMS = [  # M, N, K, intrinsic, input dtype, output dtype
+    (2, 3, 5, "wmma_m16n16k16_f16_f32", "float16", "float32"),
+    (67, 45, 33, "wmma_m16n16k16_f16_f32", "float16", "float32"),
+    (67, 45, 33, "wmma_m32n8k16_f16_f16", "float16", "float16"),
+    (31, 37, 41, "wmma_m8n32k16_bf16_f32", "bfloat16", "float32"),
+    (17, 19, 40, "wmma_m16n16k16_i8_i32", "int8", "int32"),
+    (13, 29, 7, "wmma_m32n8k16_i8_i32", "int8", "int32"),
+]
+
+
+def _gemm(m: int, n: int, k: int, dtype: str, out_dtype: str):
+    A = te.placeholder((m, k), dtype, name="A")
+    B = te.placeholder((k, n), dtype, name="B")
+    return ops.matmul(A, B, out_dtype=out_dtype, name="C"), [A, B]
+
+
+@pytest.mark.parametrize(("m", "n", "k", "intrinsic", "dtype", "out_dtype"), GEMMS)
+def test_gemm_interpreted_equals_reference(m, n, k, intrinsic, dtype, out_dtype):
+    C, inputs = _gemm(m, n, k, dtype, out_dtype)
+    kernel = _kernel(C, intrinsic)
+    arrays = _arrays(inputs, C)
+    run_kernel(kernel, arrays, SPEC.reference_semantics())
+    # small integers: every product and sum is exact in each dtype, int8 -> int32 always
+    np.testing.assert_array_equal(arrays["C"].astype(np.float64),
+                                  _reference(C, inputs, arrays))
+
+
+@needs_emulation
+@pytest.mark.parametrize(("m", "n", "k", "intrinsic", "dtype", "out_dtype"),
+                         [GEMMS[0], GEMMS[2], GEMMS[3], GEMMS[4]])
+def test_gemm_emulated_source_equals_reference(m, n, k, intrinsic, dtype, out_dtype):
+    C, inputs = _gemm(m, n, k, dtype, out_dtype)
+    kernel = _kernel(C, intrinsic)
+    source = TARGET.codegen(kernel)
+    assert "nvcuda::wmma::mma_sync" in source.text and "load_matrix_sync" in source.text
+    arrays = _arrays(inputs, C, seed=1)
+    TARGET.emulator(kernel, source)(arrays)
+    np.testing.assert_array_equal(arrays["C"].astype(np.float64),
+                                  _reference(C, inputs, arrays))
+
+
+def test_gemm_fp16_real_values_close_to_reference():
+    A = te.placeholder((37, 29), "float16", name="A")
+    B = te.placeholder((29, 23), "float16", name="B")
+    C = ops.matmul(A, B, out_dtype="float32", name="C")
+    rng = np.random.default_rng(3)
+    arrays = {"A": rng.standard_normal((37, 29)).astype(np.float16),
+              "B": rng.standard_normal((29, 23)).astype(np.float16),
+              "C": np.zeros((37, 23), np.float32)}
+    run_kernel(_kernel(C, "wmma_m16n16k16_f16_f32"), arrays, SPEC.reference_semantics())
+    np.testing.assert_allclose(arrays["C"], _reference(C, [A, B], arrays), rtol=1e-5,
+                               atol=1e-4)
+
+
+def test_kernel_is_a_warp_outer_product_of_fragments():
+    C, _ = _gemm(67, 45, 33, "float16", "float32")
+    kernel = _kernel(C, "wmma_m16n16k16_f16_f32")
+    calls = [s for s in walk_stmts(kernel.body) if isinstance(s, IntrinsicCall)]
+    assert len(calls) == 4  # a 2 x 2 outer product per warp
+    a_buffers = {call.operands[0].buffer.name for call in calls}
+    b_buffers = {call.operands[1].buffer.name for call in calls}
+    assert len(a_buffers) == len(b_buffers) == 2  # each loaded fragment feeds two mma_sync
+    assert kernel.attrs["tiles"]["FM"] == kernel.attrs["tiles"]["FN"] == 2
+    assert kernel.launch.block == (128,) and kernel.launch.grid == (2,)
+
+
+def test_builds_for_sm80_and_sm90_with_resource_report():
+    C, _ = _gemm(67, 45, 33, "float16", "float32")
+    source = TARGET.codegen(_kernel(C, "wmma_m16n16k16_f16_f32"))
+    available = TARGET.available()
+    if not available.build:
+        pytest.skip(available.reasons.get("build", "no CUDA compiler"))
+    artifact = TARGET.build(source)
+    summary = artifact.meta["summary"]
+    assert "sm_80" in summary and "sm_90" in summary
+    assert "spill 0 B stored" in summary
+
+
+@needs_emulation
+def test_batch_gemm_and_convolutions_emulated():
+    A = te.placeholder((3, 13, 20), "float16", name="A")
+    B = te.placeholder((3, 20, 11), "float16", name="B")
+    X = te.placeholder((2, 5, 9, 7), "float16", name="X")
+    W = te.placeholder((6, 5, 3, 3), "float16", name="W")
+    Xh = te.placeholder((1, 7, 6, 8), "float16", name="Xh")
+    Wh = te.placeholder((3, 3, 8, 5), "float16", name="Wh")
+    cases = [(ops.batch_matmul(A, B, out_dtype="float32", name="C"), [A, B]),
+             (ops.conv2d(X, W, stride=2, out_dtype="float32", name="Y"), [X, W]),
+             (ops.conv2d(Xh, Wh, layout="NHWC", out_dtype="float32", name="Yh"), [Xh, Wh])]
+    for output, inputs in cases:
+        kernel = _kernel(output, "wmma_m16n16k16_f16_f32")
+        arrays = _arrays(inputs, output, seed=2)
+        TARGET.emulator(kernel, TARGET.codegen(kernel))(arrays)
+        np.testing.assert_array_equal(arrays[output.name].astype(np.float64),
+                                      _reference(output, inputs, arrays), err_msg=output.name)
+
+
+def test_codegen_refuses_an_intrinsic_it_cannot_express():
+    C, _ = _gemm(16, 16, 16, "float16", "float32")
+    kernel = _kernel(C, "wmma_m16n16k16_f16_f32")
+
+    class Rename(KernelTransformer):
+        def visit_IntrinsicCall(self, stmt: IntrinsicCall) -> IntrinsicCall:
+            return IntrinsicCall("mma_m16n8k16_f16_f32", stmt.operands, stmt.attrs)
+
+    broken = replace(kernel, body=Rename().visit(kernel.body))
+    # not WMMA fragments any more: register arrays of whole tiles, refused by name
+    with pytest.raises(CodegenError, match="max_registers_per_thread|mma_m16n8k16"):
+        TARGET.codegen(broken)
+
+
+def test_fragment_buffers_hold_the_intrinsic_dtypes():
+    C, _ = _gemm(20, 20, 20, "int8", "int32")
+    kernel = _kernel(C, "wmma_m16n16k16_i8_i32")
+    call = next(s for s in walk_stmts(kernel.body) if isinstance(s, IntrinsicCall))
+    dtypes = [region.buffer.dtype for region in call.operands]
+    assert dtypes == [DType.INT8, DType.INT8, DType.INT32]
+    assert all(isinstance(region, Region) and region.buffer.level == "fragment"
+               for region in call.operands)

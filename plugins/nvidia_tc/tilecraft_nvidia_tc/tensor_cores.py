@@ -1,0 +1,374 @@
+"""Computes tensorized onto WMMA through a verified AMOS mapping (thesis ch. 5, §5.4), lowered
+as a Tensor Core GEMM kernel with the §3.4.1.2 micro-kernel: each warp holds an ``FM x FN``
+outer product of fragments, so every fragment it loads feeds ``FN`` (or ``FM``) ``mma_sync``.
+
+The core's AMOS stages decide which software loops fuse onto the intrinsic's ``i1`` (rows),
+``i2`` (columns) and ``r1`` (reduction) and which tensors are ``Src1`` / ``Src2``; the loops
+left outside (a batch, a convolution's unmapped reduce loops) become grid blocks or serial
+loops. With ``fm x fn x fk`` the intrinsic's shape, ``BM = WARPS_M * FM * fm`` and
+``BN = WARPS_N * FN * fn``::
+
+    for block in bound(batch * ceil(M/BM) * ceil(N/BN), axis=blockIdx.x):
+      alloc A_s[BK/fk][BM][fk + pad], B_s[BN/fn][BK][fn + pad], C_s[BN/fn][BM][fn + pad] (shared)
+      for t in bound(WARPS_M * WARPS_N * 32, axis=threadIdx.x):      # warp w = t / 32
+        alloc a[FM], b[FN], acc[FM][FN] (fragment; acc starts at zero)
+        for the outer reduce loops (serial):
+          for kt in serial(ceil(K / BK)):
+            A_s, B_s <- the slice kt of Src1 / Src2 (all threads, zeros past the edges); barrier
+            for kf in serial(BK / fk):
+              a[i] <- A_s[kf][wm * FM * fm + i * fm ..]     load_matrix_sync
+              b[j] <- B_s[wn * FN + j][kf * fk ..]          load_matrix_sync
+              acc[i][j] = mma(a[i], b[j], acc[i][j])       mma_sync, FM * FN of them
+            barrier
+        C_s[wn * FN + j][wm * FM * fm + i * fm ..] <- acc[i][j]   store_matrix_sync; barrier
+        out[..] = C_s[..] where in bounds (all threads)
+
+Every tile is stored in panels one fragment wide (rows of ``fk`` or ``fn`` elements plus 16
+bytes of padding), so that every fragment pointer is 256-bit aligned and every leading
+dimension a multiple of 16 bytes, as WMMA requires, whatever the fragment shape and dtype.
+Ragged edges (a 2 x 3 x 5 GEMM) are zeros in shared memory and guarded global stores.
+
+In Kernel IR the fragments are buffers of the ``fragment`` level allocated per thread, loaded
+and stored with ``Copy`` and multiplied with an ``IntrinsicCall`` of the mapping's intrinsic:
+the interpreter runs every lane's call by the declared semantics (each lane holds the whole
+tile, the same values), the CUDA code generator emits the warp-collective ``nvcuda::wmma``
+calls (:mod:`tilecraft_nvidia_tc.codegen.wmma`).
+
+>>> from tilecraft import ops, te
+>>> from tilecraft.intrin import generate, match
+>>> from tilecraft.lower import LoweringOptions
+>>> from tilecraft_nvidia_tc.target import load_target_spec
+>>> spec = load_target_spec()
+>>> A = te.placeholder((67, 33), "float16", name="A")
+>>> B = te.placeholder((33, 45), "float16", name="B")
+>>> C = ops.matmul(A, B, out_dtype="float32", name="C")
+>>> mma = spec.intrinsic("wmma_m16n16k16_f16_f32")
+>>> [kernel] = lower_wmma_mapping(C, generate(C, mma, match(C, mma).mappings[0]),
+...                               LoweringOptions.from_spec(spec))
+>>> kernel.launch.grid, kernel.launch.block, kernel.attrs["tiles"]
+((2,), (128,), {'BM': 64, 'BN': 64, 'BK': 32, 'FM': 2, 'FN': 2, 'WARPS_M': 2, 'WARPS_N': 2})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tilecraft.errors import LoweringError
+from tilecraft.intrin.generation import FusedLoop, PhysicalMapping
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Barrier,
+    Buffer,
+    BufferLoad,
+    Copy,
+    For,
+    IfThenElse,
+    IntrinsicCall,
+    Kernel,
+    LaunchConfig,
+    LoopKind,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.intrinsic import IntrinsicDecl, OperandRole
+from tilecraft.te import functions as tf
+from tilecraft.te.expr import AxisKind, Const, Expr, IterVar, Load, Var, const
+from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import transform
+
+__all__ = ["WmmaTiles", "lower_wmma_mapping", "supports", "wmma_shape"]
+
+#: WMMA's instruction that multiplies fragments (the companions load / store / fill them)
+WMMA_INSTRUCTION = "load_matrix_sync"
+#: bytes of padding at the end of every panel row (spreads fragment rows over the banks)
+ROW_PADDING_BYTES = 16
+WARP = 32
+
+
+@dataclass(frozen=True)
+class WmmaTiles:
+    """The block tile: ``WARPS_M x WARPS_N`` warps, each an ``FM x FN`` outer product of
+    fragments, ``BK`` reduction elements staged per step (a multiple of the fragment's)."""
+
+    warps_m: int = 2
+    warps_n: int = 2
+    fm: int = 2
+    fn: int = 2
+    bk: int = 32
+
+
+def wmma_shape(decl: IntrinsicDecl) -> tuple[str, str, str] | None:
+    """The names of the intrinsic's row, column and reduce loops when it has WMMA's form
+    ``Dst[i1, i2] += Src1[i1, r1] * Src2[r1, i2]`` loaded with ``load_matrix_sync``."""
+    compute = decl.compute
+    reduce = [loop.name for loop in compute.loops if loop.kind is AxisKind.REDUCE]
+    sources = [op for op in compute.operands if op.role is OperandRole.SRC]
+    if len(reduce) != 1 or len(sources) != 2 or decl.memory is None or not any(
+            move.instruction == WMMA_INSTRUCTION for move in decl.memory.moves):
+        return None
+    destination = compute.destination
+    if len(destination.index) != 2:
+        return None
+    row, column = destination.index
+    if tuple(sources[0].index) != (row, reduce[0]) or tuple(sources[1].index) != (reduce[0],
+                                                                                  column):
+        return None
+    return row, column, reduce[0]
+
+
+def supports(decl: IntrinsicDecl) -> bool:
+    """Whether ``decl`` is a WMMA-form intrinsic this lowering handles."""
+    return wmma_shape(decl) is not None
+
+
+def _seq(stmts: list[Stmt]) -> Stmt:
+    return stmts[0] if len(stmts) == 1 else Seq(tuple(stmts))
+
+
+def _zero(buffer: Buffer) -> Const:
+    return Const(0, buffer.dtype) if buffer.dtype.is_int else Const(0.0, buffer.dtype)
+
+
+def _unflatten(flat: Expr, extents: tuple[int, ...]) -> list[Expr]:
+    """Row-major coordinates of ``flat`` over ``extents`` (the last fastest)."""
+    values: list[Expr] = []
+    stride = 1
+    for position, extent in reversed(list(enumerate(extents))):
+        value = flat // stride if stride != 1 else flat
+        values.append(value % extent if position else value)
+        stride *= extent
+    return values[::-1]
+
+
+def _padded_row(elements: int, itemsize: int) -> int:
+    """Elements per panel row: ``elements`` plus 16 bytes, a multiple of 16 bytes."""
+    return elements + ROW_PADDING_BYTES // itemsize
+
+
+class _WmmaKernelBuilder:
+    """The kernel of one mapping onto a WMMA intrinsic (module docstring)."""
+
+    def __init__(self, compute: Tensor, physical: PhysicalMapping, options: LoweringOptions,
+                 tiles: WmmaTiles) -> None:
+        virtual = physical.virtual
+        self.compute, self.virtual, self.options = compute, virtual, options
+        self.decl = virtual.intrinsic
+        self.product = virtual.product
+        shape = wmma_shape(self.decl)
+        assert shape is not None
+        row, column, reduce = shape
+        self.rows, self.columns, self.reduce = (virtual.loop(row), virtual.loop(column),
+                                                virtual.loop(reduce))
+        self.fm, self.fn, self.fk = self.rows.tile, self.columns.tile, self.reduce.tile
+        sources = [op for op in self.decl.compute.operands if op.role is OperandRole.SRC]
+        self.src1, self.src2 = sources[0], sources[1]
+        self.dst = self.decl.compute.destination
+        threads = options.threads
+        self.shared = threads.shared_level if threads is not None else "shared"
+        self.fragment = options.register_level or "fragment"
+        self.subgroup = threads.subgroup_size if threads is not None else WARP
+        level = options.param_level
+        self.params: dict[str, Buffer] = {}
+        for factor in self.product.factors:
+            tensor = factor.tensor
+            self.params.setdefault(tensor.name, Buffer(tensor.name, tensor.shape, tensor.dtype,
+                                                       level=level))
+        self.output = Buffer(compute.name, compute.shape, compute.dtype, level=level)
+        # smaller problems take fewer warps (never fewer fragments: the outer product stays)
+        warps_m = max(1, min(tiles.warps_m, math.ceil(self.rows.extent / (tiles.fm * self.fm))))
+        warps_n = max(1, min(tiles.warps_n,
+                             math.ceil(self.columns.extent / (tiles.fn * self.fn))))
+        if tiles.bk % self.fk:
+            raise LoweringError(f"compute {compute.name}: BK={tiles.bk} is not a multiple of "
+                                f"{self.decl.name}'s reduction {self.fk}; use a multiple")
+        self.tiles = WmmaTiles(warps_m, warps_n, tiles.fm, tiles.fn, tiles.bk)
+        self.bm = warps_m * tiles.fm * self.fm
+        self.bn = warps_n * tiles.fn * self.fn
+        self.threads = warps_m * warps_n * self.subgroup
+        spatial = [loop for loop in virtual.outer if loop in self.product.axes]
+        self.batch_loops = spatial
+        self.reduce_loops = [loop for loop in virtual.outer if loop not in self.product.axes]
+
+    # element values --------------------------------------------------------------------------
+    def _operand(self, operand: str, values: Mapping[IterVar, Expr]) -> Expr:
+        position = self.virtual.mapping.binding(operand).factor
+        assert position is not None
+        factor = self.product.factors[position]
+
+        def replace(node: Expr) -> Expr | None:
+            if isinstance(node, Load):
+                return BufferLoad(self.params[node.tensor.name],
+                                  tuple(transform(i, replace) for i in node.indices))
+            if isinstance(node, IterVar):
+                return values[node]
+            return None
+
+        return transform(factor.value(), replace)
+
+    @staticmethod
+    def _clamped(loop: FusedLoop, position: Expr) -> dict[IterVar, Expr]:
+        """The software loop values at ``position`` of ``loop`` (clamped into the loop: the
+        caller guards the positions past its end)."""
+        return loop.split(tf.min(position, const(loop.extent - 1)))
+
+    # the pieces ------------------------------------------------------------------------------
+    def _each_element(self, extents: tuple[int, ...], thread: Var, name: str,
+                      body: Callable[[list[Expr]], Stmt]) -> Stmt:
+        """``body(coordinates)`` for every element of ``extents``, spread over the threads."""
+        total = math.prod(extents)
+        rounds = -(-total // self.threads)
+        step = Var(f"{name}_step")
+        flat = step * self.threads + thread
+        exact = rounds * self.threads == total
+        coordinates = _unflatten(flat if exact else tf.min(flat, const(total - 1)), extents)
+        stmt = body(coordinates)
+        if not exact:
+            stmt = IfThenElse(flat < total, stmt)
+        return For(step, const(rounds), LoopKind.SERIAL, stmt)
+
+    def _stage(self, buffer: Buffer, operand: str, values: dict[IterVar, Expr],
+               spatial: FusedLoop, spatial_base: Expr, k_base: Expr, thread: Var,
+               panel_rows: bool) -> Stmt:
+        """Copy one BK slice of a source into its shared panels, zeros past the edges.
+        ``panel_rows``: the panels run along k (``A_s[kf][m][k]``) else along the spatial
+        axis (``B_s[np][k][n]``)."""
+        panels, first, second = buffer.shape[0], buffer.shape[1], buffer.shape[2]
+        inner = self.fk if panel_rows else self.fn
+        extents = (panels, first, inner)
+
+        def body(coordinates: list[Expr]) -> Stmt:
+            panel, outer, lane = coordinates
+            if panel_rows:  # A_s[kf][m][k]
+                s_pos, k_pos = spatial_base + outer, k_base + panel * self.fk + lane
+            else:           # B_s[np][k][n]
+                s_pos, k_pos = spatial_base + panel * self.fn + lane, k_base + outer
+            local = dict(values)
+            local.update(self._clamped(spatial, s_pos))
+            local.update(self._clamped(self.reduce, k_pos))
+            value = self._operand(operand, local)
+            if value.dtype != buffer.dtype:
+                value = value.astype(buffer.dtype)
+            index = (panel, outer, lane)
+            return IfThenElse((s_pos < spatial.extent) & (k_pos < self.reduce.extent),
+                              Store(buffer, index, value), Store(buffer, index, _zero(buffer)))
+
+        del second
+        return self._each_element(extents, thread, buffer.name, body)
+
+    def kernel(self, name: str) -> Kernel:
+        src1, src2, dst = self.src1, self.src2, self.dst
+        fm, fn, fk, tiles = self.fm, self.fn, self.fk, self.tiles
+        kf_count = tiles.bk // fk
+        a_s = Buffer("A_s", (kf_count, self.bm, _padded_row(fk, src1.dtype.bytes)),
+                     src1.dtype, level=self.shared)
+        b_s = Buffer("B_s", (self.bn // fn, tiles.bk, _padded_row(fn, src2.dtype.bytes)),
+                     src2.dtype, level=self.shared)
+        c_s = Buffer("C_s", (self.bn // fn, self.bm, _padded_row(fn, dst.dtype.bytes)),
+                     dst.dtype, level=self.shared)
+        a_frags = [Buffer(f"a_frag{i}", (fm, fk), src1.dtype, level=self.fragment)
+                   for i in range(tiles.fm)]
+        b_frags = [Buffer(f"b_frag{j}", (fk, fn), src2.dtype, level=self.fragment)
+                   for j in range(tiles.fn)]
+        accs = [[Buffer(f"acc{i}_{j}", (fm, fn), dst.dtype, level=self.fragment)
+                 for j in range(tiles.fn)] for i in range(tiles.fm)]
+
+        m_tiles = -(-self.rows.extent // self.bm)
+        n_tiles = -(-self.columns.extent // self.bn)
+        batch_extents = tuple(loop.extent for loop in self.batch_loops)
+        blocks = math.prod(batch_extents) * m_tiles * n_tiles
+        block, thread = Var("block"), Var("t")
+        *batch_coordinates, m_block, n_block = _unflatten(block, (*batch_extents, m_tiles,
+                                                                  n_tiles))
+        values: dict[IterVar, Expr] = dict(zip(self.batch_loops, batch_coordinates))
+        reduce_vars = {loop: Var(loop.name) for loop in self.reduce_loops}
+        values.update(reduce_vars)
+        m_base, n_base = m_block * self.bm, n_block * self.bn
+        warp = thread // self.subgroup
+        warp_m, warp_n = warp // tiles.warps_n, warp % tiles.warps_n
+
+        kt, kf = Var("kt"), Var("kf")
+        k_base = kt * tiles.bk
+        zero = const(0)
+        loads: list[Stmt] = []
+        for i, frag in enumerate(a_frags):
+            row = (warp_m * tiles.fm + i) * fm
+            loads.append(Copy(Region(frag, (zero, zero), (fm, fk)),
+                              Region(a_s, (kf, row, zero), (1, fm, fk))))
+        for j, frag in enumerate(b_frags):
+            panel = warp_n * tiles.fn + j
+            loads.append(Copy(Region(frag, (zero, zero), (fk, fn)),
+                              Region(b_s, (panel, kf * fk, zero), (1, fk, fn))))
+        calls = [IntrinsicCall(self.decl.name, (Region(a_frags[i], (zero, zero), (fm, fk)),
+                                                Region(b_frags[j], (zero, zero), (fk, fn)),
+                                                Region(accs[i][j], (zero, zero), (fm, fn))),
+                               (("mapping", str(self.virtual.mapping)),))
+                 for i in range(tiles.fm) for j in range(tiles.fn)]
+        step: Stmt = Seq((
+            self._stage(a_s, src1.name, values, self.rows, m_base, k_base, thread, True),
+            self._stage(b_s, src2.name, values, self.columns, n_base, k_base, thread, False),
+            Barrier("block"),
+            For(kf, const(kf_count), LoopKind.SERIAL, Seq((*loads, *calls))),
+            Barrier("block")))
+        body: Stmt = For(kt, const(-(-self.reduce.extent // tiles.bk)), LoopKind.SERIAL, step)
+        for loop in reversed(self.reduce_loops):
+            body = For(reduce_vars[loop], const(loop.extent), LoopKind.SERIAL, body)
+        stores = [Copy(Region(c_s, (warp_n * tiles.fn + j, (warp_m * tiles.fm + i) * fm, zero),
+                              (1, fm, fn)), Region(accs[i][j], (zero, zero), (fm, fn)))
+                  for i in range(tiles.fm) for j in range(tiles.fn)]
+
+        def unpack(coordinates: list[Expr]) -> Stmt:
+            panel, row, lane = coordinates
+            m_pos, n_pos = m_base + row, n_base + panel * fn + lane
+            local = dict(values)
+            local.update(self._clamped(self.rows, m_pos))
+            local.update(self._clamped(self.columns, n_pos))
+            value: Expr = BufferLoad(c_s, (panel, row, lane))
+            if value.dtype != self.output.dtype:
+                value = value.astype(self.output.dtype)
+            index = tuple(local[axis] for axis in self.product.axes)
+            return IfThenElse((m_pos < self.rows.extent) & (n_pos < self.columns.extent),
+                              Store(self.output, index, value))
+
+        work: Stmt = Seq((body, *stores, Barrier("block"),
+                          self._each_element((self.bn // fn, self.bm, fn), thread, "out",
+                                             unpack)))
+        for buffer in reversed([*a_frags, *b_frags, *(acc for row in accs for acc in row)]):
+            work = Allocate(buffer, work)  # fragments start at zero (fill_fragment)
+        nest: Stmt = For(thread, const(self.threads), LoopKind.BOUND, work, axis="threadIdx.x")
+        for buffer in (c_s, b_s, a_s):
+            nest = Allocate(buffer, nest)
+        nest = For(block, const(blocks), LoopKind.BOUND, nest, axis="blockIdx.x")
+        params = (*self.params.values(), self.output)
+        t = tiles
+        tile_attrs = {"BM": self.bm, "BN": self.bn, "BK": t.bk, "FM": t.fm, "FN": t.fn,
+                      "WARPS_M": t.warps_m, "WARPS_N": t.warps_n}
+        return Kernel(name, params, (self.output.name,), nest,
+                      launch=LaunchConfig(grid=(blocks,), block=(self.threads,)),
+                      attrs={"mapping": str(self.virtual.mapping), "intrinsic": self.decl.name,
+                             "strategy": "nvidia_wmma", "tiles": tile_attrs,
+                             "schedule": f"tensorized: {self.virtual.mapping} on "
+                                         f"{self.decl.name} ({self.bm}x{self.bn}x{t.bk} block "
+                                         f"tiles, {t.warps_m}x{t.warps_n} warps of {t.fm}x"
+                                         f"{t.fn} fragments)"})
+
+
+def lower_wmma_mapping(compute: Tensor, physical: PhysicalMapping, options: LoweringOptions,
+                       tiles: WmmaTiles | None = None) -> list[Kernel] | None:
+    """The Tensor Core kernel of ``compute`` through ``physical`` (module docstring), verified
+    against the spec when ``options`` carry one; ``None`` when the mapping's intrinsic is not
+    a WMMA one or the mapping is of another compute."""
+    if not supports(physical.virtual.intrinsic) \
+            or physical.virtual.product.compute.name != compute.name:
+        return None
+    builder = _WmmaKernelBuilder(compute, physical, options, tiles or WmmaTiles())
+    kernel = builder.kernel(f"{compute.name}_{physical.virtual.intrinsic.name}")
+    if options.spec is not None:
+        from tilecraft.kernel_ir.verify import verify_kernel
+
+        verify_kernel(kernel, options.spec)
+    return [kernel]
