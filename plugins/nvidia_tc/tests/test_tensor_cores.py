@@ -166,3 +166,17 @@ def test_fragment_buffers_hold_the_intrinsic_dtypes():
     assert dtypes == [DType.INT8, DType.INT8, DType.INT32]
     assert all(isinstance(region, Region) and region.buffer.level == "fragment"
                for region in call.operands)
+
+
+@needs_emulation
+def test_compile_with_a_forced_wmma_mapping_end_to_end():
+    import tilecraft as tc
+
+    C, (A, B) = _gemm(67, 45, 33, "float16", "float32")
+    executable = tc.compile(C, target="nvidia_tc", tensorize={"C": "wmma_m16n16k16_f16_f32"})
+    arrays = _arrays([A, B], C, seed=4)
+    result = executable(arrays["A"], arrays["B"])
+    result = result[0] if isinstance(result, (list, tuple)) else result
+    np.testing.assert_array_equal(np.asarray(result, np.float64),
+                                  _reference(C, [A, B], arrays))
+    assert "nvidia_wmma" in [kernel.attrs.get("strategy") for kernel in executable.kernels]

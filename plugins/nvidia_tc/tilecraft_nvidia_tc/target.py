@@ -214,6 +214,15 @@ class NvidiaTcTarget(DeclaredTarget):
 
         return contraction_template_space(tensor, LoweringOptions.from_spec(self.spec))
 
+    def lower_mapped(self, compute: Tensor, physical: Any,
+                     options: LoweringOptions) -> list[Kernel] | None:
+        """A compute tensorized onto a WMMA intrinsic (a verified AMOS mapping) as the warp-tiled
+        Tensor Core kernel of :mod:`tilecraft_nvidia_tc.tensor_cores`; ``None`` (the core's
+        serial nest) for other intrinsics."""
+        from tilecraft_nvidia_tc.tensor_cores import lower_wmma_mapping
+
+        return lower_wmma_mapping(compute, physical, options)
+
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:
         """A float contraction as the shared-memory tiled GEMM kernel (``config``: its tiles,
