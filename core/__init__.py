@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "Graph": ("tilecraft.graph", "Graph"),
     "compile": ("tilecraft.api", "compile"),
+    "from_onnx": ("tilecraft.onnx.loader", "from_onnx"),
     "Executable": ("tilecraft.runtime.executable", "Executable"),
     "list_targets": ("tilecraft.target.registry", "list_targets"),
     "get_target": ("tilecraft.target.registry", "get_target"),

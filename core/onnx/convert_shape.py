@@ -1,0 +1,260 @@
+"""ONNX shape and data-movement operators (Reshape, Transpose, Concat, Split, Slice, Gather,
+Flatten, Squeeze / Unsqueeze, Expand, Pad, DepthToSpace / SpaceToDepth, Shape) and the
+reductions (ReduceMean / Sum / Max / Min), through :mod:`tilecraft.ops`.
+
+Shape-like inputs (a Reshape's shape, Slice's starts, the axes) must be known at import time.
+
+>>> # Reshape(x[2, 6], shape=[0, -1, 2]) becomes ops.reshape(x, (2, 3, 2))
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilecraft import ops, te
+from tilecraft.onnx.context import NodeContext, converter
+from tilecraft.onnx.convert_nn import expanded
+from tilecraft.onnx.values import Value, ints
+from tilecraft.ops.building import named_compute
+from tilecraft.ops.elementwise import axis_names
+from tilecraft.te.tensor import Tensor
+
+
+def _copy_or_reshape(ctx: NodeContext, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    if tuple(x.shape) == shape:
+        return ops.reshape(x, shape, name=ctx.out()) if shape else x
+    return ops.reshape(x, shape or (1,), name=ctx.out())
+
+
+@converter("Reshape")
+def convert_reshape(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    wanted = ints(ctx.const(1, "shape"))
+    allow_zero = bool(ctx.attr("allowzero", 0))
+    shape = [x.shape[d] if v == 0 and not allow_zero else v for d, v in enumerate(wanted)]
+    if -1 in shape:
+        known = math.prod(v for v in shape if v != -1)
+        shape[shape.index(-1)] = x.size // max(known, 1)
+    if math.prod(shape) != x.size or any(v < 1 for v in shape):
+        raise ctx.unsupported(f"cannot reshape {x.shape} to {wanted}")
+    return [_copy_or_reshape(ctx, x, tuple(shape))]
+
+
+@converter("Flatten")
+def convert_flatten(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    axis = int(ctx.attr("axis", 1)) % (x.ndim + 1) if x.ndim else 0
+    shape = (math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+    return [_copy_or_reshape(ctx, x, shape)]
+
+
+def _axes(ctx: NodeContext, index: int, ndim: int) -> list[int] | None:
+    """Axes from input ``index`` (newer opsets) or the ``axes`` attribute; None if absent."""
+    if ctx.has(index):
+        return [a % ndim for a in ints(ctx.const(index, "axes"))]
+    if "axes" in ctx.attrs:
+        return [int(a) % ndim for a in ctx.attrs["axes"]]
+    return None
+
+
+@converter("Squeeze")
+def convert_squeeze(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    axes = _axes(ctx, 1, x.ndim)
+    if axes is None:
+        axes = [d for d, e in enumerate(x.shape) if e == 1]
+    if any(x.shape[a] != 1 for a in axes):
+        raise ctx.unsupported(f"squeezing axes {axes} of {x.shape}, not all of extent 1")
+    shape = tuple(e for d, e in enumerate(x.shape) if d not in axes)
+    return [_copy_or_reshape(ctx, x, shape)]
+
+
+@converter("Unsqueeze")
+def convert_unsqueeze(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    count = len(ints(ctx.const(1, "axes"))) if ctx.has(1) else len(ctx.attr("axes", []))
+    axes = sorted(_axes(ctx, 1, x.ndim + count) or [])
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return [_copy_or_reshape(ctx, x, tuple(shape))]
+
+
+@converter("Transpose")
+def convert_transpose(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    perm = ctx.attr("perm")
+    return [ops.transpose(x, None if perm is None else [int(p) for p in perm], name=ctx.out())]
+
+
+@converter("Concat")
+def convert_concat(ctx: NodeContext) -> list[Value]:
+    tensors = [ctx.tensor(i) for i in range(len(ctx.inputs)) if ctx.has(i)]
+    return [ops.concat(tensors, axis=int(ctx.attr("axis")), name=ctx.out())]
+
+
+def _window(ctx: NodeContext, x: Tensor, starts: list[int], steps: list[int],
+            shape: list[int], name: str) -> Tensor:
+    """``out[idx] = x[start + idx * step]`` per dimension."""
+
+    def body(*idx: te.Expr) -> te.Expr:
+        source = []
+        for i, start, step in zip(idx, starts, steps):
+            term = i * step if step != 1 else i
+            source.append(term + start if start else term)
+        return x[tuple(source)]
+
+    return named_compute(tuple(shape), axis_names(x.ndim), body, name)
+
+
+@converter("Split")
+def convert_split(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    axis = int(ctx.attr("axis", 0)) % x.ndim
+    outputs = len(ctx.node.output)
+    if ctx.has(1):
+        sizes = ints(ctx.const(1, "split"))
+    elif "split" in ctx.attrs:
+        sizes = [int(v) for v in ctx.attrs["split"]]
+    else:
+        parts = int(ctx.attr("num_outputs", outputs))
+        chunk = -(-x.shape[axis] // parts)
+        sizes = [min(chunk, x.shape[axis] - i * chunk) for i in range(parts)]
+    if sum(sizes) != x.shape[axis] or len(sizes) != outputs or min(sizes) < 1:
+        raise ctx.unsupported(f"split sizes {sizes} of axis {axis} of {x.shape} into "
+                              f"{outputs} outputs")
+    results: list[Value] = []
+    offset = 0
+    for k, size in enumerate(sizes):
+        starts = [offset if d == axis else 0 for d in range(x.ndim)]
+        shape = [size if d == axis else e for d, e in enumerate(x.shape)]
+        results.append(_window(ctx, x, starts, [1] * x.ndim, shape, ctx.out(k)))
+        offset += size
+    return results
+
+
+@converter("Slice")
+def convert_slice(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    starts_in = ints(ctx.const(1, "starts"))
+    ends_in = ints(ctx.const(2, "ends"))
+    axes = _axes(ctx, 3, x.ndim) or list(range(len(starts_in)))
+    steps_in = ints(ctx.const(4, "steps")) if ctx.has(4) else [1] * len(axes)
+    starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
+    for axis, start, end, step in zip(axes, starts_in, ends_in, steps_in):
+        extent = x.shape[axis]
+        if step == 0:
+            raise ctx.unsupported("a step of 0")
+        first, stop, _ = slice(start, end, step).indices(extent)
+        count = len(range(first, stop, step))
+        if count < 1:
+            raise ctx.unsupported(f"an empty slice of axis {axis} (tensors are never empty)")
+        starts[axis], steps[axis], shape[axis] = first, step, count
+    return [_window(ctx, x, starts, steps, shape, ctx.out())]
+
+
+@converter("Gather")
+def convert_gather(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    axis = int(ctx.attr("axis", 0)) % x.ndim
+    indices = ctx.const(1, "indices")
+    flat = [i % x.shape[axis] for i in ints(indices)]
+    index_shape = list(indices.shape)
+    shape = [*x.shape[:axis], *index_shape, *x.shape[axis + 1:]]
+    strides = [flat[i + 1] - flat[i] for i in range(len(flat) - 1)]
+    arithmetic = len(set(strides)) <= 1 and len(index_shape) <= 1
+    if not arithmetic and len(flat) > 64:
+        raise ctx.unsupported(f"{len(flat)} gathered indices that are not an arithmetic "
+                              "progression (up to 64 are supported)")
+
+    def body(*idx: te.Expr) -> te.Expr:
+        before, middle = idx[:axis], idx[axis:axis + len(index_shape)]
+        after = idx[axis + len(index_shape):]
+        if not index_shape:
+            return x[(*before, flat[0], *after)]
+        if arithmetic:
+            step = strides[0] if strides else 1
+            position = middle[0] * step if step != 1 else middle[0]
+            return x[(*before, position + flat[0] if flat[0] else position, *after)]
+        linear: te.Expr | int = 0
+        for d, i in enumerate(middle):
+            linear = linear * index_shape[d] + i if d else i
+        result = x[(*before, flat[-1], *after)]
+        for position in range(len(flat) - 2, -1, -1):
+            result = te.select(te.eq(linear, position), x[(*before, flat[position], *after)],
+                               result)
+        return result
+
+    return [named_compute(tuple(shape) or (1,), axis_names(len(shape) or 1),
+                          body if shape else (lambda _: body()), ctx.out())]
+
+
+@converter("Expand")
+def convert_expand(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    wanted = ints(ctx.const(1, "shape"))
+    from tilecraft.ops.building import broadcast_shape
+
+    shape = broadcast_shape(x.shape, tuple(wanted), ctx.label)
+    out = expanded(ctx, x, shape, "expand")
+    return [out if out is not x else _copy_or_reshape(ctx, x, tuple(shape))]
+
+
+@converter("Pad")
+def convert_pad(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    mode = ctx.attr("mode", "constant")
+    if mode != "constant":
+        raise ctx.unsupported(f"mode={mode!r} (only 'constant' is supported)")
+    flat = ints(ctx.const(1, "pads"))
+    axes = _axes(ctx, 3, x.ndim) or list(range(x.ndim))
+    pairs = [(0, 0)] * x.ndim
+    for k, axis in enumerate(axes):
+        pairs[axis] = (flat[k], flat[k + len(axes)])
+    if any(v < 0 for pair in pairs for v in pair):
+        raise ctx.unsupported("negative pads (cropping)")
+    value: float | int = 0
+    if ctx.has(2):
+        value = np.asarray(ctx.const(2, "constant_value")).reshape(-1)[0].item()
+    value = float(value) if x.dtype.is_float else int(value)
+    return [ops.pad(x, pairs, value=value, name=ctx.out())]
+
+
+@converter("DepthToSpace", "SpaceToDepth")
+def convert_depth_space(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    block = int(ctx.attr("blocksize"))
+    if ctx.op_type == "SpaceToDepth":
+        return [ops.space_to_depth(x, block, mode="DCR", name=ctx.out())]
+    return [ops.depth_to_space(x, block, mode=ctx.attr("mode", "DCR"), name=ctx.out())]
+
+
+@converter("Shape")
+def convert_shape(ctx: NodeContext) -> list[Value]:
+    value = ctx.value(0)
+    shape = np.array(value.shape, dtype=np.int64)
+    start, end = ctx.attr("start", 0), ctx.attr("end", None)
+    return [shape[start:end]]
+
+
+_REDUCE = {"ReduceMean": ops.mean, "ReduceSum": ops.reduce_sum, "ReduceMax": ops.reduce_max,
+           "ReduceMin": ops.reduce_min}
+
+
+@converter(*_REDUCE)
+def convert_reduce(ctx: NodeContext) -> list[Value]:
+    x = ctx.tensor(0)
+    axes = _axes(ctx, 1, x.ndim)
+    if axes is None or not axes:
+        if int(ctx.attr("noop_with_empty_axes", 0)):
+            return [ops.reshape(x, x.shape, name=ctx.out())]
+        axes = list(range(x.ndim))
+    keep = bool(int(ctx.attr("keepdims", 1)))
+    if ctx.op_type == "ReduceMean" and not x.dtype.is_float:
+        raise ctx.unsupported("ReduceMean of an integer tensor")
+    kwargs = {"out_dtype": x.dtype} if ctx.op_type == "ReduceSum" else {}
+    result = _REDUCE[ctx.op_type](x, axes=tuple(sorted(set(axes))), keepdims=keep,
+                                  name=ctx.out(), **kwargs)
+    return [result]
