@@ -51,7 +51,8 @@ def _resolve_target(target: str | Target) -> Target:
 def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
             target: str | Target, tuning: Any = None,
             database: str | None = None, tensorize: Any = None,
-            dump_stages: str | Path | None = None) -> Executable:
+            dump_stages: str | Path | None = None,
+            passes: dict[str, bool] | None = None) -> Executable:
     """Compile every compute of ``program`` for ``target`` (an installed target's name, or a
     :class:`~tilecraft.target.base.Target`; there is no default: ``tilecraft targets`` lists
     what is installed and what this machine can do with each) through the stages of
@@ -68,16 +69,17 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     ``tensorize`` overrides that (:mod:`tilecraft.intrin.tensorize`): ``None`` or ``"auto"``
     (the default) leaves it to the model, ``False`` or ``"off"`` turns tensorization off,
     ``True`` or a mapping naming computes forces them through a mapping. ``dump_stages`` (a
-    folder) receives each stage's output. A target this machine can only compile for still
-    yields an Executable with the generated sources (``exe.sources``); calling it raises a
-    TargetError that says why.
+    folder) receives each stage's output. ``passes`` turns graph passes off by name
+    (``{"fold_batch_norm": False}``; :mod:`tilecraft.passes` lists the core's). A target
+    this machine can only compile for still yields an Executable with the generated sources
+    (``exe.sources``); calling it raises a TargetError that says why.
     """
     from tilecraft.pipeline import run_pipeline
 
     graph = as_graph(program)
     tgt = _resolve_target(target)
     state = run_pipeline(graph, tgt, tuning=tuning, database=database, tensorize=tensorize,
-                         dump_stages=dump_stages)
+                         dump_stages=dump_stages, passes=passes)
     assert state.report is not None
     reason = None
     if state.availability.capability not in (Capability.EXECUTE, Capability.EMULATE):

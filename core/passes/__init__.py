@@ -7,10 +7,20 @@ A pass must return an equivalent graph: the same outputs (names, shapes, dtypes)
 the same inputs; :func:`run_passes` checks that after each pass and names the pass that broke
 it.
 
-The core registers no graph pass today, on purpose: a graph is built from its outputs
-(:meth:`~tilecraft.graph.Graph.from_outputs`), so it holds no dead compute to remove. The
-core's target-neutral rewrites work on one compute at a time, and a target's lowering decides
-where to apply them:
+The core's passes (:data:`DEFAULT_PASSES`, in this order; ``tilecraft.compile(...,
+passes={"fold_batch_norm": False})`` turns one off by name):
+
+- :mod:`tilecraft.passes.simplify` (``simplify``): exact algebraic rewrites, reshape /
+  transpose chains composed, identity gathers and casts removed;
+- :mod:`tilecraft.passes.constant_folding` (``fold_constants``): computes reading only
+  constants (``te.constant``) evaluated by the reference and replaced by constants;
+- :mod:`tilecraft.passes.batch_norm_folding` (``fold_batch_norm``): a per-channel affine
+  normalisation after a conv / matmul with constant weights folded into the weights and a bias;
+- :mod:`tilecraft.passes.dead_code` (``eliminate_dead_code``): selects settled over their index
+  ranges pruned, computes nothing reads any more dropped.
+
+They rebuild graphs through :mod:`tilecraft.passes.rewriting`. The core's other target-neutral
+rewrites work on one compute at a time, and a target's lowering decides where to apply them:
 
 - :mod:`tilecraft.passes.contraction`: a compute seen as a batched matrix product (axes sorted
   into batch / m / n / k), and the dot-product contractions of int8 and bfloat16 operands;
@@ -45,8 +55,17 @@ from tilecraft.graph import Graph
 #: a graph pass: an equivalent graph for a graph
 GraphPass = Callable[[Graph], Graph]
 
-#: the core's passes, registered through the plugin hook (none today: see the module docstring)
+#: the core's passes, registered through the plugin hook, in the order they run
 DEFAULT_PASSES: list[GraphPass] = []
+
+
+def _default_passes() -> list[GraphPass]:
+    from tilecraft.passes.batch_norm_folding import fold_batch_norm
+    from tilecraft.passes.constant_folding import fold_constants
+    from tilecraft.passes.dead_code import eliminate_dead_code
+    from tilecraft.passes.simplify import simplify
+
+    return [simplify, fold_constants, fold_batch_norm, eliminate_dead_code]
 
 
 class PassError(TilecraftError):
@@ -88,6 +107,8 @@ def run_passes(graph: Graph, passes: Mapping[str, GraphPass]) -> tuple[Graph, li
         applied.append(name)
     return graph, applied
 
+
+DEFAULT_PASSES.extend(_default_passes())
 
 __all__ = ["DEFAULT_PASSES", "GraphPass", "PassError", "check_equivalent_interface",
            "run_passes"]

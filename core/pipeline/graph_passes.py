@@ -1,6 +1,7 @@
 """Stage 1, graph passes: every pass registered through the ``tilecraft_register_passes``
 hook (the core's :data:`tilecraft.passes.DEFAULT_PASSES` first, then the plugins'), in order,
-each checked to keep the graph's outputs and inputs (:func:`tilecraft.passes.run_passes`).
+each checked to keep the graph's outputs and inputs (:func:`tilecraft.passes.run_passes`);
+``tilecraft.compile(..., passes={name: False})`` skips a pass by name.
 
 >>> GraphPasses.name
 'graph_passes'
@@ -21,6 +22,15 @@ class GraphPasses:
         from tilecraft.target.plugins import collect
 
         passes = collect("passes", state.plugins)
+        unknown = sorted(set(state.pass_switches) - set(passes))
+        if unknown:
+            from tilecraft.passes import PassError
+
+            raise PassError(f"passes={dict(state.pass_switches)!r} names unknown graph pass(es) "
+                            f"{', '.join(unknown)}; the registered ones are: "
+                            f"{', '.join(passes) or '(none)'}")
+        passes = {name: graph_pass for name, graph_pass in passes.items()
+                  if state.pass_switches.get(name, True)}
         if passes:
             state.graph, state.passes_applied = run_passes(state.graph, passes)
         return state

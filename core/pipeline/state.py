@@ -88,6 +88,8 @@ class CompileState:
     plugins: Any = None
     #: the cost model ranking AMOS mappings (by its registered name, see tilecraft.cost)
     cost_model: str = "amos"
+    #: graph passes: pass name -> False to skip it (``tilecraft.compile(..., passes=...)``)
+    pass_switches: Mapping[str, bool] = field(default_factory=dict)
     #: graph passes: names of the passes applied
     passes_applied: list[str] = field(default_factory=list)
     #: fusion planning: Chimera's plan (``None`` where the graph has no two compute-intensive
