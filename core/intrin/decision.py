@@ -13,11 +13,17 @@ alternative:
   a strategy that reports no estimate already uses the intrinsics and is kept);
 - else the core's default loop nest (:func:`tilecraft.cost.loop_nest.estimate_loop_nest`).
 
-The mapping's prediction is for the kernel :func:`~tilecraft.intrin.lowering.lower_mapped`
+The mapping's prediction is for the kernels the mapping is lowered to. Where the target lowers
+it itself (:meth:`Target.lower_mapped <tilecraft.target.base.Target.lower_mapped>` returns
+kernels: a GPU's warp-tiled Tensor Core kernel over every SM), it is the cost model on the
+target's whole spec, with no packing loops (the target's kernels stage their operands
+themselves). Otherwise it is for the kernel :func:`~tilecraft.intrin.lowering.lower_mapped`
 generates: the cost model on the spec as that kernel uses it (its loops are serial:
 :func:`~tilecraft.intrin.lowering.serial_view`), plus the element-by-element loops that pack
-its operands, at the spec's scalar peak of one core. It is chosen when it is predicted at least
-:data:`MAPPING_MARGIN` times faster. A compute the fusion stage grouped stays in its group (the
+its operands, at the spec's scalar peak of one core. Among the intrinsics, a mapping the
+target lowers itself is preferred to one left to the core's serial nest (also for
+``tensorize=True``). It is chosen when it is predicted at least :data:`MAPPING_MARGIN` times
+faster. A compute the fusion stage grouped stays in its group (the
 fused kernel is the target's plan for it). ``tensorize=`` overrides the comparison
 (:mod:`tilecraft.intrin.tensorize`: names or ``True`` force a mapping, ``False``/``"off"``
 keeps computes off). Every decision keeps both predictions and the reason, for the mapping
@@ -44,6 +50,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Mapping, Sequence
@@ -139,11 +146,35 @@ class MappingPlan:
 
 @dataclass(frozen=True)
 class _Survey:
-    """One compute matched on every intrinsic: the report's entries and the best usable
-    mapping (``None`` if there is none)."""
+    """One compute matched on every intrinsic: the report's entries, the best usable
+    mapping (``None`` if there is none) and the best usable mapping of every intrinsic
+    (``candidates``)."""
 
     entries: tuple[MappingEntry, ...]
     best: TensorizedCompute | None
+    candidates: tuple[TensorizedCompute, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Prediction:
+    """A mapping's predicted seconds: its nest's and its packing loops'; ``own`` when the
+    target lowers the mapping itself (the nest is then predicted on the whole spec)."""
+
+    item: TensorizedCompute
+    nest: float
+    packing: float
+    own: bool
+
+    @property
+    def seconds(self) -> float:
+        return self.nest + self.packing
+
+    def describe(self) -> str:
+        if self.own:
+            return (f"predicted {seconds_text(self.seconds)} (the target's own kernels, "
+                    "the cost model on its whole spec)")
+        return (f"predicted {seconds_text(self.seconds)} (nest {seconds_text(self.nest)} + "
+                f"packing {seconds_text(self.packing)})")
 
 
 def seconds_text(value: float | None) -> str:
@@ -161,17 +192,21 @@ def seconds_text(value: float | None) -> str:
 
 
 def _survey(compute: Tensor, view: TargetSpec, model: Any, limit: int) -> _Survey:
-    entries, best = [], None
+    entries, best, candidates = [], None, []
     for intrinsic in view.intrinsics:
         entry, ranked = report_entry(compute, intrinsic, view, thorough=False, model=model,
                                      max_mappings=limit)
         limit -= len(ranked)
         entries.append(entry)
         chosen = next((r for r in ranked if r.usable and r.physical is not None), None)
-        if chosen is not None and (best is None or chosen.seconds < best.ranked.seconds):
-            best = TensorizedCompute(compute, intrinsic, chosen, tuple(ranked), forced=False,
-                                     automatic=True)
-    return _Survey(tuple(entries), best)
+        if chosen is None:
+            continue
+        item = TensorizedCompute(compute, intrinsic, chosen, tuple(ranked), forced=False,
+                                 automatic=True)
+        candidates.append(item)
+        if best is None or chosen.seconds < best.ranked.seconds:
+            best = item
+    return _Survey(tuple(entries), best, tuple(candidates))
 
 
 def mapped_seconds(item: TensorizedCompute, spec: TargetSpec,
@@ -186,6 +221,44 @@ def mapped_seconds(item: TensorizedCompute, spec: TargetSpec,
     scalar = spec.compute.flops_per_core(dtype) / spec.compute.lanes(dtype) / 2
     copies = MappedKernelBuilder(item.physical, options).copied_elements()
     return item.ranked.seconds, copies / scalar
+
+
+def _lowers_itself(target: Target, item: TensorizedCompute, options: LoweringOptions) -> bool:
+    """Whether ``target`` lowers ``item``'s mapping with kernels of its own (a target
+    failing to is left to the core's serial nest, which reports its own errors)."""
+    try:
+        return bool(target.lower_mapped(item.compute, item.physical, options))
+    except TilecraftError:
+        return False
+
+
+def _whole_spec_seconds(item: TensorizedCompute, spec: TargetSpec, model: Any) -> float:
+    """``item``'s mapping predicted by ``model`` (default AMOS's) on the whole ``spec``."""
+    from tilecraft.intrin.perfmodel import rank_mappings
+
+    mappings = [item.ranked.mapping]
+    if model is None:
+        ranked = rank_mappings(item.compute, item.intrinsic, spec, mappings=mappings)
+    else:
+        ranked = list(model.rank(item.compute, item.intrinsic, spec, mappings, thorough=False))
+    return ranked[0].seconds if ranked else item.ranked.seconds
+
+
+def _predict(item: TensorizedCompute, target: Target, options: LoweringOptions,
+             model: Any) -> _Prediction:
+    """``item``'s predicted time as it would be lowered (see the module docstring)."""
+    if _lowers_itself(target, item, options):
+        return _Prediction(item, _whole_spec_seconds(item, target.spec, model), 0.0, True)
+    nest, packing = mapped_seconds(item, target.spec, options)
+    return _Prediction(item, nest, packing, False)
+
+
+def _best_prediction(items: Sequence[TensorizedCompute], target: Target,
+                     options: LoweringOptions, model: Any) -> _Prediction:
+    """The best of ``items``: the target's own lowerings first, then the fastest."""
+    predictions = [_predict(item, target, options, model) for item in items]
+    return min(predictions, key=lambda p: (not p.own, p.seconds if p.own
+                                           else p.item.ranked.seconds))
 
 
 def _alternative(target: Target, tensor: Tensor, options: LoweringOptions) -> LoweringEstimate:
@@ -204,16 +277,15 @@ def _with_predictions(compute: str, tensorized: bool, source: DecisionSource, re
                            "" if alternative is None else alternative.basis)
 
 
-def _compare(tensor: Tensor, best: TensorizedCompute, target: Target,
+def _compare(tensor: Tensor, prediction: _Prediction, target: Target,
              options: LoweringOptions, margin: float) -> MappingDecision:
     """The model's decision for a compute with a usable mapping and nothing grouping it."""
     from tilecraft.intrin.verify import verify
 
-    nest, packing = mapped_seconds(best, target.spec, options)
-    seconds = nest + packing
+    best = prediction.item
+    seconds = prediction.seconds
     mapping = str(best.ranked.mapping)
-    predicted = (f"the best mapping, {mapping}, predicted {seconds_text(seconds)} (nest "
-                 f"{seconds_text(nest)} + packing {seconds_text(packing)})")
+    predicted = f"the best mapping, {mapping}, {prediction.describe()}"
     alternative = _alternative(target, tensor, options)
     if alternative.seconds is None:
         return _with_predictions(
@@ -238,13 +310,13 @@ def _compare(tensor: Tensor, best: TensorizedCompute, target: Target,
                              f"(margin {margin:g}x)", mapping, seconds, alternative)
 
 
-def _requested(tensor: Tensor, item: TensorizedCompute, choices: TensorizeChoices,
+def _requested(tensor: Tensor, prediction: _Prediction, choices: TensorizeChoices,
                target: Target, options: LoweringOptions) -> MappingDecision:
-    nest, packing = mapped_seconds(item, target.spec, options)
+    item = prediction.item
     return _with_predictions(
         tensor.name, True, DecisionSource.FORCED,
-        f"{choices.describe(tensor.name)} asks for it: {item.ranked.mapping}, predicted "
-        f"{seconds_text(nest + packing)}", str(item.ranked.mapping), nest + packing,
+        f"{choices.describe(tensor.name)} asks for it: {item.ranked.mapping}, "
+        f"{prediction.describe()}", str(item.ranked.mapping), prediction.seconds,
         _alternative(target, tensor, options))
 
 
@@ -277,7 +349,15 @@ def decide_mappings(graph: Graph, target: Target, options: LoweringOptions,
         plan.entries.extend(entry for entry in survey.entries if entry.mappings)
         requested = plan.tensorized.get(name)
         if requested is not None:
-            plan.decisions[name] = _requested(tensor, requested, choices, target, options)
+            if choices.every:  # the best over the intrinsics, the target's own lowerings first
+                choice = _best_prediction([requested, *survey.candidates], target, options,
+                                          model)
+                requested = dataclasses.replace(choice.item, automatic=False)
+                choice = dataclasses.replace(choice, item=requested)
+                plan.tensorized[name] = requested
+            else:
+                choice = _predict(requested, target, options, model)
+            plan.decisions[name] = _requested(tensor, choice, choices, target, options)
             continue
         best = survey.best
         if best is None:
@@ -293,10 +373,11 @@ def decide_mappings(graph: Graph, target: Target, options: LoweringOptions,
                 name, False, DecisionSource.MODEL, f"lowered with its fusion group {others} "
                 f"(the target's plan for it; its best mapping would be {mapping})", mapping)
         else:
-            decision = _compare(tensor, best, target, options, margin)
+            choice = _best_prediction(survey.candidates or (best,), target, options, model)
+            decision = _compare(tensor, choice, target, options, margin)
             plan.decisions[name] = decision
             if decision.tensorized:
-                plan.tensorized[name] = best
+                plan.tensorized[name] = choice.item
     if any(entry.chosen for entry in plan.entries):
         plan.notes.extend((SERIAL_NOTE, MEASURED_NOTE))
     return plan

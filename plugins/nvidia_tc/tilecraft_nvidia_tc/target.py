@@ -52,6 +52,7 @@ from tilecraft.target.base import (
     Availability,
     Estimate,
     KernelFunction,
+    LoweringEstimate,
     Source,
     TemplateSpace,
 )
@@ -213,6 +214,15 @@ class NvidiaTcTarget(DeclaredTarget):
         from tilecraft.schedule.strategies.gpu_contraction import contraction_template_space
 
         return contraction_template_space(tensor, LoweringOptions.from_spec(self.spec))
+
+    def native_lowering(self, tensor: Tensor,
+                        options: LoweringOptions) -> LoweringEstimate | None:
+        """The tiled CUDA-core GEMM template's predicted time for a float contraction (a
+        roofline at the float32 rate of every SM, :mod:`tilecraft_nvidia_tc.native_estimate`),
+        which the mapping stage weighs against the Tensor Core mapping; ``None`` otherwise."""
+        from tilecraft_nvidia_tc.native_estimate import template_estimate
+
+        return template_estimate(tensor, options)
 
     def lower_mapped(self, compute: Tensor, physical: Any,
                      options: LoweringOptions) -> list[Kernel] | None:
