@@ -173,6 +173,8 @@ class MeasureResult:
     pruned: bool = False
     worker_pid: int | None = None
     max_abs_error: float | None = None
+    #: the machine (host name, or a runner's node name) that evaluated the candidate
+    node: str = ""
 
     @property
     def ok(self) -> bool:

@@ -32,6 +32,8 @@ class ErrorKind(str, enum.Enum):
     TIMEOUT = "timeout"
     WRONG_RESULT = "wrong-result"
     OUT_OF_MEMORY = "out-of-memory"
+    #: no machine with the candidate's device is left (a node lost, a device no node has)
+    DEVICE_LOST = "device-lost"
 
 
 def canonical_json(value: Any) -> str:

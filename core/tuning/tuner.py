@@ -4,11 +4,13 @@ For every compute of a program, one *task* in the target's schedule-template spa
 (:meth:`~tilecraft.target.base.Target.template_space`) where it has one, else in FlexTensor's
 generic schedule space (:func:`tilecraft.search.generate_space`): the engine named in the
 :class:`~tilecraft.tuning.budget.TuningOptions` explores the template's space; each batch of
-points is decoded to template configs and measured in worker processes
-(:class:`~tilecraft.tuning.measure.Measurer`, the compute's small graph rebuilt there from its
-pickled form); every result — failures included — becomes a record of the tuning database
-(when one is given) and an event of the event stream as soon as it is final, so a run killed
-at any moment (even by SIGKILL) loses at most the candidates being measured. Points already in
+points is decoded to template configs and handed to a measurement runner
+(:class:`~tilecraft.tuning.runners.MeasureRunner`: this machine's isolated worker processes by
+default, a Ray cluster with ``runner=RayRunner(...)``; the compute's small graph is rebuilt in
+the worker from its pickled form); every result — failures included — becomes a record of the
+tuning database (when one is given; written by this process only) and an event of the event
+stream as soon as it is final, so a run killed at any moment (even by SIGKILL) loses at most
+the candidates being measured. Points already in
 the database (an interrupted run) are not measured again: their recorded cost is reused.
 
 :func:`best_configs` reads the database back: the best known config per compute, which
@@ -32,8 +34,9 @@ from tilecraft.tuning.budget import TuningOptions, open_event_stream
 from tilecraft.tuning.builders import SCHEDULE_BUILDER, TEMPLATE_BUILDER
 from tilecraft.tuning.candidate import MeasureInput, MeasureResult
 from tilecraft.tuning.database import TuningDatabase
-from tilecraft.tuning.measure import Measurer
 from tilecraft.tuning.record import canonical_json
+from tilecraft.tuning.runners.local import LocalRunner
+from tilecraft.tuning.runners.protocol import MeasureRunner
 from tilecraft.tuning.workload import Workload, describe_graph
 
 __all__ = ["TaskResult", "TuningResult", "best_configs", "compute_workload",
@@ -97,12 +100,14 @@ def _target_ref(target: Target) -> str:
 def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
          options: TuningOptions | str | Mapping[str, Any] | bool | None = None,
          target_ref: str | None = None, skip: Sequence[str] = (),
-         plugins: Any = None) -> TuningResult:
+         plugins: Any = None, runner: MeasureRunner | None = None) -> TuningResult:
     """Tune every compute of ``program`` that ``target`` has a template for, except those named
     in ``skip`` (see the module docstring). ``target_ref`` names the target for worker processes
     (its registered name by default; ``"module:factory"`` for a target built in-process). The
     engine named in the options is looked up in the search engines registered through the
-    plugin hook of ``plugins`` (a plugin manager; default: the process's)."""
+    plugin hook of ``plugins`` (a plugin manager; default: the process's). ``runner`` measures
+    the candidates (default: a :class:`~tilecraft.tuning.runners.local.LocalRunner` of
+    ``options.n_workers`` processes, closed at the end; a runner passed in stays open)."""
     from tilecraft.search import get_engine
 
     opts = TuningOptions.coerce(options)
@@ -114,7 +119,10 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
     deadline = opts.run_deadline(started)
     tasks: list[TaskResult] = []
     try:
-        with Measurer(n_workers=opts.n_workers, settings=opts.measure_settings()) as measurer:
+        own = runner is None
+        measurer = runner if runner is not None else LocalRunner(
+            n_workers=opts.n_workers, settings=opts.measure_settings())
+        try:
             for tensor in graph.computes:
                 if tensor.name in skip:
                     continue
@@ -125,6 +133,9 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
                                         _target_ref(target), opts, measurer, database, events,
                                         get_engine(opts.engine, manager=plugins),
                                         deadline))
+        finally:
+            if own:
+                measurer.close()
     finally:
         if database is not None:
             database.close()
@@ -157,7 +168,7 @@ def is_schedule_config(config: Mapping[str, Any]) -> bool:
 
 
 def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, target_ref: str,
-               opts: TuningOptions, measurer: Measurer, database: TuningDatabase | None,
+               opts: TuningOptions, measurer: MeasureRunner, database: TuningDatabase | None,
                events: Any, engine: Any, deadline: float | None) -> TaskResult:
     workload = compute_workload(tensor)
     key = workload.key
@@ -192,10 +203,17 @@ def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, targ
             known[label] = min(known.get(label, math.inf), result.cost)
             if database is not None and not result.pruned:
                 database.add(result.to_record(candidate, plugin=target.name))
-            events.candidate_result(tensor.name, result, label=label)
+            events.candidate_result(tensor.name, result, label=label,
+                                    **({"node": result.node} if result.node else {}))
 
         if inputs:
-            measurer.measure(inputs, on_result=record)
+            batch = measurer.submit(inputs)
+            try:
+                for index, result in batch.as_completed():
+                    record(index, result)
+            finally:
+                # interrupted (Ctrl-C, a database error): the rest of the batch is dropped
+                batch.cancel()
         costs = [known[canonical_json(c)] for c in configs]
         budget.record(costs)
         for config, value in zip(configs, costs):
