@@ -205,7 +205,7 @@ def test_every_hook_is_called_by_the_pipeline(recorder: Recorder, tmp_path: Path
     C = ops.matmul(A, B, out_dtype="int32", name="C")
     graph = tc.Graph.from_outputs([C])
     state = run_pipeline(graph, target)
-    assert state.passes_applied == ["recording_pass"] and recorder.calls == ["passes"]
+    assert state.passes_applied[-1] == "recording_pass" and recorder.calls == ["passes"]
     assert target.spec.intrinsics, "x86_avx512 declares its FMA intrinsics on every host"
     # the mapping stage ranks mappings with the model named; the same model, the same entries
     ranked = run_pipeline(graph, target, cost_model="recording_cost_model")

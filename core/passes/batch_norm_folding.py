@@ -118,7 +118,7 @@ def _per_channel(expr: Expr | None, axes: tuple[IterVar, ...], fill: float) -> t
 def channel_affine(tensor: Tensor) -> ChannelAffine | None:
     """``tensor`` seen as a per-channel affine function of the one compute it reads at its own
     index, with constant scale and shift; ``None`` if it is not one."""
-    if tensor.reduce_axes or not tensor.dtype.is_float:
+    if tensor.reduce_axes or not tensor.dtype.is_float or tensor.ndim == 0:
         return None
     sources = [load for load in loads_in(tensor.body) if not load.tensor.is_constant]
     if not sources or any(load != sources[0] for load in sources):
@@ -136,7 +136,7 @@ def channel_affine(tensor: Tensor) -> ChannelAffine | None:
     if len(used) > 1 or any(not isinstance(v, IterVar) for e in (coef, offset)
                             for v in vars_in(e) if v not in tensor.axes):
         return None
-    position = tensor.axes.index(next(iter(used))) if used else 1 % tensor.ndim
+    position = tensor.axes.index(next(iter(used))) if used else min(1, tensor.ndim - 1)
     channel = tensor.axes[position]
     arrays = []
     for expr in (coef, offset):
