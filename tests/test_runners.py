@@ -135,3 +135,12 @@ def test_tuner_default_runner_is_local(tmp_path):
     assert len(task.trials) == 2 and math.isfinite(task.best_seconds)
     nodes = {e.data.get("node") for e in events if e.kind.value == "candidate_result"}
     assert nodes == {socket.gethostname()}
+
+
+def test_ray_runner_without_ray_says_to_install_the_extra(monkeypatch):
+    from tilecraft.tuning.runners.ray_runner import import_ray
+    from tilecraft.tuning.workload import TuningError
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(TuningError, match=r"pip install 'tilecraft\[ray\]'"):
+        import_ray()

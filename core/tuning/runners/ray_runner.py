@@ -1,0 +1,319 @@
+"""The Ray measurement runner: candidates measured across a Ray cluster's devices.
+
+Each device kind is a Ray *custom resource* named after the target
+(:func:`~tilecraft.tuning.runners.protocol.device_resource`: ``{"x86_avx512": 1}``,
+``{"nvidia_tc:h100": 1}``), which the cluster's nodes declare
+(``ray start --resources '{"nvidia_tc:h100": 8}'``). The runner starts one worker (a Ray
+actor holding one unit of its kind) per unit the cluster offers, so a candidate runs only on
+a node whose device can execute it, and each device measures **one candidate at a time** —
+timings stay clean. A worker evaluates candidates in its own process with the runner's
+evaluator (:func:`~tilecraft.tuning.runners.evaluate.evaluate_candidate`: build, check against
+the reference, time; or a :class:`~tilecraft.tuning.runners.replay.CostReplay`).
+
+Faults: a worker that dies (a segfaulting candidate, a killed process) is restarted by Ray; its
+candidate is tried again ``retries`` times on a fresh worker (a worker killed from outside
+loses nothing) and then recorded as ``run`` (a candidate that kills every worker it meets).
+A candidate past its time limit (``2 * settings.timeout_s``: build + time) is ``timeout`` and
+its worker is killed and restarted. A device kind no node offers any more (a node lost) fails
+its remaining candidates as ``device-lost``. Results reach the driver, which alone writes the
+tuning database.
+
+Ray is an optional extra: ``pip install 'tilecraft[ray]'``.
+
+>>> RayRunner.__name__                                              # doctest: +SKIP
+'RayRunner'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sys
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tilecraft.tuning.candidate import (
+    MeasureInput,
+    MeasureResult,
+    MeasureSettings,
+    Stage,
+    describe_exception,
+    failure,
+)
+from tilecraft.tuning.record import ErrorKind
+from tilecraft.tuning.runners.evaluate import evaluate_candidate
+from tilecraft.tuning.runners.protocol import Evaluator, QueueBatch, RunBatch, device_resource
+from tilecraft.tuning.workload import TuningError
+
+__all__ = ["DeviceWorker", "RayRunner", "import_ray"]
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a :class:`TuningError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise TuningError("the Ray runner needs Ray, which is not installed; install the "
+                          "extra: pip install 'tilecraft[ray]' (or use the local runner)"
+                          ) from None
+    return ray
+
+
+class DeviceWorker:
+    """One device's measuring process (a Ray actor holding one unit of its kind's resource)."""
+
+    def __init__(self, sys_path: Sequence[str], kind: str):
+        for entry in sys_path:  # the driver's modules (targets, builders named by path)
+            if entry not in sys.path:
+                sys.path.append(entry)
+        self.kind = kind
+        self.node = socket.gethostname()
+
+    def info(self) -> tuple[str, int]:
+        """(node, pid): answered once the worker has started."""
+        return self.node, os.getpid()
+
+    def evaluate(self, candidate: MeasureInput, settings: MeasureSettings,
+                 evaluator: Evaluator) -> MeasureResult:
+        result = evaluator(candidate, settings)
+        return dataclasses.replace(result, node=self.node, worker_pid=os.getpid())
+
+
+@dataclass
+class _Slot:
+    """A worker of the pool and what it is doing."""
+
+    kind: str
+    actor: Any
+    number: int
+    ready: Any = None  # the ref of its info() call while it (re)starts
+
+
+@dataclass
+class _Task:
+    index: int
+    slot: _Slot
+    started: float
+    attempts: int
+
+
+class RayRunner:
+    """Measures candidates on a Ray cluster (see the module docstring).
+
+    ``address``: the cluster to join (``"auto"``: the one this machine belongs to; None:
+    the one this process already joined, else a new local one); ``evaluator``: how a worker
+    evaluates a candidate; ``retries``: attempts again after a worker dies; ``init_options``:
+    more ``ray.init`` arguments when the runner connects.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, settings: MeasureSettings | None = None,
+                 evaluator: Evaluator | None = None, retries: int = 1,
+                 init_options: dict[str, Any] | None = None, poll_s: float = 0.2):
+        self.ray = import_ray()
+        self.settings = settings or MeasureSettings()
+        self.evaluator = evaluator or evaluate_candidate
+        self.retries = retries
+        self.poll_s = poll_s
+        self._owns_ray = False
+        if address is not None or not self.ray.is_initialized():
+            options = {"include_dashboard": False, "log_to_driver": False,
+                       "ignore_reinit_error": True, **(init_options or {})}
+            try:
+                self.ray.init(address=address, **options)
+            except Exception as err:  # noqa: BLE001 - ConnectionError, RuntimeError, ...
+                raise TuningError(f"cannot join the Ray cluster at {address!r} "
+                                  f"({describe_exception(err).splitlines()[0]}); start one with "
+                                  "`ray start --head --resources '{\"x86_avx512\": 1}'`, or use "
+                                  "the local runner") from None
+            self._owns_ray = True
+        self._pools: dict[str, list[_Slot]] = {}
+        self._lock = threading.Lock()
+        self.restarts = 0
+        #: candidates finished per node (the progress display's throughput)
+        self.finished: dict[str, int] = defaultdict(int)
+
+    # pool ----------------------------------------------------------------------------------
+    def device_units(self, kind: str) -> int:
+        """Units of resource ``kind`` the cluster offers now."""
+        return int(self.ray.cluster_resources().get(kind, 0))
+
+    def _pool(self, kind: str) -> list[_Slot]:
+        if kind in self._pools:
+            return self._pools[kind]
+        units = self.device_units(kind)
+        if units < 1:
+            offered = sorted(k for k in self.ray.cluster_resources()
+                             if k not in ("CPU", "GPU", "memory", "object_store_memory")
+                             and not k.startswith("node:"))
+            raise TuningError(f"no node of the Ray cluster offers the device resource {kind!r} "
+                              f"(custom resources: {', '.join(offered) or 'none'}); start a "
+                              f"node with the device: ray start --resources '{{\"{kind}\": 1}}'")
+        remote = self.ray.remote(DeviceWorker).options(
+            resources={kind: 1}, num_cpus=0, max_restarts=-1, max_task_retries=0)
+        slots = []
+        for number in range(units):
+            actor = remote.remote(list(sys.path), kind)
+            slots.append(_Slot(kind, actor, number, actor.info.remote()))
+        self._pools[kind] = slots
+        return slots
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of the running workers (waits for them to start)."""
+        slots = [s for pool in self._pools.values() for s in pool]
+        return [pid for _, pid in self.ray.get([s.actor.info.remote() for s in slots])]
+
+    # batches -------------------------------------------------------------------------------
+    def submit(self, candidates: Sequence[MeasureInput]) -> RunBatch:
+        """Dispatch ``candidates`` to the devices of their kind on a background thread."""
+        candidates = list(candidates)
+        kinds = [device_resource(c.target) for c in candidates]
+        for kind in set(kinds):
+            self._pool(kind)  # a kind no node offers fails here, before anything runs
+        batch = QueueBatch(len(candidates))
+
+        def work() -> None:
+            with self._lock:
+                try:
+                    self._dispatch(candidates, kinds, batch)
+                except BaseException as err:  # noqa: BLE001 - handed to the reading thread
+                    batch.put_error(err)
+
+        if candidates:
+            threading.Thread(target=work, name="tilecraft-ray-runner", daemon=True).start()
+        return batch
+
+    def _dispatch(self, candidates: list[MeasureInput], kinds: list[str],
+                  batch: QueueBatch) -> None:
+        ray = self.ray
+        limit_s = 2 * self.settings.timeout_s
+        pending: dict[str, deque[tuple[int, int]]] = defaultdict(deque)
+        for index, kind in enumerate(kinds):
+            pending[kind].append((index, 0))
+        running: dict[Any, _Task] = {}
+        busy: set[int] = set()
+        evaluator = ray.put(self.evaluator)
+
+        def finish(index: int, result: MeasureResult) -> None:
+            self.finished[result.node or "?"] += 1
+            batch.put(index, result)
+
+        while (any(pending.values()) or running) and not batch.cancelled:
+            for kind, queue in pending.items():
+                for slot in self._pools[kind]:
+                    if not queue:
+                        break
+                    if slot.ready is None and id(slot) not in busy:
+                        index, attempts = queue.popleft()
+                        ref = slot.actor.evaluate.remote(candidates[index], self.settings,
+                                                         evaluator)
+                        running[ref] = _Task(index, slot, time.monotonic(), attempts)
+                        busy.add(id(slot))
+            starting = {s.ready: s for pool in self._pools.values() for s in pool
+                        if s.ready is not None}
+            waiting = list(running) + list(starting)
+            if not waiting:
+                self._fail_lost(pending, finish)
+                if any(pending.values()):
+                    raise TuningError("the Ray runner has candidates but no worker to give "
+                                      "them to; this is a bug of the runner")
+                continue
+            nearest = min((t.started + limit_s for t in running.values()),
+                          default=time.monotonic() + self.poll_s)
+            timeout = max(0.0, min(self.poll_s, nearest - time.monotonic()))
+            done, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
+            if not done and starting:  # workers restarting for long: is their node gone?
+                self._fail_lost(pending, finish)
+            for ref in done:
+                if ref in starting:
+                    self._started(starting[ref], pending, finish)
+                    continue
+                task = running.pop(ref)
+                busy.discard(id(task.slot))
+                try:
+                    finish(task.index, ray.get(ref))
+                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as err:
+                    self._worker_died(task, err, pending, finish)
+                except ray.exceptions.RayError as err:
+                    finish(task.index, failure(ErrorKind.RUN, "the Ray worker failed to "
+                                               f"evaluate the candidate: {err}", Stage.TIME))
+            now = time.monotonic()
+            for ref, task in list(running.items()):
+                if now >= task.started + limit_s:
+                    del running[ref]
+                    busy.discard(id(task.slot))
+                    ray.kill(task.slot.actor, no_restart=False)
+                    self.restarts += 1
+                    task.slot.ready = task.slot.actor.info.remote()
+                    finish(task.index, failure(
+                        ErrorKind.TIMEOUT, f"did not finish within {limit_s:g} s on its Ray "
+                        f"worker ({task.slot.kind} #{task.slot.number}); the worker was killed "
+                        "and restarted", Stage.TIME, total_seconds=now - task.started))
+        if batch.cancelled:
+            for task in running.values():  # a cancelled candidate may run for long
+                ray.kill(task.slot.actor, no_restart=False)
+                task.slot.ready = task.slot.actor.info.remote()
+
+    def _started(self, slot: _Slot, pending: dict[str, deque[tuple[int, int]]],
+                 finish: Any) -> None:
+        try:
+            self.ray.get(slot.ready)
+            slot.ready = None
+        except self.ray.exceptions.RayError:
+            if self.device_units(slot.kind) < 1:
+                self._fail_lost(pending, finish)
+            slot.ready = slot.actor.info.remote()  # still restarting: ask again
+
+    def _worker_died(self, task: _Task, err: Exception,
+                     pending: dict[str, deque[tuple[int, int]]], finish: Any) -> None:
+        slot = task.slot
+        self.restarts += 1
+        slot.ready = slot.actor.info.remote()  # Ray restarts it; wait for that
+        if task.attempts < self.retries:
+            pending[slot.kind].appendleft((task.index, task.attempts + 1))
+            return
+        cause = str(err).splitlines()[0][:300]
+        finish(task.index, failure(
+            ErrorKind.RUN, f"the Ray worker ({slot.kind} #{slot.number}) died while evaluating "
+            f"the candidate, {task.attempts + 1} time(s) ({cause}); Ray restarted it",
+            Stage.TIME, total_seconds=time.monotonic() - task.started))
+
+    def _fail_lost(self, pending: dict[str, deque[tuple[int, int]]], finish: Any) -> None:
+        """Fail the pending candidates of kinds no node offers any more."""
+        for kind, queue in pending.items():
+            if queue and self.device_units(kind) < 1:
+                while queue:
+                    index, _ = queue.popleft()
+                    finish(index, failure(ErrorKind.DEVICE_LOST, f"no node of the Ray cluster "
+                                          f"offers {kind!r} any more (a node was lost); the "
+                                          "records measured so far are kept", None))
+
+    def close(self) -> None:
+        """Stop the workers (and the Ray connection when this runner made it)."""
+        with self._lock:
+            for pool in self._pools.values():
+                for slot in pool:
+                    try:
+                        self.ray.kill(slot.actor, no_restart=True)
+                    except Exception:  # noqa: BLE001, S110 - already gone
+                        pass
+            self._pools.clear()
+            if self._owns_ray:
+                self.ray.shutdown()
+                self._owns_ray = False
+
+    def __enter__(self) -> RayRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        units = {kind: len(pool) for kind, pool in self._pools.items()}
+        return f"RayRunner(workers={units}, restarts={self.restarts})"
