@@ -3,6 +3,11 @@ builds (the file defines ``graph`` or ``build()``, as for ``tilecraft compile``)
 candidate in a tuning database, and print the best parameters per compute.
 
     tilecraft tune prog.py --preset quick --database tuning.db --events events.jsonl
+    tilecraft tune prog.py --runner ray --address auto     # measure on a Ray cluster's devices
+
+``--runner local`` (the default) measures in isolated worker processes of this machine;
+``--runner ray`` on the nodes of a Ray cluster that offer the target's device resource (the
+``tilecraft[ray]`` extra); the progress display then shows each node's throughput.
 """
 
 from __future__ import annotations
@@ -30,6 +35,12 @@ def configure_tune(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=Path, default=None,
                         help="write the machine-readable event stream (JSON Lines) here")
     parser.add_argument("--workers", type=int, default=1, help="processes building candidates")
+    parser.add_argument("--runner", default="local", choices=("local", "ray"),
+                        help="where candidates are measured: this machine's worker processes "
+                             "(default) or a Ray cluster (pip install 'tilecraft[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster address for --runner ray ('auto': the cluster this "
+                             "machine belongs to; default: a new local one)")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
 
 
@@ -44,7 +55,18 @@ def run_tune(args: argparse.Namespace) -> int:
                             engine=args.engine, seed=args.seed, database=args.database,
                             events=args.events, n_workers=args.workers,
                             progress=False if args.no_progress else None)
-    result = tune(graph, target, options)
+    runner = None
+    if args.runner == "ray":
+        from tilecraft.tuning.runners.ray_runner import RayRunner
+
+        runner = RayRunner(address=args.address, settings=options.measure_settings())
+    elif args.address is not None:
+        raise TilecraftError("--address names a Ray cluster; use it with --runner ray")
+    try:
+        result = tune(graph, target, options, runner=runner)
+    finally:
+        if runner is not None:
+            runner.close()
     if not result.tasks:
         raise TilecraftError(f"target {target.name} has no tunable template for any compute of "
                              f"{args.file} ({', '.join(t.name for t in graph.computes)}); "

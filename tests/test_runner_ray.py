@@ -122,3 +122,16 @@ def test_a_device_no_node_offers_is_named(cluster):
     candidate = MeasureInput(Workload.from_catalog("relu[13x17]"), "nvidia_tc:h100")
     with RayRunner() as runner, pytest.raises(TuningError, match="nvidia_tc:h100"):
         runner.submit([candidate])
+
+
+def test_cli_tune_with_the_ray_runner(cluster, tmp_path, capsys):
+    from tilecraft.cli import main
+
+    program = tmp_path / "prog.py"
+    program.write_text("from tilecraft.tuning.programs import matmul\ngraph = matmul(32, 24, 16)\n")
+    events = tmp_path / "events.jsonl"
+    assert main(["tune", str(program), "--runner", "ray", "--preset", "quick", "--trials", "3",
+                 "--database", str(tmp_path / "t.db"), "--events", str(events),
+                 "--no-progress"]) == 0
+    assert "C: 3 trials" in capsys.readouterr().out
+    assert events.read_text().count('"node"') == 3

@@ -144,3 +144,32 @@ def test_ray_runner_without_ray_says_to_install_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(TuningError, match=r"pip install 'tilecraft\[ray\]'"):
         import_ray()
+
+
+def test_cli_ray_runner_needs_the_extra_and_address_needs_ray(tmp_path, monkeypatch, capsys):
+    from tilecraft.cli import main
+
+    program = tmp_path / "prog.py"
+    program.write_text("from tilecraft.tuning.programs import matmul\ngraph = matmul(8, 8, 8)\n")
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["tune", str(program), "--runner", "ray", "--address", "auto",
+                 "--database", str(tmp_path / "t.db"), "--no-progress"]) == 2
+    assert "tilecraft[ray]" in capsys.readouterr().err
+    assert main(["tune", str(program), "--address", "auto", "--database",
+                 str(tmp_path / "t.db"), "--no-progress"]) == 2
+    assert "--runner ray" in capsys.readouterr().err
+
+
+def test_progress_shows_per_node_throughput():
+    import io
+
+    from tilecraft.tuning.events import EventStream
+    from tilecraft.tuning.progress import ProgressDisplay
+
+    out = io.StringIO()
+    stream = EventStream([ProgressDisplay(out, tty=False, plain_interval_s=0.0)])
+    stream.task_start("C", target="x86_avx512", flops=0, trials=4)
+    for node in ("gpu-a", "gpu-b", "gpu-b"):
+        stream.candidate_result("C", cost=1e-3, node=node)
+    lines = [line for line in out.getvalue().splitlines() if "nodes" in line]
+    assert lines and "gpu-b" in lines[-1] and lines[-1].index("gpu-b") < lines[-1].index("gpu-a")

@@ -3,7 +3,8 @@
 On a terminal each task has one line, rewritten in place (``\\r``) as candidates come in and
 finished with a newline when the task ends. Elsewhere (a log file, CI) it writes plain lines:
 the task's start, each new best, a status line at most every ``plain_interval_s`` seconds,
-and the end.
+and the end. When candidates name the node that measured them (a runner's ``node``), the
+status line ends with each node's throughput in candidates per minute.
 
 >>> import io
 >>> from tilecraft.tuning.events import EventStream
@@ -28,7 +29,7 @@ from typing import IO, Any
 
 from tilecraft.tuning.events import EventKind, TuningEvent
 
-__all__ = ["ProgressDisplay", "format_cost", "format_status"]
+__all__ = ["ProgressDisplay", "format_cost", "format_status", "format_throughput"]
 
 
 def format_cost(seconds: float | None) -> str:
@@ -67,6 +68,21 @@ def format_status(task: str, trials: int, trial_budget: float | None, best_gflop
     return text + f"  elapsed {elapsed:.1f}s"
 
 
+def format_throughput(per_node: dict[str, int], elapsed: float) -> str:
+    """Candidates per minute of each node, busiest first.
+
+    >>> format_throughput({"gpu-a": 30, "gpu-b": 45}, 60.0)
+    'nodes gpu-b 45.0/min, gpu-a 30.0/min'
+    >>> format_throughput({}, 1.0)
+    ''
+    """
+    if not per_node:
+        return ""
+    minutes = max(elapsed, 1e-9) / 60.0
+    ranked = sorted(per_node.items(), key=lambda item: (-item[1], item[0]))
+    return "nodes " + ", ".join(f"{node} {count / minutes:.1f}/min" for node, count in ranked)
+
+
 @dataclass
 class _TaskLine:
     trial_budget: float | None = None
@@ -75,6 +91,7 @@ class _TaskLine:
     best_gflops: float | None = None
     errors: int = 0
     elapsed: float = 0.0
+    per_node: dict[str, int] = field(default_factory=dict)
     last_plain: float = field(default_factory=time.monotonic)
 
 
@@ -120,6 +137,9 @@ class ProgressDisplay:
             line.best_cost = data.get("best_cost")
             line.best_gflops = data.get("best_gflops")
             line.errors += data.get("error_kind") is not None
+            node = data.get("node")
+            if node:
+                line.per_node[node] = line.per_node.get(node, 0) + 1
             if self.tty:
                 self._draw(task)
             elif time.monotonic() - line.last_plain >= self.plain_interval_s:
@@ -147,8 +167,10 @@ class ProgressDisplay:
     # drawing ---------------------------------------------------------------------------------
     def _status(self, task: str) -> str:
         line = self._tasks[task]
-        return format_status(task, line.trials, line.trial_budget, line.best_gflops,
+        text = format_status(task, line.trials, line.trial_budget, line.best_gflops,
                              line.best_cost, line.errors, line.elapsed)
+        throughput = format_throughput(line.per_node, line.elapsed)
+        return f"{text}  {throughput}" if throughput else text
 
     def _draw(self, task: str, force: bool = False) -> None:
         now = time.monotonic()
