@@ -336,3 +336,28 @@ def test_a_ragged_contiguous_axis_copies_whole_chunks_and_zero_fills_past_its_en
         kernel = lower_tiled_contraction(tensor, options, config)
         assert kernel.attrs["vector_lanes"]["A"] == lanes
         _check(tensor, config, options)
+
+
+def test_tiles_keep_to_the_registers_a_block_of_their_size_can_have() -> None:
+    """With 65536 registers per block, a 1024-thread block gets 64 registers a thread: the
+    default tiles never plan more (tiles + overhead), and a config whose tiles alone exceed
+    that budget is refused naming both limits."""
+    from tilecraft.schedule.strategies.gpu_contraction_tiles import (
+        REGISTER_OVERHEAD,
+        ContractionTiles,
+        check_tiles,
+        default_tiles,
+        thread_register_budget,
+    )
+
+    spec = _gpu_spec()
+    threads = spec.threads.model_copy(update={"registers_per_block": 65536,
+                                              "max_registers_per_thread": 255})
+    assert thread_register_budget(threads, 1024) == 64
+    assert thread_register_budget(threads, 128) == 255
+    tiles = default_tiles((1, 4096, 4096, 4096), 2, threads)
+    assert tiles.register_words(2, 2) + REGISTER_OVERHEAD \
+        <= thread_register_budget(threads, tiles.threads)
+    greedy = ContractionTiles(256, 256, 16, 8, 8, 1)   # 1024 threads of 8x8 tiles
+    with pytest.raises(LoweringError, match=r"above the 64 a thread of a 1024-thread block"):
+        check_tiles("C", greedy, threads, 2, 2)

@@ -111,15 +111,35 @@ def check_tiles(name: str, tiles: ContractionTiles, threads: Any, a_bytes: int,
                             f"the limit {most} (shared_bytes_per_block_optin / "
                             "shared_bytes_per_block); use a smaller BK, BM, BN or stages=1")
     words = tiles.register_words(a_bytes, b_bytes)
-    registers = threads.max_registers_per_thread
+    registers = thread_register_budget(threads, tiles.threads)
     if registers is not None and words > registers:
         raise LoweringError(f"{what} keep {words} 32-bit registers per thread in tiles, above "
-                            f"max_registers_per_thread {registers}; use a smaller TM x TN")
+                            f"the {registers} a thread of a {tiles.threads}-thread block can "
+                            "have (max_registers_per_thread, registers_per_block / threads); "
+                            "use a smaller TM x TN or fewer threads")
     if tiles.stages not in (1, 2):
         raise LoweringError(f"{what}: stages must be 1 (plain loads) or 2 (double buffering)")
     if tiles.stages == 2 and threads.async_copy_bytes is None:
         raise LoweringError(f"{what} ask for stages=2, but the thread hierarchy declares no "
                             "asynchronous copies (async_copy_bytes); use stages=1")
+
+
+def thread_register_budget(threads: Any, count: int) -> int | None:
+    """The 32-bit registers each of ``count`` threads of one block can have: the least of
+    ``max_registers_per_thread`` and ``registers_per_block / count`` (``None`` when the
+    hierarchy declares neither). The code generator's launch bounds make the compiler keep to
+    it, spilling the rest, so tiles beyond it are slow rather than unlaunchable.
+
+    >>> from types import SimpleNamespace
+    >>> thread_register_budget(SimpleNamespace(max_registers_per_thread=255,
+    ...                                        registers_per_block=65536), 1024)
+    64
+    """
+    limits = [limit for limit in (threads.max_registers_per_thread,
+                                  threads.registers_per_block // count
+                                  if threads.registers_per_block else None)
+              if limit is not None]
+    return min(limits) if limits else None
 
 
 def bank_conflicts(byte_offsets: list[int], banks: int, bank_bytes: int) -> int:
@@ -258,7 +278,6 @@ def _candidates(extents: tuple[int, int, int, int], element_bytes: int, threads:
     :data:`REGISTER_OVERHEAD`) and the problem, with whole subgroups where the problem has
     that many outputs per block."""
     _, m, n, _ = extents
-    registers = threads.max_registers_per_thread or 255
     limit = threads.max_threads_per_block
     found = []
     sizes = [1 << i for i in range(11)]
@@ -275,6 +294,7 @@ def _candidates(extents: tuple[int, int, int, int], element_bytes: int, threads:
                         continue
                     tiles = ContractionTiles(block_m, block_n, block_k, thread_m, thread_n,
                                              stages)
+                    registers = thread_register_budget(threads, count) or 255
                     if tiles.register_words(element_bytes, element_bytes) \
                             + REGISTER_OVERHEAD <= registers \
                             and _fits(tiles, threads, element_bytes):

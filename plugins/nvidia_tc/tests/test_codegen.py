@@ -67,7 +67,10 @@ def test_every_standard_kernel_is_one_cuda_unit_with_its_launch(case) -> None:
             f"{'' if p['output'] else 'const '}"
             f"{ {'float32': 'float', 'float16': '__half', 'bfloat16': '__nv_bfloat16', 'int8': 'signed char', 'uint8': 'unsigned char', 'int32': 'int'}[p['dtype']] }"  # noqa: E501
             f"* __restrict__ {p['name']}" for p in source.meta["params"])
-        assert f'extern "C" __global__ void {kernel.name}({params})' in source.text
+        grid, block = source.meta["grid"], source.meta["block"]
+        threads = block[0] * block[1] * block[2]
+        assert f'extern "C" __global__ void __launch_bounds__({threads}) {kernel.name}' \
+            f'({params})' in source.text
         assert [p["name"] for p in source.meta["params"]] == [b.name for b in kernel.params]
         assert {p["name"] for p in source.meta["params"] if p["output"]} >= set(kernel.outputs)
         grid, block = source.meta["grid"], source.meta["block"]

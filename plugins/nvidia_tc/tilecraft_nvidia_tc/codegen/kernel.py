@@ -19,8 +19,8 @@ dynamic_shared_bytes, needs_smem_optin, params, param_alignment.
 >>> source = generate_cuda(Kernel("widen", (A, B), ("B",), body), load_target_spec())
 >>> source.meta["grid"], source.meta["block"], source.meta["params"][0]["output"]
 ([1, 1, 1], [64, 1, 1], False)
->>> 'extern "C" __global__ void widen(const __half* __restrict__ A, float* __restrict__ B)' \\
-...     in source.text
+>>> ('extern "C" __global__ void __launch_bounds__(64) '
+...  'widen(const __half* __restrict__ A, float* __restrict__ B)') in source.text
 True
 """
 
@@ -98,6 +98,7 @@ def generate_cuda(kernel: Kernel, spec: TargetSpec, arch: int = DEFAULT_ARCH,
     text = _environment().get_template("kernel.cu.jinja").render(
         kernel_name=kernel.name, target=target, arch=arch, entry=kernel.name, params=params,
         grid=list(launch.grid), block=list(launch.block),
+        threads_per_block=launch.threads_per_block,
         dynamic_shared_bytes=plan.dynamic_shared_bytes, shared_declarations=shared,
         body=emitter.lines)
     meta: dict[str, Any] = {
