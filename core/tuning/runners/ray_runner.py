@@ -108,19 +108,22 @@ class RayRunner:
     ``address``: the cluster to join (``"auto"``: the one this machine belongs to; None:
     the one this process already joined, else a new local one); ``evaluator``: how a worker
     evaluates a candidate; ``retries``: attempts again after a worker dies; ``init_options``:
-    more ``ray.init`` arguments when the runner connects.
+    more ``ray.init`` arguments when the runner connects; ``max_workers_per_kind``: at most
+    this many workers per device kind (default: one per unit the cluster offers).
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, settings: MeasureSettings | None = None,
                  evaluator: Evaluator | None = None, retries: int = 1,
-                 init_options: dict[str, Any] | None = None, poll_s: float = 0.2):
+                 init_options: dict[str, Any] | None = None, poll_s: float = 0.2,
+                 max_workers_per_kind: int | None = None):
         self.ray = import_ray()
         self.settings = settings or MeasureSettings()
         self.evaluator = evaluator or evaluate_candidate
         self.retries = retries
         self.poll_s = poll_s
+        self.max_workers_per_kind = max_workers_per_kind
         self._owns_ray = False
         if address is not None or not self.ray.is_initialized():
             options = {"include_dashboard": False, "log_to_driver": False,
@@ -155,6 +158,8 @@ class RayRunner:
             raise TuningError(f"no node of the Ray cluster offers the device resource {kind!r} "
                               f"(custom resources: {', '.join(offered) or 'none'}); start a "
                               f"node with the device: ray start --resources '{{\"{kind}\": 1}}'")
+        if self.max_workers_per_kind is not None:
+            units = min(units, self.max_workers_per_kind)
         remote = self.ray.remote(DeviceWorker).options(
             resources={kind: 1}, num_cpus=0, max_restarts=-1, max_task_retries=0)
         slots = []
