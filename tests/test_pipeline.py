@@ -190,4 +190,5 @@ def test_every_stage_output_prints(x86: Any) -> None:
     assert headers == STAGES
     assert "1 fused group(s) lowered by x86_avx512\n  C -> R -> E: kernels" in text
     assert "fusion plan for x86_avx512" in text
-    assert "passes applied: simplify, fold_constants, fold_batch_norm, eliminate_dead_code" in text
+    assert ("passes applied: simplify, fold_constants, fold_batch_norm, choose_layout, "
+            "eliminate_dead_code") in text

@@ -16,6 +16,9 @@ passes={"fold_batch_norm": False})`` turns one off by name):
   constants (``te.constant``) evaluated by the reference and replaced by constants;
 - :mod:`tilecraft.passes.batch_norm_folding` (``fold_batch_norm``): a per-channel affine
   normalisation after a conv / matmul with constant weights folded into the weights and a bias;
+- :mod:`tilecraft.passes.layout` (``choose_layout``): conv2d rewritten into the layout the
+  target's spec prefers (``preferred_layouts``), transposes at the boundaries; a pass with
+  ``uses_spec = True`` is handed the target's spec as a second argument;
 - :mod:`tilecraft.passes.dead_code` (``eliminate_dead_code``): selects settled over their index
   ranges pruned, computes nothing reads any more dropped.
 
@@ -63,9 +66,10 @@ def _default_passes() -> list[GraphPass]:
     from tilecraft.passes.batch_norm_folding import fold_batch_norm
     from tilecraft.passes.constant_folding import fold_constants
     from tilecraft.passes.dead_code import eliminate_dead_code
+    from tilecraft.passes.layout import choose_layout
     from tilecraft.passes.simplify import simplify
 
-    return [simplify, fold_constants, fold_batch_norm, eliminate_dead_code]
+    return [simplify, fold_constants, fold_batch_norm, choose_layout, eliminate_dead_code]
 
 
 class PassError(TilecraftError):
@@ -91,13 +95,20 @@ def check_equivalent_interface(before: Graph, after: Any, pass_name: str) -> Gra
     return after
 
 
-def run_passes(graph: Graph, passes: Mapping[str, GraphPass]) -> tuple[Graph, list[str]]:
+def run_passes(graph: Graph, passes: Mapping[str, GraphPass],
+               spec: Any = None) -> tuple[Graph, list[str]]:
     """``graph`` after every pass of ``passes`` (name -> pass, in order), and the names of the
-    passes applied. A pass that raises is reported as a :class:`PassError` naming it."""
+    passes applied. A pass with a true attribute ``uses_spec`` is called as
+    ``graph_pass(graph, spec)`` (``spec``: the target's
+    :class:`~tilecraft.target.spec.TargetSpec`, or ``None``). A pass that raises is reported
+    as a :class:`PassError` naming it."""
     applied = []
     for name, graph_pass in passes.items():
         try:
-            result = graph_pass(graph)
+            if getattr(graph_pass, "uses_spec", False):
+                result = graph_pass(graph, spec)  # type: ignore[call-arg]
+            else:
+                result = graph_pass(graph)
         except TilecraftError:
             raise
         except Exception as err:  # a plugin's pass: name it, keep its traceback

@@ -1,7 +1,9 @@
 """Stage 1, graph passes: every pass registered through the ``tilecraft_register_passes``
 hook (the core's :data:`tilecraft.passes.DEFAULT_PASSES` first, then the plugins'), in order,
 each checked to keep the graph's outputs and inputs (:func:`tilecraft.passes.run_passes`);
-``tilecraft.compile(..., passes={name: False})`` skips a pass by name.
+``tilecraft.compile(..., passes={name: False})`` skips a pass by name; a pass that declares
+``uses_spec = True`` is called as ``graph_pass(graph, spec)`` with the target's spec (how
+``choose_layout`` learns the layouts a target prefers).
 
 >>> GraphPasses.name
 'graph_passes'
@@ -32,7 +34,8 @@ class GraphPasses:
         passes = {name: graph_pass for name, graph_pass in passes.items()
                   if state.pass_switches.get(name, True)}
         if passes:
-            state.graph, state.passes_applied = run_passes(state.graph, passes)
+            state.graph, state.passes_applied = run_passes(state.graph, passes,
+                                                           spec=state.target.spec)
         return state
 
     def describe(self, state: CompileState) -> str:

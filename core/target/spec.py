@@ -35,7 +35,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
@@ -203,6 +203,11 @@ class TargetSpec(SpecModel):
     evaluation: Lax[EvaluationMode]
     capabilities: TargetCapabilities = Field(default_factory=TargetCapabilities,
                                              validate_default=True)
+    preferred_layouts: dict[Literal["conv2d"], Literal["NCHW", "NHWC"]] = Field(
+        default_factory=dict, description=(
+            "data layout the target's kernels prefer per operator, e.g. conv2d: NHWC; the "
+            "graph pass choose_layout rewrites such operators into it, with transposes at "
+            "the boundaries (unset: graphs keep the layout they were written in)"))
 
     @field_validator("name")
     @classmethod
