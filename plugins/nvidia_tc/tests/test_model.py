@@ -169,3 +169,98 @@ def test_variants_are_listed_and_unknown_ones_refused(a100):
     with pytest.raises(TargetError, match="no variant 'b200'.*h100"):
         get_target("nvidia_tc:b200")
     assert a100.available().estimate and get_target("nvidia_tc:h100").available().estimate
+
+
+def _wmma_gemm(n: int, target):
+    from tilecraft_nvidia_tc.tensor_cores import lower_wmma_mapping
+
+    from tilecraft.intrin import generate, match
+
+    A = te.placeholder((n, n), "float16", name="A")
+    B = te.placeholder((n, n), "float16", name="B")
+    C = ops.matmul(A, B, out_dtype="float32", name="C")
+    mma = target.spec.intrinsic("wmma_m16n16k16_f16_f32")
+    [kernel] = lower_wmma_mapping(C, generate(C, mma, match(C, mma).mappings[0]),
+                                  LoweringOptions.from_spec(target.spec))
+    return kernel
+
+
+def _wmma_wavefronts_per_block(n: int) -> int:
+    """Shared wavefronts of one block of the default WMMA kernel (64x64x32 block tiles, 2x2
+    warps of 2x2 16x16x16 fp16 fragments, 128 threads), counted by hand:
+
+    - fragment loads: per warp and 16-wide k step 2 A + 2 B fragments of 512 bytes, each 4
+      conflict-free wavefronts (once per warp, not per thread): 4 warps x n/16 x 16;
+    - staging: per 32-wide k slice A_s and B_s get 2048 halves each, one 2-byte store per
+      thread, a warp's 32 stores (2 panel rows of 32 bytes, rows 48 bytes apart) one
+      wavefront: n/32 x 2 x 64;
+    - epilogue: 16 store_matrix_sync of 16x16 fp32 (1024 bytes: 8 wavefronts) and 4096
+      floats read back by 128 warp loads, each 2 panel rows of 16 floats 80 bytes apart
+      (banks 0-15 and 20-35: banks 0-3 twice, 2 wavefronts)."""
+    return 4 * (n // 16) * 16 + (n // 32) * 2 * 64 + 16 * 8 + 128 * 2
+
+
+def test_wmma_fragments_are_counted_once_per_warp(a100):
+    """A fragment is spread over a warp: 2 A + 2 B fp16 fragments (4 registers each) and 4
+    fp32 accumulators (8 each) are 48 registers per thread besides the overhead, not the whole
+    tiles in every thread; the Tensor Core issues are 4 mma_sync per warp and k step."""
+    from tilecraft_nvidia_tc.model.profile import REGISTER_OVERHEAD
+
+    profile = profile_for(_wmma_gemm(256, a100), a100.spec)
+    assert profile.blocks == 16 and profile.threads_per_block == 128
+    assert profile.registers_per_thread == 2 * 4 + 2 * 4 + 4 * 8 + REGISTER_OVERHEAD
+    assert profile.tensor_issues == {"wmma_m16n16k16_f16_f32": 16 * 4 * (256 // 16) * 4}
+    assert profile.tensor_macs == 256 ** 3
+    assert profile.shared_wavefronts == 16 * _wmma_wavefronts_per_block(256)
+    # the staging loop is unrolled: one dependent global round trip per k slice
+    assert profile.global_rounds == 256 // 32
+
+
+def test_wmma_gemm_256_is_latency_bound_at_one_round_trip_per_k_slice(a100):
+    """256^3 fp16: 16 blocks, one per SM (4 fit: 96 registers x 128 threads, 32 KB shared).
+    Per block: Tensor Cores 256 issues at 1/4 per clock = 1024 cycles (AMOS: 0.73 us),
+    shared 2432 wavefronts at 1 per clock, and 8 k slices each waiting one global round trip
+    of the spec's DRAM latency: 8 x 470 = 3760 cycles = 2.67 us at 1.41 GHz."""
+    estimate = estimate_kernel(_wmma_gemm(256, a100), a100.spec)
+    machine = GpuMachine.from_spec(a100.spec)
+    assert _wmma_wavefronts_per_block(256) == 2432
+    assert estimate.bound == "latency"
+    assert estimate.cycles == pytest.approx(8 * machine.global_latency_cycles)
+    detail = estimate.detail()
+    assert detail["tensor_core_seconds"] == pytest.approx(1024 / machine.frequency_hz)
+    assert detail["shared_seconds"] == pytest.approx(2432 / machine.frequency_hz)
+    assert 1e-6 < estimate.seconds < 5e-6
+
+
+def test_wmma_gemm_1024_is_shared_bound(a100):
+    """1024^3 fp16: 256 blocks, 4 per SM fit, so one wave with ceil(256 / 108) = 3 blocks on
+    the busiest SM. Per block 8576 shared wavefronts (4096 fragment loads, 4096 staging
+    stores, 384 epilogue) against 1024 Tensor Core issues (4096 cycles) and 32 round trips
+    (15040 cycles): 3 x 8576 = 25728 cycles = 18.2 us at 1.41 GHz, shared-bound (cuBLAS-class
+    kernels take about 8 us: the element-wise staging stores are the cost)."""
+    estimate = estimate_kernel(_wmma_gemm(1024, a100), a100.spec)
+    machine = GpuMachine.from_spec(a100.spec)
+    assert _wmma_wavefronts_per_block(1024) == 8576
+    assert estimate.bound == "shared"
+    assert estimate.cycles == pytest.approx(3 * 8576 / machine.shared_wavefronts_per_clock)
+    assert estimate.seconds == pytest.approx(18.2e-6, rel=0.01)
+
+
+def test_the_build_line_of_a_wmma_kernel_predicts_microseconds(a100):
+    """The compile report's model line for the 256^3 fp16 WMMA kernel uses the build's
+    registers (no longer 1300-odd estimated per thread) and predicts microseconds, not the
+    tens of microseconds of a per-thread count of the fragment loads."""
+    import re
+
+    import tilecraft as tc
+
+    if not a100.available().build:
+        pytest.skip(f"no CUDA build here: {a100.available().reasons.get('build')}")
+    A = te.placeholder((256, 256), "float16", name="A")
+    B = te.placeholder((256, 256), "float16", name="B")
+    C = ops.matmul(A, B, out_dtype="float32", name="C")
+    exe = tc.compile(C, target="nvidia_tc", tensorize={"C": "wmma_m16n16k16_f16_f32"})
+    line = next(line for line in str(exe.report).splitlines() if "model sm_80:" in line)
+    assert "(build)" in line
+    value, unit = re.search(r"model sm_80: ([0-9.]+) (us|ms) predicted", line).groups()
+    assert unit == "us" and 1.0 < float(value) < 10.0, line

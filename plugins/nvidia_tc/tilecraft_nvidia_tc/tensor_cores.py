@@ -229,7 +229,9 @@ class _WmmaKernelBuilder:
         stmt = body(coordinates)
         if not exact:
             stmt = IfThenElse(flat < total, stmt)
-        return For(step, const(rounds), LoopKind.SERIAL, stmt)
+        # unrolled: the rounds' global loads are independent, issued before the first is used
+        kind = LoopKind.UNROLLED if self.options.allows(LoopKind.UNROLLED) else LoopKind.SERIAL
+        return For(step, const(rounds), kind, stmt)
 
     def _stage(self, buffer: Buffer, operand: str, values: dict[IterVar, Expr],
                spatial: FusedLoop, spatial_base: Expr, k_base: Expr, thread: Var,

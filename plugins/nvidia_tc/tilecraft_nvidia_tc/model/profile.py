@@ -12,6 +12,12 @@ fraction of the sampled iterations where it holds, :func:`.evaluate.guard_fracti
 - Tensor Core work: every call of an intrinsic of the spec with a compute (WMMA, mma.sync) is
   one warp's issue of ``M x N x K`` multiply-adds — inside loops bound to threads the calls
   of a warp's 32 lanes count once;
+- warp-collective fragments: a fragment-level buffer an intrinsic call of the spec takes as
+  an operand is spread over the 32 lanes of a warp (``load_matrix_sync`` and
+  ``store_matrix_sync`` are warp-wide): a ``Copy`` to or from it counts once per warp,
+  moving the whole tile (conflict-free shared wavefronts of 128 bytes, as ``ldmatrix``; or
+  L2 sectors from global memory), and it holds ``elements x bytes / 4 / 32`` registers of
+  each thread;
 - memory traffic per warp-wide access (:mod:`.access`): global loads, stores and copies in
   32-byte sectors (what goes through the L2), shared ones in wavefronts (bank conflicts
   included); the fragment level (registers) is free; ``dram_bytes`` is the compulsory traffic
@@ -70,7 +76,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.target.intrinsic import IntrinsicDecl
 from tilecraft.te.expr import Binary, BinaryOp, Cast, Const, Expr, Not, ReduceOp, Select, Unary, Var
-from tilecraft_nvidia_tc.model.access import warp_access
+from tilecraft_nvidia_tc.model.access import BANKS, SECTOR_BYTES, WORD_BYTES, warp_access
 from tilecraft_nvidia_tc.model.evaluate import (
     NotEvaluable,
     evaluate,
@@ -192,6 +198,7 @@ class _Walker:
         self.shared_alloc = 0
         self.fragment_words = 0
         self.touched: dict[str, Buffer] = {}
+        self.warp_fragments = _warp_fragments(kernel.body, intrinsics)
 
     # --- accesses ------------------------------------------------------------------------
     def _lanes(self, ctx: _Context) -> tuple[dict[Var, np.ndarray], np.ndarray, int]:
@@ -283,6 +290,8 @@ class _Walker:
             self.visit(stmt.body, ctx)
         elif isinstance(stmt, (Store, AtomicUpdate, SubgroupReduce)):
             self.store(stmt, ctx)
+        elif isinstance(stmt, Copy) and self._collective(stmt):
+            self.fragment_copy(stmt, ctx)
         elif isinstance(stmt, (Copy, AsyncCopy)):
             executions = self.executions(ctx)
             asynchronous = isinstance(stmt, AsyncCopy)
@@ -323,7 +332,37 @@ class _Walker:
         if buffer.level == "shared":
             self.shared_alloc += buffer.nbytes
         elif buffer.level == "fragment":
-            self.fragment_words += -(-buffer.nbytes // 4)
+            spread = self.subgroup if buffer.name in self.warp_fragments else 1
+            self.fragment_words += -(-buffer.nbytes // (4 * spread))
+
+    def _collective(self, stmt: Copy) -> bool:
+        return any(region.buffer.level == "fragment"
+                   and region.buffer.name in self.warp_fragments
+                   for region in (stmt.src, stmt.dst))
+
+    def _warps(self, ctx: _Context) -> float:
+        """Warp-level executions of a warp-collective statement in ``ctx``."""
+        threads = math.prod(extent for _, extent, _ in ctx.threads) if ctx.threads else 1
+        return self.executions(ctx) / min(self.subgroup, threads)
+
+    def fragment_copy(self, stmt: Copy, ctx: _Context) -> None:
+        """A warp-wide ``load_matrix_sync`` / ``store_matrix_sync``: the whole tile once per
+        warp."""
+        warps = self._warps(ctx)
+        for region, read in ((stmt.src, True), (stmt.dst, False)):
+            buffer = region.buffer
+            moved = math.prod(region.extents) * buffer.dtype.bytes * buffer.lanes
+            if buffer.level == "shared":
+                self.shared_wavefronts += warps * math.ceil(moved / (BANKS * WORD_BYTES))
+                self.shared_bytes += warps * moved
+            elif buffer.level == "global":
+                self.touched[buffer.name] = buffer
+                row = region.extents[-1] * buffer.dtype.bytes * buffer.lanes
+                rows = math.prod(region.extents[:-1])
+                self.l2_bytes += warps * rows * math.ceil(row / SECTOR_BYTES) * SECTOR_BYTES
+                self.global_bytes += warps * moved
+                if read:
+                    self.rounds = max(self.rounds, ctx.serial)
 
     def store(self, stmt: Store | AtomicUpdate | SubgroupReduce, ctx: _Context) -> None:
         executions = self.executions(ctx)
@@ -342,9 +381,7 @@ class _Walker:
         self.access(stmt.buffer, [stmt.indices], ctx, executions, read=accumulate is not None)
 
     def intrinsic(self, stmt: IntrinsicCall, ctx: _Context) -> None:
-        executions = self.executions(ctx)
-        threads = math.prod(extent for _, extent, _ in ctx.threads) if ctx.threads else 1
-        calls = executions / min(self.subgroup, threads)
+        calls = self._warps(ctx)
         decl = self.intrinsics.get(stmt.intrinsic)
         if decl is not None and decl.compute is not None:
             macs = math.prod(loop.extent for loop in decl.compute.loops)
@@ -362,6 +399,28 @@ class _Walker:
                 self.l2_bytes += moved
                 self.global_bytes += moved
                 self.rounds = max(self.rounds, ctx.serial)
+
+
+def _warp_fragments(body: Stmt, intrinsics: Mapping[str, IntrinsicDecl]) -> frozenset[str]:
+    """The fragment-level buffers that calls of the spec's Tensor Core intrinsics (those with
+    a compute) take as operands: warp-collective, spread over a warp's lanes."""
+    names: set[str] = set()
+
+    def visit(stmt: Stmt) -> None:
+        if isinstance(stmt, IntrinsicCall):
+            decl = intrinsics.get(stmt.intrinsic)
+            if decl is not None and decl.compute is not None:
+                names.update(region.buffer.name for region in stmt.operands
+                             if region.buffer.level == "fragment")
+            return
+        for name in type(stmt).child_fields:
+            value = getattr(stmt, name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Stmt):
+                    visit(child)
+
+    visit(body)
+    return frozenset(names)
 
 
 def _shift(index: Expr, var: Var, k: int) -> Expr:
