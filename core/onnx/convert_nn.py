@@ -1,5 +1,5 @@
 """ONNX neural-network operators: Gemm, MatMul, Conv, ConvTranspose, BatchNormalization,
-LayerNormalization, Softmax / LogSoftmax and the pools, each through :mod:`tilecraft.ops`.
+LayerNormalization, Softmax / LogSoftmax, the pools and Einsum, each through :mod:`tilecraft.ops`.
 
 >>> # Conv(x, w, b) with pads [1, 1, 1, 1] becomes ops.conv2d(x, w, padding=((1, 1), (1, 1)))
 >>> # followed by ops.bias_add(y, b, axis=1)
@@ -341,3 +341,18 @@ def convert_global_pool(ctx: NodeContext) -> list[Value]:
     if x.ndim == 4:
         return [ops.global_avg_pool2d(x, name=ctx.out())]
     return [ops.mean(x, axes=axes, keepdims=True, name=ctx.out())]
+
+
+@converter("Einsum")
+def convert_einsum(ctx: NodeContext) -> list[Value]:
+    """``ops.einsum`` with the node's equation; what it refuses names this node."""
+    from tilecraft.errors import ShapeError
+
+    equation = ctx.attr("equation")
+    if isinstance(equation, bytes):
+        equation = equation.decode()
+    tensors = [ctx.tensor(index) for index in range(len(ctx.node.input))]
+    try:
+        return [ops.einsum(str(equation), *tensors, name=ctx.out())]
+    except ShapeError as err:
+        raise ctx.unsupported(str(err)) from err

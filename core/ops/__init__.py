@@ -24,6 +24,7 @@ from tilecraft.ops.conv_transpose import (
     conv_transpose3d,
 )
 from tilecraft.ops.conv_variants import batched_conv2d, capsule_conv2d, depthwise_conv2d
+from tilecraft.ops.einsum import einsum
 from tilecraft.ops.elementwise import (
     add,
     bias_add,
@@ -46,7 +47,8 @@ __all__ = [
     "add", "avg_pool2d", "batch_matmul", "batched_conv2d", "conv_transpose2d_zero_insert",
     "grouped_dense", "batch_norm", "bias_add", "bilinear", "capsule_conv2d",
     "cast", "concat", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "dense", "depth_to_space", "depthwise_conv2d", "div", "gelu", "gemv",
+    "conv_transpose3d", "dense", "depth_to_space", "depthwise_conv2d", "div", "einsum",
+    "gelu", "gemv",
     "global_avg_pool2d", "layer_norm", "leaky_relu", "log_softmax", "matmul", "max_pool2d",
     "maximum", "mean", "minimum", "mul", "pad", "reduce_max", "reduce_min", "reduce_sum",
     "relu", "reshape", "scale", "sigmoid", "softmax", "space_to_depth", "sub", "tanh",
