@@ -281,9 +281,12 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
         raise ctx.unsupported("MaxPool's Indices output is not supported")
     x = ctx.tensor(0)
     kernel, strides, padding = _pool_geometry(ctx, x)
+    # the model's own pads (ceil mode's extra end padding is no part of a window's count)
+    explicit = spatial_padding(ctx, x.shape[2:], kernel, strides, [1] * len(kernel))
     source = _as_2d(ctx, x)
     if x.ndim == 3:
         kernel, strides, padding = [1, *kernel], [1, *strides], [(0, 0), *padding]
+        explicit = [(0, 0), *explicit]
     final = ctx.out()
     pooled_name = final if x.ndim == 4 else ctx.state.unique(f"{final}_2d")
     if any(padding[d][0] or padding[d][1] for d in range(2)):
@@ -301,8 +304,8 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
             y = ops.avg_pool2d(source, tuple(kernel), tuple(strides), name=pooled_name)
         else:
             y = _average_real_elements(ctx, x.shape[2:] if x.ndim == 4 else (1, x.shape[2]),
-                                       source, kernel, strides, padding, include_pad,
-                                       pooled_name)
+                                       source, kernel, strides, padding, explicit,
+                                       include_pad, pooled_name)
     if x.ndim == 3:
         return [ops.reshape(y, (y.shape[0], y.shape[1], y.shape[3]), name=final)]
     return [y]
@@ -310,17 +313,21 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
 
 def _average_real_elements(ctx: NodeContext, in_spatial: Sequence[int], padded: Tensor,
                            kernel: Sequence[int], strides: Sequence[int],
-                           padding: Sequence[tuple[int, int]], include_pad: bool,
+                           padding: Sequence[tuple[int, int]],
+                           explicit: Sequence[tuple[int, int]], include_pad: bool,
                            name: str) -> Tensor:
     """The mean over each window's elements that are not padding (ONNX's
-    ``count_include_pad=0``), or that are inside the explicit pads (``=1`` with ceil mode)."""
+    ``count_include_pad=0``), or that are inside the model's own pads (``=1`` with ceil mode:
+    ``padding`` also holds ceil mode's extra end padding, ``explicit`` only the model's pads,
+    and onnxruntime divides by the window clipped to those)."""
     window_mean = ops.avg_pool2d(padded, tuple(kernel), tuple(strides),
                                  name=ctx.state.unique(f"{name}_mean"))
     area = float(kernel[0] * kernel[1])
-    explicit = [tuple(int(v) for v in p) for p in padding]
+    explicit = [(int(before), int(after)) for before, after in explicit]
+    starts = [int(before) for before, _ in padding]
 
     def count(o: te.Expr, d: int) -> te.Expr:
-        start = o * strides[d] - explicit[d][0]
+        start = o * strides[d] - starts[d]
         low = 0 if not include_pad else -explicit[d][0]
         high = in_spatial[d] if not include_pad else in_spatial[d] + explicit[d][1]
         return te.minimum(start + kernel[d], high) - te.maximum(start, low)
