@@ -135,3 +135,19 @@ def test_cli_tune_with_the_ray_runner(cluster, tmp_path, capsys):
                  "--no-progress"]) == 0
     assert "C: 3 trials" in capsys.readouterr().out
     assert events.read_text().count('"node"') == 3
+
+
+def test_built_on_any_node_measured_on_the_device_without_building(cluster):
+    settings = MeasureSettings(warmup=0, repeats=2, min_seconds=0.0005, timeout_s=5.0)
+    candidates = [MeasureInput(Workload.from_catalog(name), TARGET)
+                  for name in ("relu[13x17]", "matmul[m1-k5-n7]", "gemv[m13-k17]")]
+    with RayRunner(settings=settings) as runner:
+        results = runner.submit(candidates).results()
+        device_pids = set(runner.worker_pids())
+        roles = runner.role_counts()
+    assert all(r.ok and r.max_abs_error is not None and r.max_abs_error < 1e-5 for r in results)
+    assert {r.worker_pid for r in results} <= device_pids  # measured by the device workers
+    assert sum(role.get("measure", 0) for role in roles) == len(candidates)
+    # the device workers never built: the build tasks (CPU only, no device resource) did
+    assert all(role.get("build", 0) == 0 and role.get("device-build", 0) == 0
+               for role in roles)
