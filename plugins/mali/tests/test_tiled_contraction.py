@@ -72,7 +72,8 @@ def test_contractions_take_the_template_with_one_stage_and_the_rest_the_strategy
 @pytest.mark.parametrize(("config", "limit"), [
     ({"BM": 64, "BN": 64, "BK": 8, "TM": 1, "TN": 8}, "threads per block"),
     ({"BM": 64, "BN": 64, "BK": 128, "TM": 4, "TN": 4}, "shared memory per block"),
-    ({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, "above the 64 a thread of a 256-thread block"),
+    ({"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8},
+     "above the 64 a thread of a 256-thread block"),
     ({"BM": 32, "BN": 32, "BK": 8, "TM": 4, "TN": 4, "stages": 2}, "asynchronous copies"),
 ])
 def test_configs_over_mali_limits_are_refused_by_name(config: dict, limit: str) -> None:
