@@ -191,13 +191,13 @@ def _wmma_wavefronts_per_block(n: int) -> int:
 
     - fragment loads: per warp and 16-wide k step 2 A + 2 B fragments of 512 bytes, each 4
       conflict-free wavefronts (once per warp, not per thread): 4 warps x n/16 x 16;
-    - staging: per 32-wide k slice A_s and B_s get 2048 halves each, one 2-byte store per
-      thread, a warp's 32 stores (2 panel rows of 32 bytes, rows 48 bytes apart) one
-      wavefront: n/32 x 2 x 64;
+    - staging (cp.async, double-buffered): per 32-wide k slice A_s and B_s get 2048 halves
+      each in 256 16-byte chunks, a warp's 32 chunks (512 bytes, rows 48 bytes apart) 4
+      wavefronts: n/32 x 2 x 8 x 4;
     - epilogue: 16 store_matrix_sync of 16x16 fp32 (1024 bytes: 8 wavefronts) and 4096
       floats read back by 128 warp loads, each 2 panel rows of 16 floats 80 bytes apart
       (banks 0-15 and 20-35: banks 0-3 twice, 2 wavefronts)."""
-    return 4 * (n // 16) * 16 + (n // 32) * 2 * 64 + 16 * 8 + 128 * 2
+    return 4 * (n // 16) * 16 + (n // 32) * 2 * 32 + 16 * 8 + 128 * 2
 
 
 def test_wmma_fragments_are_counted_once_per_warp(a100):
@@ -212,38 +212,40 @@ def test_wmma_fragments_are_counted_once_per_warp(a100):
     assert profile.tensor_issues == {"wmma_m16n16k16_f16_f32": 16 * 4 * (256 // 16) * 4}
     assert profile.tensor_macs == 256 ** 3
     assert profile.shared_wavefronts == 16 * _wmma_wavefronts_per_block(256)
-    # the staging loop is unrolled: one dependent global round trip per k slice
+    # a depth-2 pipeline: slice kt + 1 in flight while kt is multiplied, one round trip waited
+    # for per step
     assert profile.global_rounds == 256 // 32
+    assert profile.shared_bytes_per_block == 2 * (2 * 2 * 64 * 24 * 2) + 4 * 64 * 20 * 4
 
 
 def test_wmma_gemm_256_is_latency_bound_at_one_round_trip_per_k_slice(a100):
-    """256^3 fp16: 16 blocks, one per SM (4 fit: 96 registers x 128 threads, 32 KB shared).
+    """256^3 fp16: 16 blocks, one per SM (3 fit: 96 registers x 128 threads, 44.5 KB shared).
     Per block: Tensor Cores 256 issues at 1/4 per clock = 1024 cycles (AMOS: 0.73 us),
-    shared 2432 wavefronts at 1 per clock, and 8 k slices each waiting one global round trip
-    of the spec's DRAM latency: 8 x 470 = 3760 cycles = 2.67 us at 1.41 GHz."""
+    shared 1920 wavefronts at 1 per clock, and 8 pipeline steps each waiting one global round
+    trip of the spec's DRAM latency: 8 x 470 = 3760 cycles = 2.67 us at 1.41 GHz."""
     estimate = estimate_kernel(_wmma_gemm(256, a100), a100.spec)
     machine = GpuMachine.from_spec(a100.spec)
-    assert _wmma_wavefronts_per_block(256) == 2432
+    assert _wmma_wavefronts_per_block(256) == 1920
     assert estimate.bound == "latency"
     assert estimate.cycles == pytest.approx(8 * machine.global_latency_cycles)
     detail = estimate.detail()
     assert detail["tensor_core_seconds"] == pytest.approx(1024 / machine.frequency_hz)
-    assert detail["shared_seconds"] == pytest.approx(2432 / machine.frequency_hz)
+    assert detail["shared_seconds"] == pytest.approx(1920 / machine.frequency_hz)
     assert 1e-6 < estimate.seconds < 5e-6
 
 
 def test_wmma_gemm_1024_is_shared_bound(a100):
-    """1024^3 fp16: 256 blocks, 4 per SM fit, so one wave with ceil(256 / 108) = 3 blocks on
-    the busiest SM. Per block 8576 shared wavefronts (4096 fragment loads, 4096 staging
-    stores, 384 epilogue) against 1024 Tensor Core issues (4096 cycles) and 32 round trips
-    (15040 cycles): 3 x 8576 = 25728 cycles = 18.2 us at 1.41 GHz, shared-bound (cuBLAS-class
-    kernels take about 8 us: the element-wise staging stores are the cost)."""
+    """1024^3 fp16: 256 blocks, 3 per SM fit, so one wave with ceil(256 / 108) = 3 blocks on
+    the busiest SM. Per block 6528 shared wavefronts (4096 fragment loads, 2048 cp.async
+    chunk stores, 384 epilogue) against 1024 Tensor Core issues (4096 cycles) and 32 round
+    trips (15040 cycles): 3 x 6528 = 19584 cycles = 13.9 us at 1.41 GHz, shared-bound
+    (cuBLAS-class kernels take about 8 us; element-wise staging stores made it 18.2 us)."""
     estimate = estimate_kernel(_wmma_gemm(1024, a100), a100.spec)
     machine = GpuMachine.from_spec(a100.spec)
-    assert _wmma_wavefronts_per_block(1024) == 8576
+    assert _wmma_wavefronts_per_block(1024) == 6528
     assert estimate.bound == "shared"
-    assert estimate.cycles == pytest.approx(3 * 8576 / machine.shared_wavefronts_per_clock)
-    assert estimate.seconds == pytest.approx(18.2e-6, rel=0.01)
+    assert estimate.cycles == pytest.approx(3 * 6528 / machine.shared_wavefronts_per_clock)
+    assert estimate.seconds == pytest.approx(13.9e-6, rel=0.01)
 
 
 def test_the_build_line_of_a_wmma_kernel_predicts_microseconds(a100):

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from tilecraft_nvidia_tc.availability import emulate_status
 from tilecraft_nvidia_tc.target import NvidiaTcTarget
-from tilecraft_nvidia_tc.tensor_cores import lower_wmma_mapping
+from tilecraft_nvidia_tc.tensor_cores import WmmaTiles, lower_wmma_mapping
 
 from tilecraft import ops, te
 from tilecraft.dtypes import DType
 from tilecraft.errors import CodegenError
 from tilecraft.intrin import generate, match
+from tilecraft.kernel_ir.concurrency import Pipeline
 from tilecraft.kernel_ir.interpreter import run_kernel
 from tilecraft.kernel_ir.nodes import IntrinsicCall, Region
 from tilecraft.kernel_ir.visitor import KernelTransformer, walk_stmts
@@ -27,12 +28,12 @@ SPEC = TARGET.spec
 needs_emulation = pytest.mark.skipif(not emulate_status()[0], reason="no host C++ compiler")
 
 
-def _kernel(compute, intrinsic: str, mapping: int = 0):
+def _kernel(compute, intrinsic: str, mapping: int = 0, tiles: WmmaTiles | None = None):
     decl = SPEC.intrinsic(intrinsic)
     found = match(compute, decl)
     assert found.mappings, f"no mapping of {compute.name} onto {intrinsic}"
     [kernel] = lower_wmma_mapping(compute, generate(compute, decl, found.mappings[mapping]),
-                                  LoweringOptions.from_spec(SPEC))
+                                  LoweringOptions.from_spec(SPEC), tiles)
     return kernel
 
 
@@ -86,6 +87,37 @@ def test_gemm_emulated_source_equals_reference(m, n, k, intrinsic, dtype, out_dt
     TARGET.emulator(kernel, source)(arrays)
     np.testing.assert_array_equal(arrays["C"].astype(np.float64),
                                   _reference(C, inputs, arrays))
+
+
+@needs_emulation
+@pytest.mark.parametrize(("m", "n", "k", "intrinsic", "dtype", "out_dtype", "async_copies"), [
+    (67, 48, 40, "wmma_m16n16k16_f16_f32", "float16", "float32", 2),  # both operands
+    (67, 45, 40, "wmma_m32n8k16_f16_f32", "float16", "float32", 1),   # B's rows ragged (45)
+    (17, 32, 48, "wmma_m16n16k16_i8_i32", "int8", "int32", 2),
+    (5, 19, 37, "wmma_m8n32k16_bf16_f32", "bfloat16", "float32", 0),  # K = 37: no chunks
+])
+def test_double_buffered_cp_async_staging(m, n, k, intrinsic, dtype, out_dtype, async_copies):
+    """stages=2 (the default): slice kt + 1 copied with cp.async while kt is multiplied, the
+    operands whose panel rows are contiguous in 16-byte chunks, the others element by element;
+    the emulated source (two interleavings of the threads, cp.async landing at its wait) and
+    the single-buffered kernel both equal the reference."""
+    C, inputs = _gemm(m, n, k, dtype, out_dtype)
+    kernel = _kernel(C, intrinsic)
+    assert kernel.attrs["tiles"]["stages"] == 2
+    assert any(isinstance(s, Pipeline) for s in walk_stmts(kernel.body))
+    source = TARGET.codegen(kernel)
+    assert source.text.count("tc_cp_async_16(") == async_copies
+    assert ("tc_cp_async_wait<1>()" in source.text) and ("tc_cp_async_commit()" in source.text)
+    arrays = _arrays(inputs, C, seed=5)
+    TARGET.emulator(kernel, source)(arrays)
+    expected = _reference(C, inputs, arrays)
+    np.testing.assert_array_equal(arrays["C"].astype(np.float64), expected)
+    single = _kernel(C, intrinsic, tiles=WmmaTiles(stages=1))
+    assert not any(isinstance(s, Pipeline) for s in walk_stmts(single.body))
+    assert "tc_cp_async" not in TARGET.codegen(single).text
+    arrays["C"][...] = 0
+    run_kernel(single, arrays, SPEC.reference_semantics())
+    np.testing.assert_array_equal(arrays["C"].astype(np.float64), expected)
 
 
 def test_gemm_fp16_real_values_close_to_reference():

@@ -9,19 +9,26 @@ loops. With ``fm x fn x fk`` the intrinsic's shape, ``BM = WARPS_M * FM * fm`` a
 ``BN = WARPS_N * FN * fn``::
 
     for block in bound(batch * ceil(M/BM) * ceil(N/BN), axis=blockIdx.x):
-      alloc A_s[BK/fk][BM][fk + pad], B_s[BN/fn][BK][fn + pad], C_s[BN/fn][BM][fn + pad] (shared)
+      alloc A_s[S][BK/fk][BM][fk + pad], B_s[S][BN/fn][BK][fn + pad],
+            C_s[BN/fn][BM][fn + pad] (shared; S = stages, 1 or 2)
       for t in bound(WARPS_M * WARPS_N * 32, axis=threadIdx.x):      # warp w = t / 32
         alloc a[FM], b[FN], acc[FM][FN] (fragment; acc starts at zero)
         for the outer reduce loops (serial):
-          for kt in serial(ceil(K / BK)):
-            A_s, B_s <- the slice kt of Src1 / Src2 (all threads, zeros past the edges); barrier
-            for kf in serial(BK / fk):
-              a[i] <- A_s[kf][wm * FM * fm + i * fm ..]     load_matrix_sync
-              b[j] <- B_s[wn * FN + j][kf * fk ..]          load_matrix_sync
-              acc[i][j] = mma(a[i], b[j], acc[i][j])       mma_sync, FM * FN of them
-            barrier
+          S = 1: for kt in serial(ceil(K / BK)): copy(kt, 0); barrier; multiply(0); barrier
+          S = 2: pipeline kt (depth 2): stage 0 runs copy(kt, kt % 2) and commits the group;
+                 stage 1 waits for it (wait_group 1, the last one wait_group 0), barrier,
+                 multiply(kt % 2), barrier — slice kt + 1 is in flight while kt is multiplied
         C_s[wn * FN + j][wm * FM * fm + i * fm ..] <- acc[i][j]   store_matrix_sync; barrier
         out[..] = C_s[..] where in bounds (all threads)
+
+    copy(kt, s): A_s[s], B_s[s] <- the slice kt of Src1 / Src2 (all threads, zeros past the
+      edges): 16-byte cp.async chunks where a panel row is contiguous in the operand's tensor
+      (a row-major GEMM operand whose row length divides by the chunk), element by element
+      otherwise (an im2col convolution operand, a transposed or ragged one)
+    multiply(s): for kf in serial(BK / fk):
+      a[i] <- A_s[s][kf][wm * FM * fm + i * fm ..]     load_matrix_sync
+      b[j] <- B_s[s][wn * FN + j][kf * fk ..]          load_matrix_sync
+      acc[i][j] = mma(a[i], b[j], acc[i][j])          mma_sync, FM * FN of them
 
 Every tile is stored in panels one fragment wide (rows of ``fk`` or ``fn`` elements plus 16
 bytes of padding), so that every fragment pointer is 256-bit aligned and every leading
@@ -45,8 +52,10 @@ calls (:mod:`tilecraft_nvidia_tc.codegen.wmma`).
 >>> mma = spec.intrinsic("wmma_m16n16k16_f16_f32")
 >>> [kernel] = lower_wmma_mapping(C, generate(C, mma, match(C, mma).mappings[0]),
 ...                               LoweringOptions.from_spec(spec))
->>> kernel.launch.grid, kernel.launch.block, kernel.attrs["tiles"]
-((2,), (128,), {'BM': 64, 'BN': 64, 'BK': 32, 'FM': 2, 'FN': 2, 'WARPS_M': 2, 'WARPS_N': 2})
+>>> kernel.launch.grid, kernel.launch.block
+((2,), (128,))
+>>> {name: kernel.attrs["tiles"][name] for name in ("BM", "BN", "BK", "FM", "WARPS_M", "stages")}
+{'BM': 64, 'BN': 64, 'BK': 32, 'FM': 2, 'WARPS_M': 2, 'stages': 2}
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ from dataclasses import dataclass
 
 from tilecraft.errors import LoweringError
 from tilecraft.intrin.generation import FusedLoop, PhysicalMapping
+from tilecraft.kernel_ir.concurrency import AsyncCopy, CommitGroup, Pipeline, WaitGroup
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Barrier,
@@ -73,11 +83,12 @@ from tilecraft.kernel_ir.nodes import (
     Seq,
     Stmt,
     Store,
+    walk_expr,
 )
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.target.intrinsic import IntrinsicDecl, OperandRole
 from tilecraft.te import functions as tf
-from tilecraft.te.expr import AxisKind, Const, Expr, IterVar, Load, Var, const
+from tilecraft.te.expr import AxisKind, Cast, Const, Expr, IterVar, Load, Var, const
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import transform
 
@@ -100,6 +111,9 @@ class WmmaTiles:
     fm: int = 2
     fn: int = 2
     bk: int = 32
+    #: 2: the BK slices double-buffered in shared memory (slice ``kt + 1`` copied with
+    #: cp.async while slice ``kt`` is multiplied); 1: one buffer, copied then multiplied
+    stages: int = 2
 
 
 def wmma_shape(decl: IntrinsicDecl) -> tuple[str, str, str] | None:
@@ -186,7 +200,13 @@ class _WmmaKernelBuilder:
         if tiles.bk % self.fk:
             raise LoweringError(f"compute {compute.name}: BK={tiles.bk} is not a multiple of "
                                 f"{self.decl.name}'s reduction {self.fk}; use a multiple")
-        self.tiles = WmmaTiles(warps_m, warps_n, tiles.fm, tiles.fn, tiles.bk)
+        if tiles.stages not in (1, 2):
+            raise LoweringError(f"compute {compute.name}: stages={tiles.stages}; the Tensor "
+                                "Core kernel stages its slices in 1 or 2 shared buffers")
+        #: bytes one asynchronous copy moves (None: the chip has no cp.async)
+        self.async_bytes = threads.async_copy_bytes if threads is not None else None
+        stages = tiles.stages if self.async_bytes else 1
+        self.tiles = WmmaTiles(warps_m, warps_n, tiles.fm, tiles.fn, tiles.bk, stages)
         self.bm = warps_m * tiles.fm * self.fm
         self.bn = warps_n * tiles.fn * self.fn
         self.threads = warps_m * warps_n * self.subgroup
@@ -235,19 +255,25 @@ class _WmmaKernelBuilder:
 
     def _stage(self, buffer: Buffer, operand: str, values: dict[IterVar, Expr],
                spatial: FusedLoop, spatial_base: Expr, k_base: Expr, thread: Var,
-               panel_rows: bool) -> Stmt:
-        """Copy one BK slice of a source into its shared panels, zeros past the edges.
-        ``panel_rows``: the panels run along k (``A_s[kf][m][k]``) else along the spatial
-        axis (``B_s[np][k][n]``)."""
-        panels, first, second = buffer.shape[0], buffer.shape[1], buffer.shape[2]
+               panel_rows: bool, stage: Expr) -> Stmt:
+        """Copy one BK slice of a source into its shared panels ``buffer[stage]``, zeros past
+        the edges. ``panel_rows``: the panels run along k (``A_s[s][kf][m][k]``) else along
+        the spatial axis (``B_s[s][np][k][n]``). Where the pipeline is double-buffered and the
+        operand's rows are contiguous in memory (:meth:`_chunked`), 16-byte cp.async copies;
+        element by element otherwise."""
+        panels, first = buffer.shape[1], buffer.shape[2]
         inner = self.fk if panel_rows else self.fn
-        extents = (panels, first, inner)
+        chunk = self._chunked(operand, spatial, panel_rows, buffer) \
+            if self.tiles.stages == 2 else None
+        if chunk is not None:
+            return self._stage_async(buffer, operand, values, spatial, spatial_base, k_base,
+                                     thread, panel_rows, stage, chunk)
 
         def body(coordinates: list[Expr]) -> Stmt:
             panel, outer, lane = coordinates
-            if panel_rows:  # A_s[kf][m][k]
+            if panel_rows:  # A_s[s][kf][m][k]
                 s_pos, k_pos = spatial_base + outer, k_base + panel * self.fk + lane
-            else:           # B_s[np][k][n]
+            else:           # B_s[s][np][k][n]
                 s_pos, k_pos = spatial_base + panel * self.fn + lane, k_base + outer
             local = dict(values)
             local.update(self._clamped(spatial, s_pos))
@@ -255,21 +281,94 @@ class _WmmaKernelBuilder:
             value = self._operand(operand, local)
             if value.dtype != buffer.dtype:
                 value = value.astype(buffer.dtype)
-            index = (panel, outer, lane)
+            index = (stage, panel, outer, lane)
             return IfThenElse((s_pos < spatial.extent) & (k_pos < self.reduce.extent),
                               Store(buffer, index, value), Store(buffer, index, _zero(buffer)))
 
-        del second
-        return self._each_element(extents, thread, buffer.name, body)
+        return self._each_element((panels, first, inner), thread, buffer.name, body)
+
+    def _source_load(self, operand: str) -> Load | None:
+        """The operand's element as a plain load of a kernel input (casts to its own dtype
+        dropped), ``None`` when it is computed (a padded input, a product)."""
+        position = self.virtual.mapping.binding(operand).factor
+        assert position is not None
+        value = self.product.factors[position].value()
+        while isinstance(value, Cast):
+            value = value.x
+        return value if isinstance(value, Load) else None
+
+    def _chunked(self, operand: str, spatial: FusedLoop, panel_rows: bool,
+                 buffer: Buffer) -> int | None:
+        """Elements per 16-byte cp.async chunk when a panel row of the operand is contiguous
+        in its tensor: the loop along the panel row is one software loop, the tensor's last
+        index is that loop alone, its extent (the tensor's last) and the panel row divide by
+        the chunk; ``None`` otherwise (the slice is copied element by element)."""
+        if not self.async_bytes:
+            return None
+        load = self._source_load(operand)
+        along = self.reduce if panel_rows else spatial
+        if load is None or load.dtype != buffer.dtype or len(along.software) != 1:
+            return None
+        chunk = self.async_bytes // buffer.dtype.bytes
+        (loop,) = along.software
+        inner = self.fk if panel_rows else self.fn
+        others = [node for index in load.indices[:-1] for node in walk_expr(index)]
+        if load.indices[-1] != loop or loop in others \
+                or load.tensor.shape[-1] != loop.extent or loop.extent % chunk \
+                or inner % chunk or load.tensor.name not in self.params:
+            return None
+        return chunk
+
+    def _stage_async(self, buffer: Buffer, operand: str, values: dict[IterVar, Expr],
+                     spatial: FusedLoop, spatial_base: Expr, k_base: Expr, thread: Var,
+                     panel_rows: bool, stage: Expr, chunk: int) -> Stmt:
+        """:meth:`_stage` in 16-byte cp.async chunks. A chunk lies wholly inside or wholly
+        outside its row (the row's extent divides by it): outside it is zeros; its start is
+        clamped into the row as ``min(position / chunk, last) * chunk`` so that the address
+        stays in bounds and provably a multiple of the chunk, as cp.async needs."""
+        load = self._source_load(operand)
+        assert load is not None
+        panels, first = buffer.shape[1], buffer.shape[2]
+        inner = self.fk if panel_rows else self.fn
+        along, across = (self.reduce, spatial) if panel_rows else (spatial, self.reduce)
+        (loop,) = along.software
+        param = self.params[load.tensor.name]
+
+        def body(coordinates: list[Expr]) -> Stmt:
+            panel, outer, piece = coordinates
+            lane = piece * chunk
+            if panel_rows:  # A_s[s][kf][m][k]: rows along k
+                along_pos, across_pos = k_base + panel * self.fk + lane, spatial_base + outer
+            else:           # B_s[s][np][k][n]: rows along n
+                along_pos, across_pos = spatial_base + panel * self.fn + lane, k_base + outer
+            local = dict(values)
+            local.update(self._clamped(across, across_pos))
+            local[loop] = tf.min(along_pos // chunk, const(loop.extent // chunk - 1)) * chunk
+
+            def replace(node: Expr) -> Expr | None:
+                return local[node] if isinstance(node, IterVar) else None
+
+            indices = tuple(transform(index, replace) for index in load.indices)
+            target = (stage, panel, outer, lane)
+            copy = AsyncCopy(Region(buffer, target, (1, 1, 1, chunk)),
+                             Region(param, indices, (1,) * (param.ndim - 1) + (chunk,)))
+            v = Var(f"{buffer.name}_zero")
+            zeros = For(v, const(chunk), LoopKind.SERIAL,
+                        Store(buffer, (stage, panel, outer, lane + v), _zero(buffer)))
+            # the zeros first: the verifier reads the branches in order, as if both ran
+            return IfThenElse((across_pos >= across.extent) | (along_pos >= along.extent),
+                              zeros, copy)
+
+        return self._each_element((panels, first, inner // chunk), thread, buffer.name, body)
 
     def kernel(self, name: str) -> Kernel:
         src1, src2, dst = self.src1, self.src2, self.dst
         fm, fn, fk, tiles = self.fm, self.fn, self.fk, self.tiles
         kf_count = tiles.bk // fk
-        a_s = Buffer("A_s", (kf_count, self.bm, _padded_row(fk, src1.dtype.bytes)),
+        a_s = Buffer("A_s", (tiles.stages, kf_count, self.bm, _padded_row(fk, src1.dtype.bytes)),
                      src1.dtype, level=self.shared)
-        b_s = Buffer("B_s", (self.bn // fn, tiles.bk, _padded_row(fn, src2.dtype.bytes)),
-                     src2.dtype, level=self.shared)
+        b_s = Buffer("B_s", (tiles.stages, self.bn // fn, tiles.bk,
+                             _padded_row(fn, src2.dtype.bytes)), src2.dtype, level=self.shared)
         c_s = Buffer("C_s", (self.bn // fn, self.bm, _padded_row(fn, dst.dtype.bytes)),
                      dst.dtype, level=self.shared)
         a_frags = [Buffer(f"a_frag{i}", (fm, fk), src1.dtype, level=self.fragment)
@@ -295,28 +394,40 @@ class _WmmaKernelBuilder:
 
         kt, kf = Var("kt"), Var("kf")
         k_base = kt * tiles.bk
+        k_steps = -(-self.reduce.extent // tiles.bk)
+        stage = kt % 2 if tiles.stages == 2 else const(0)
         zero = const(0)
         loads: list[Stmt] = []
         for i, frag in enumerate(a_frags):
             row = (warp_m * tiles.fm + i) * fm
             loads.append(Copy(Region(frag, (zero, zero), (fm, fk)),
-                              Region(a_s, (kf, row, zero), (1, fm, fk))))
+                              Region(a_s, (stage, kf, row, zero), (1, 1, fm, fk))))
         for j, frag in enumerate(b_frags):
             panel = warp_n * tiles.fn + j
             loads.append(Copy(Region(frag, (zero, zero), (fk, fn)),
-                              Region(b_s, (panel, kf * fk, zero), (1, fk, fn))))
+                              Region(b_s, (stage, panel, kf * fk, zero), (1, 1, fk, fn))))
         calls = [IntrinsicCall(self.decl.name, (Region(a_frags[i], (zero, zero), (fm, fk)),
                                                 Region(b_frags[j], (zero, zero), (fk, fn)),
                                                 Region(accs[i][j], (zero, zero), (fm, fn))),
                                (("mapping", str(self.virtual.mapping)),))
                  for i in range(tiles.fm) for j in range(tiles.fn)]
-        step: Stmt = Seq((
-            self._stage(a_s, src1.name, values, self.rows, m_base, k_base, thread, True),
-            self._stage(b_s, src2.name, values, self.columns, n_base, k_base, thread, False),
-            Barrier("block"),
-            For(kf, const(kf_count), LoopKind.SERIAL, Seq((*loads, *calls))),
-            Barrier("block")))
-        body: Stmt = For(kt, const(-(-self.reduce.extent // tiles.bk)), LoopKind.SERIAL, step)
+        copies = (
+            self._stage(a_s, src1.name, values, self.rows, m_base, k_base, thread, True, stage),
+            self._stage(b_s, src2.name, values, self.columns, n_base, k_base, thread, False,
+                        stage))
+        multiply = For(kf, const(kf_count), LoopKind.SERIAL, Seq((*loads, *calls)))
+        body: Stmt
+        if tiles.stages == 1:
+            body = For(kt, const(k_steps), LoopKind.SERIAL,
+                       Seq((*copies, Barrier("block"), multiply, Barrier("block"))))
+        else:
+            # step t: slice t copied into buffer t % 2 (cp.async, committed), then slice t - 1
+            # waited for and multiplied from the other buffer
+            wait = IfThenElse(kt + 1 < k_steps, WaitGroup(1), WaitGroup(0))
+            body = Pipeline(kt, const(k_steps), (Seq((*copies, CommitGroup())),
+                                                 Seq((wait, Barrier("block"), multiply,
+                                                      Barrier("block")))),
+                            depth=2, buffers=(a_s, b_s))
         for loop in reversed(self.reduce_loops):
             body = For(reduce_vars[loop], const(loop.extent), LoopKind.SERIAL, body)
         stores = [Copy(Region(c_s, (warp_n * tiles.fn + j, (warp_m * tiles.fm + i) * fm, zero),
@@ -348,7 +459,7 @@ class _WmmaKernelBuilder:
         params = (*self.params.values(), self.output)
         t = tiles
         tile_attrs = {"BM": self.bm, "BN": self.bn, "BK": t.bk, "FM": t.fm, "FN": t.fn,
-                      "WARPS_M": t.warps_m, "WARPS_N": t.warps_n}
+                      "WARPS_M": t.warps_m, "WARPS_N": t.warps_n, "stages": t.stages}
         return Kernel(name, params, (self.output.name,), nest,
                       launch=LaunchConfig(grid=(blocks,), block=(self.threads,)),
                       attrs={"mapping": str(self.virtual.mapping), "intrinsic": self.decl.name,
