@@ -31,6 +31,7 @@ _LAZY = {
     "get_target": ("tilecraft.target.registry", "get_target"),
     "ops": ("tilecraft.ops", None),
     "reference": ("tilecraft.reference", None),
+    "autodiff": ("tilecraft.autodiff", None),
     "kernel_ir": ("tilecraft.kernel_ir", None),
     "lower": ("tilecraft.lower", None),
 }

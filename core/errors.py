@@ -67,3 +67,12 @@ class InputError(TilecraftError):
 
 class AllocationError(TilecraftError):
     """A tensor (or a call's set of tensors) needs more memory than this machine can give."""
+
+
+class AutodiffError(TilecraftError):
+    """A gradient cannot be derived: a non-differentiable or integer compute, or an index
+    function outside the solvable class (affine beyond floordiv/mod by constants)."""
+
+
+class AutodiffWarning(UserWarning):
+    """A gradient asked for is identically zero (the output does not depend on the tensor)."""

@@ -1,0 +1,14 @@
+"""Operator-level automatic differentiation by solving index equations (thesis §4.6.1).
+
+``grad(output, wrt)`` derives each gradient as new te computes from the forward index
+functions — Smith normal form over the integers, floordiv/mod pairs recombined, free
+solutions as new reduce loops, the chain rule through the body — not from a table of
+per-operator gradients. ``compute_gradient`` is the one-compute step a graph-level backward
+chains.
+"""
+
+from tilecraft.autodiff.grad import grad, zeros_like
+from tilecraft.autodiff.operator import compute_gradient
+from tilecraft.autodiff.smith import smith_normal_form
+
+__all__ = ["compute_gradient", "grad", "smith_normal_form", "zeros_like"]

@@ -1,0 +1,195 @@
+"""The gradient of one compute with respect to one tensor it reads (thesis Eq. 4.8).
+
+For each distinct read ``In[f(x, r)]`` of the tensor in the body ``F``, the contribution to
+``dIn[z]`` is the sum, over every loop point ``(x, r)`` with ``f(x, r) == z``, of
+``dOut[x] * dF/dIn[f(x, r)]`` — for a ``max``/``min`` reduction only at the points where the
+body equals the result. The points come from :func:`~tilecraft.autodiff.solve.solve`: the
+loop variables become linear forms over ``z`` and new reduce axes, the ranges conditions of
+a select. Reads whose contributions differ are separate computes, added together.
+
+This is the building block of a graph-level backward: it takes the output's gradient as a
+tensor and returns the input's gradient as a tensor, reading the forward tensors it needs.
+
+>>> from tilecraft import te
+>>> X = te.placeholder((6,), name="X")
+>>> Y = te.compute((3,), lambda i: X[2 * i] * X[2 * i], name="Y")
+>>> dY = te.placeholder((3,), name="dY")
+>>> print(compute_gradient(Y, dY, X).statement())
+dX[i] = select(((i % 2) == 0), (dY[(i // 2)] * (X[(2 * (i // 2))] + X[(2 * (i // 2))])), 0.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tilecraft.autodiff.derivative import derivative, hoist_guards
+from tilecraft.autodiff.indices import Clamp, IndexSystem
+from tilecraft.autodiff.solve import solve
+from tilecraft.errors import AutodiffError
+from tilecraft.te.bounds import Affine, facts_from_condition, index_in_bounds, prove_nonnegative
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Compare,
+    CompareOp,
+    Const,
+    Expr,
+    IterVar,
+    Load,
+    Reduce,
+    ReduceOp,
+    Select,
+    const,
+)
+from tilecraft.te.functions import all_of
+from tilecraft.te.functions import sum as te_sum
+from tilecraft.te.tensor import ComputeOp, Tensor, compute
+from tilecraft.te.visit import children, rebuild, substitute, walk
+
+
+def reads_of(body: Expr, tensor: Tensor) -> list[Load]:
+    """The distinct reads of ``tensor`` in ``body``, in order of first occurrence."""
+    seen: dict[Load, None] = {}
+    for node in walk(body):
+        if isinstance(node, Load) and node.tensor is tensor:
+            seen.setdefault(node, None)
+    return list(seen)
+
+
+def check_differentiable(out: Tensor, wrt: Tensor) -> None:
+    if not isinstance(out.op, ComputeOp):
+        raise AutodiffError(f"{out.name} is not a compute; only computes have gradients")
+    for tensor, role in ((out, "compute"), (wrt, "input")):
+        if not tensor.dtype.is_float:
+            raise AutodiffError(
+                f"the {role} {tensor.name} has the integer type {tensor.dtype.value}, which has "
+                f"no gradient (needed for d{out.name}/d{wrt.name}); differentiate with respect "
+                "to floating-point tensors, through floating-point computes")
+
+
+def compute_gradient(out: Tensor, grad_out: Tensor, wrt: Tensor,
+                     name: str | None = None) -> Tensor | None:
+    """``d(loss)/d(wrt)`` through the compute ``out`` alone, given ``grad_out`` (the
+    gradient of ``out``, of its shape); ``None`` when ``out``'s value does not depend on
+    ``wrt`` (it is only read in conditions, or not at all)."""
+    check_differentiable(out, wrt)
+    if grad_out.shape != out.shape:
+        raise AutodiffError(f"the gradient of {out.name} must have its shape {out.shape}, got "
+                            f"{grad_out.name} of shape {grad_out.shape}")
+    name = name or f"d{wrt.name}"
+    body = out.op.body  # type: ignore[union-attr]
+    inner = body.body if isinstance(body, Reduce) else body
+    if isinstance(body, Reduce) and body.op is not ReduceOp.SUM:
+        # the reduction's derivative: 1 where the body reached the result
+        inner_grad_scale: Expr | None = Compare(CompareOp.EQ, inner, Load(out, out.axes))
+    else:
+        inner_grad_scale = None
+    pieces = []
+    for index, load in enumerate(reads_of(inner, wrt)):
+        partial = derivative(inner, load, out.name)
+        if partial is None:
+            continue
+        value: Expr = Binary(BinaryOp.MUL, Load(grad_out, out.axes), partial)
+        if inner_grad_scale is not None:
+            value = Select(inner_grad_scale, value, Const(0.0, value.dtype))
+        piece_name = name if index == 0 else f"{name}_read{index}"
+        pieces.append(_read_gradient(out, load, value, wrt, piece_name))
+    if not pieces:
+        return None
+    if len(pieces) == 1:
+        return pieces[0]
+    pieces = [p.__class__(f"{name}_read0" if p.name == name else p.name, p.shape, p.dtype, p.op)
+              for p in pieces]
+    return add_all(pieces, name)
+
+
+def add_all(tensors: Sequence[Tensor], name: str) -> Tensor:
+    """The elementwise sum of tensors of one shape."""
+    if len(tensors) == 1:
+        return tensors[0]
+
+    def total(*z: IterVar) -> Expr:
+        result: Expr = Load(tensors[0], tuple(z))
+        for tensor in tensors[1:]:
+            result = Binary(BinaryOp.ADD, result, Load(tensor, tuple(z)))
+        return result
+
+    return compute(tensors[0].shape, total, name=name)
+
+
+def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str) -> Tensor:
+    guards, value = hoist_guards(value)
+    system = IndexSystem.of(out, load)
+    facts = [f for g in guards for f in facts_from_condition(g)]
+    for clamp in system.clamps:
+        _prove_clamp(out, load, clamp, facts)
+    loop_vars = list(out.axes) + list(out.reduce_axes)
+
+    def body(*z: IterVar) -> Expr:
+        solution = solve(system, z, axis_prefix=f"r_{name}_")
+        mapping = {v: solution.values[v].to_expr() for v in loop_vars}
+        ranges = solution.conditions
+        guarded = [substitute(g, mapping) for g in guards]
+        result = substitute(value, mapping)
+        range_facts = [f for c in ranges for f in facts_from_condition(c)]
+        if guarded:
+            guard = _clamp_loads(all_of(*guarded), range_facts)
+            inner_facts = range_facts + [f for g in guarded for f in facts_from_condition(g)]
+            result = Select(guard, _clamp_loads(result, inner_facts), const(0.0, result.dtype))
+        else:
+            result = _clamp_loads(result, range_facts)
+        if ranges:
+            result = Select(all_of(*ranges), result, const(0.0, result.dtype))
+        if solution.reduce_axes:
+            return te_sum(result, axis=solution.reduce_axes)
+        return result
+
+    return compute(wrt.shape, body, name=name)
+
+
+def _prove_clamp(out: Tensor, load: Load, clamp: Clamp, facts: list[Affine]) -> None:
+    """A clamped index is the identity wherever the read's guards hold (else the read's
+    gradient would also reach the clamped boundary element, which the solver ignores)."""
+    if _at_least(clamp.value, clamp.low, facts) and _at_most(clamp.value, clamp.high, facts):
+        return
+    raise AutodiffError(
+        f"compute {out.name}: the clamp of {clamp.value} to [{clamp.low}, {clamp.high}] in "
+        f"{load} is not implied by the select guarding it; its gradient is outside the "
+        "solvable class — guard the read with the range of the clamped index")
+
+
+def _at_least(expr: Expr, low: int, facts: list[Affine]) -> bool:
+    if isinstance(expr, Binary) and expr.op is BinaryOp.FLOORDIV and isinstance(expr.b, Const):
+        return _at_least(expr.a, low * int(expr.b.value), facts)
+    return prove_nonnegative(Binary(BinaryOp.SUB, expr, Const(low, expr.dtype)), None, facts)
+
+
+def _at_most(expr: Expr, high: int, facts: list[Affine]) -> bool:
+    if isinstance(expr, Binary) and expr.op is BinaryOp.FLOORDIV and isinstance(expr.b, Const):
+        divisor = int(expr.b.value)
+        return _at_most(expr.a, high * divisor + divisor - 1, facts)
+    return prove_nonnegative(Binary(BinaryOp.SUB, Const(high, expr.dtype), expr), None, facts)
+
+
+def _clamp_loads(expr: Expr, facts: list[Affine]) -> Expr:
+    """Clamp every load index not provably inside its tensor under ``facts`` (the select
+    around it discards such values; the clamp keeps the read itself in bounds)."""
+    if isinstance(expr, Select):
+        cond = _clamp_loads(expr.cond, facts)
+        t = _clamp_loads(expr.true_value, facts + facts_from_condition(expr.cond, True))
+        f = _clamp_loads(expr.false_value, facts + facts_from_condition(expr.cond, False))
+        return Select(cond, t, f)
+    kids = children(expr)
+    if not kids:
+        return expr
+    new_kids = tuple(_clamp_loads(kid, facts) for kid in kids)
+    if isinstance(expr, Load):
+        new_kids = tuple(
+            index if index_in_bounds(index, extent, None, facts) else _clamp(index, extent)
+            for index, extent in zip(new_kids, expr.tensor.shape))
+    return rebuild(expr, new_kids)
+
+
+def _clamp(index: Expr, extent: int) -> Expr:
+    upper = Binary(BinaryOp.MIN, index, Const(extent - 1, index.dtype))
+    return Binary(BinaryOp.MAX, upper, Const(0, index.dtype))

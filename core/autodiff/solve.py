@@ -1,0 +1,155 @@
+"""Solve the index equations of one read over the integers (thesis §4.6.1, Eq. 4.9).
+
+With the gradient's own indices ``z`` as constants, ``A u = z`` is solved through the Smith
+normal form ``U A V = D``: ``y_i = (U z)_i / d_i`` for the first ``rank`` entries (a
+divisibility condition when ``d_i > 1``: strided reads), ``(U z)_i = 0`` for the rows past the
+rank, and ``u = V y`` where the entries of ``y`` past the rank are free. The free directions
+(the kernel of ``A``, put in column echelon form) become new reduce loops; each is bounded
+by the range of one unknown it moves (the one giving the fewest iterations), starting at the
+first value that range allows, and every unknown's range is kept as a condition (a select in
+the gradient) unless interval analysis proves it.
+
+>>> from tilecraft import te
+>>> A = te.placeholder((5, 3), name="A")
+>>> B = te.placeholder((3, 7), name="B")
+>>> k = te.reduce_axis(3, name="k")
+>>> C = te.compute((5, 7), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+>>> from tilecraft.autodiff.indices import IndexSystem
+>>> load_a = C.body.body.a
+>>> z = te.compute((5, 3), lambda i, k: 0.0).axes
+>>> solution = solve(IndexSystem.of(C, load_a), z)
+>>> [axis.extent for axis in solution.reduce_axes], solution.conditions
+([7], [])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tilecraft.autodiff.indices import IndexSystem
+from tilecraft.autodiff.linexpr import LinExpr
+from tilecraft.autodiff.smith import column_echelon, smith_normal_form
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Compare,
+    CompareOp,
+    Expr,
+    IterVar,
+    Var,
+    const,
+)
+from tilecraft.te.tensor import reduce_axis
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Every unknown as a linear form over ``z``, the new reduce axes and floor divisions;
+    the conditions under which such a point is a real solution."""
+
+    values: dict[IterVar | Var, LinExpr]
+    reduce_axes: tuple[IterVar, ...]
+    conditions: list[Expr]
+
+
+def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r") -> Solution:
+    unknowns = system.unknowns
+    matrix = [[form.as_dict().get(u, 0) for u in unknowns] for form, _ in system.rows]
+    rhs = [(LinExpr.of(z[index]) if index is not None else LinExpr.of(0)) - form.constant
+           for form, index in system.rows]
+    snf = smith_normal_form(matrix, columns=len(unknowns))
+    rank = snf.rank
+    conditions: list[Expr] = []
+    transformed = []
+    for row in snf.left:
+        total = LinExpr.of(0)
+        for coef, value in zip(row, rhs):
+            if coef:
+                total = total + value * coef
+        transformed.append(total)
+    y: list[LinExpr] = []
+    for i in range(rank):
+        divisor = snf.diagonal_matrix[i][i]
+        value = transformed[i]
+        quotient = value.floordiv(divisor)
+        if divisor > 1 and not _exact(value, divisor):  # strided read: only multiples
+            conditions.append(Compare(CompareOp.EQ, Binary(BinaryOp.MOD, value.to_expr(),
+                                                            const(divisor)), const(0)))
+        y.append(quotient)
+    for value in transformed[rank:]:
+        _require_zero(value, conditions)
+
+    # particular solution, then the kernel in column echelon form (rows by range size)
+    particular = []
+    for k in range(len(unknowns)):
+        total = LinExpr.of(0)
+        for j in range(rank):
+            if snf.right[k][j]:
+                total = total + y[j] * snf.right[k][j]
+        particular.append(total)
+    order = sorted(range(len(unknowns)), key=lambda k: (_size(system, unknowns[k]), k))
+    kernel_rows = [snf.right[k][rank:] for k in order]
+    echelon = column_echelon(kernel_rows) if kernel_rows and kernel_rows[0] else []
+    free = len(echelon[0]) if echelon and echelon[0] else 0
+    kernel = [[0] * free for _ in unknowns]
+    for position, k in enumerate(order):
+        kernel[k] = list(echelon[position]) if free else []
+
+    params: list[LinExpr] = []
+    axes: list[IterVar] = []
+    for col in range(free):
+        best = None
+        for k in range(len(unknowns)):
+            coef = kernel[k][col]
+            if coef == 0 or any(kernel[k][later] for later in range(col + 1, free)):
+                continue
+            low, high = system.ranges[unknowns[k]]
+            iterations = -(-(high - low + 1) // abs(coef))
+            if best is None or iterations < best[0]:
+                best = (iterations, k, coef)
+        assert best is not None, "a kernel column always has a pivot row"
+        iterations, k, coef = best
+        known = particular[k]
+        for earlier in range(col):
+            if kernel[k][earlier]:
+                known = known + params[earlier] * kernel[k][earlier]
+        low, high = system.ranges[unknowns[k]]
+        if coef > 0:  # low <= known + coef*t  ->  t >= ceil((low - known) / coef)
+            start = (LinExpr.of(low) - known + (coef - 1)).floordiv(coef)
+        else:  # known + coef*t <= high  ->  t >= ceil((known - high) / |coef|)
+            start = (known - high + (-coef - 1)).floordiv(-coef)
+        axis = reduce_axis(iterations, name=f"{axis_prefix}{col}")
+        axes.append(axis)
+        params.append(start + LinExpr.of(axis))
+
+    values: dict[IterVar | Var, LinExpr] = {}
+    for k, unknown in enumerate(unknowns):
+        total = particular[k]
+        for col in range(free):
+            if kernel[k][col]:
+                total = total + params[col] * kernel[k][col]
+        values[unknown] = total
+        low, high = system.ranges[unknown]
+        rng = total.interval()
+        if rng is None or rng[0] < low:
+            conditions.append(Compare(CompareOp.GE, total.to_expr(), const(low)))
+        if rng is None or rng[1] > high:
+            conditions.append(Compare(CompareOp.LE, total.to_expr(), const(high)))
+    return Solution(values, tuple(axes), conditions)
+
+
+def _exact(value: LinExpr, divisor: int) -> bool:
+    return all(c % divisor == 0 for _, c in value.terms) and value.constant % divisor == 0
+
+
+def _require_zero(value: LinExpr, conditions: list[Expr]) -> None:
+    rng = value.interval()
+    if rng == (0, 0):
+        return
+    conditions.append(Compare(CompareOp.EQ, value.to_expr(), const(0)))
+
+
+def _size(system: IndexSystem, unknown: IterVar | Var) -> int:
+    low, high = system.ranges[unknown]
+    return high - low + 1
