@@ -52,7 +52,7 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
             target: str | Target, tuning: Any = None,
             database: str | None = None, tensorize: Any = None,
             dump_stages: str | Path | None = None,
-            passes: dict[str, bool] | None = None) -> Executable:
+            passes: dict[str, bool] | None = None, overlap: bool | str = False) -> Executable:
     """Compile every compute of ``program`` for ``target`` (an installed target's name, or a
     :class:`~tilecraft.target.base.Target`; there is no default: ``tilecraft targets`` lists
     what is installed and what this machine can do with each) through the stages of
@@ -73,11 +73,23 @@ def compile(program: Graph | Tensor | Sequence[Tensor],  # noqa: A001
     (``{"fold_batch_norm": False}``; :mod:`tilecraft.passes` lists the core's). A target
     this machine can only compile for still yields an Executable with the generated sources
     (``exe.sources``); calling it raises a TargetError that says why.
+
+    ``overlap`` (with ``tuning``; thesis §4.6.3) returns at once an
+    :class:`~tilecraft.runtime.overlap.OverlappedExecutable` running the best recorded (else
+    default) kernels while tuning goes on in the background, each compute's kernels swapped
+    atomically for better ones as they are measured: ``True`` or ``"async"`` (calls never
+    wait), ``"sync"`` (each call waits for the next search stage); ``exe.wait()``,
+    ``exe.close()``.
     """
     from tilecraft.pipeline import run_pipeline
 
     graph = as_graph(program)
     tgt = _resolve_target(target)
+    if overlap is not False and overlap is not None:
+        from tilecraft.runtime.overlap import compile_overlapped
+
+        return compile_overlapped(graph, tgt, tuning, overlap, database=database,
+                                  tensorize=tensorize, dump_stages=dump_stages, passes=passes)
     state = run_pipeline(graph, tgt, tuning=tuning, database=database, tensorize=tensorize,
                          dump_stages=dump_stages, passes=passes)
     assert state.report is not None

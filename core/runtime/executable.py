@@ -50,6 +50,19 @@ class _Step:
     params: tuple[tuple[str, tuple[int, ...] | None], ...]  # name, shape to view it in or None
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a call runs: the kernels and their steps, and the sets of template workspaces no
+    call is using now (a plan's own: another plan's kernels may want other workspaces)."""
+
+    compiled: tuple[CompiledKernel, ...]
+    steps: tuple[_Step, ...]
+    allocations: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
+    checks_memory: bool
+    has_workspaces: bool
+    idle_workspaces: list[dict[str, np.ndarray]]
+
+
 class Executable:
     """Call with arrays for the graph's inputs (by name, or positionally in ``graph.inputs``
     order); returns the output array, or a tuple for several outputs.
@@ -66,33 +79,36 @@ class Executable:
                  report: Report, unavailable_reason: str | None = None):
         self.graph = graph
         self.target_name = target_name
-        self.compiled = list(compiled)
         self.report = report
         self._unavailable_reason = unavailable_reason
         self._outputs_by_name = {t.name: t for t in graph.computes}
-        #: sets of workspaces (name -> array) no call is using now; see __call__
-        self._idle_workspaces: list[dict[str, np.ndarray]] = []
         self._bind = InputBinder(graph.inputs)
         #: constants' values, passed to the kernels like inputs (one writable copy each: a
         #: kernel's argument conversion may refuse read-only arrays; kernels never write them)
         self._constants = {t.name: np.array(t.constant_value) for t in graph.constants}
         self._output_names = tuple(t.name for t in graph.outputs)
         self._passed_through = tuple(t.name for t in graph.outputs if t.is_placeholder)
-        self._steps = self._plan()
-        # what a call may allocate: its fresh tensors, and workspaces not yet in its set
-        self._allocations = tuple(item for step in self._steps
-                                  for item in (*step.allocations, *step.workspaces))
-        self._checks_memory = sum(tensor_bytes(shape, dtype) for _, shape, dtype
-                                  in self._allocations) >= CHECK_ABOVE_BYTES
-        self._has_workspaces = any(step.workspaces for step in self._steps)
+        #: everything a call runs, swapped whole by :meth:`install` (a call reads it once)
+        self._plan = self._make_plan(compiled, report.kernels)
 
-    def _plan(self) -> tuple[_Step, ...]:
+    def install(self, compiled: Sequence[CompiledKernel],
+                reports: Sequence[KernelReport]) -> None:
+        """Run ``compiled`` (with their report rows) from the next call on. Atomic: a call
+        that has started finishes with the kernels it started with, and no call ever sees
+        part of one set and part of the other (the new plan is built aside, then one
+        reference is replaced)."""
+        plan = self._make_plan(compiled, reports)
+        self._plan = plan
+        self.report.kernels = list(reports)
+
+    def _make_plan(self, compiled: Sequence[CompiledKernel],
+                   reports: Sequence[KernelReport]) -> _Plan:
         """Per kernel, once: which arrays to allocate, which workspaces to use, and which
         parameters need a view in another shape (e.g. a template's ``[batch, M, N]``)."""
         shapes: dict[str, tuple[int, ...]] = {t.name: tuple(t.shape) for t in self.graph.inputs}
         shapes.update((t.name, tuple(t.shape)) for t in self.graph.constants)
         steps = []
-        for entry, report in zip(self.compiled, self.report.kernels):
+        for entry, report in zip(compiled, reports):
             allocations, workspaces = [], []
             for out_name in entry.kernel.outputs:
                 if out_name in shapes:
@@ -111,7 +127,23 @@ class Executable:
                             else tuple(p.shape)) for p in entry.kernel.params)
             steps.append(_Step(entry.runner, report, tuple(allocations),
                                tuple(workspaces), params))
-        return tuple(steps)
+        # what a call may allocate: its fresh tensors, and workspaces not yet in its set
+        allocations = tuple(item for step in steps
+                            for item in (*step.allocations, *step.workspaces))
+        return _Plan(tuple(compiled), tuple(steps), allocations,
+                     sum(tensor_bytes(shape, dtype) for _, shape, dtype
+                         in allocations) >= CHECK_ABOVE_BYTES,
+                     any(step.workspaces for step in steps), [])
+
+    @property
+    def compiled(self) -> list[CompiledKernel]:
+        """The kernels calls run now, in order."""
+        return list(self._plan.compiled)
+
+    @property
+    def _steps(self) -> tuple[_Step, ...]:
+        """The steps calls run now (for tests that look inside)."""
+        return self._plan.steps
 
     @property
     def sources(self) -> dict[str, Source]:
@@ -133,41 +165,42 @@ class Executable:
                               "in exe.sources")
         values: dict[str, np.ndarray] = self._bind(args, kwargs)
         values.update(self._constants)
-        if not self._has_workspaces:
-            self._check_memory(_NO_WORKSPACES)
-            self._run(values, _NO_WORKSPACES)
+        plan = self._plan  # read once: a swap (install) never changes a running call's kernels
+        if not plan.has_workspaces:
+            self._check_memory(plan, _NO_WORKSPACES)
+            self._run(plan, values, _NO_WORKSPACES)
         else:
             # concurrent calls (ctypes releases the GIL) must not pack operands into the same
             # workspace: each call takes an idle set of workspaces (list.pop and append are
             # atomic), or a new one while every set is in use, and gives it back afterwards
             try:
-                workspaces = self._idle_workspaces.pop()
+                workspaces = plan.idle_workspaces.pop()
             except IndexError:
                 workspaces = {}
             try:
-                self._check_memory(workspaces)
-                self._run(values, workspaces)
+                self._check_memory(plan, workspaces)
+                self._run(plan, values, workspaces)
             finally:
-                self._idle_workspaces.append(workspaces)
+                plan.idle_workspaces.append(workspaces)
         for name in self._passed_through:  # an input that is an output: a copy, as the
             values[name] = values[name].copy()  # reference gives (never the caller's array)
         if len(self._output_names) == 1:
             return values[self._output_names[0]]
         return tuple(values[name] for name in self._output_names)
 
-    def _check_memory(self, workspaces: Mapping[str, np.ndarray]) -> None:
+    def _check_memory(self, plan: _Plan, workspaces: Mapping[str, np.ndarray]) -> None:
         """Refuse a call whose allocations cannot succeed, before allocating (workspaces of
         the set this call reuses are already there)."""
-        if self._checks_memory:
-            check_allocation([item for item in self._allocations if item[0] not in workspaces],
+        if plan.checks_memory:
+            check_allocation([item for item in plan.allocations if item[0] not in workspaces],
                              f"calling the {self.target_name} executable of "
                              f"{', '.join(self._output_names)}")
 
-    def _run(self, values: dict[str, np.ndarray], workspaces: Any) -> None:
+    def _run(self, plan: _Plan, values: dict[str, np.ndarray], workspaces: Any) -> None:
         """Run every kernel in order: fresh arrays for the graph's tensors, ``workspaces``
         (name -> array, filled on first use) for the templates' workspaces."""
         clock = time.perf_counter
-        for step in self._steps:
+        for step in plan.steps:
             for name, shape, dtype in step.allocations:
                 values[name] = np.empty(shape, dtype=dtype)
             for name, shape, dtype in step.workspaces:

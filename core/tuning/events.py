@@ -11,6 +11,9 @@ Every event is one JSON object on one line with ``event`` (its kind), ``task``, 
 ``new_best``        ``trial``, ``cost``, ``gflops``, ``label``, ``elapsed``
 ``task_end``        ``trials``, ``best_cost``, ``best_gflops``, ``best_trial``, ``elapsed``,
                     ``reason`` (why it stopped), ``errors`` ({error kind: count})
+``kernel_swap``     ``cost``, ``previous_cost`` (seconds), ``kernels`` (names), ``label``,
+                    ``swap`` (1-based count): an overlapped executable now runs a better
+                    kernel (``tilecraft.compile(..., overlap=True)``)
 ==================  =======================================================================
 
 Non-finite numbers are written as ``null``, so every line is strict JSON.
@@ -53,6 +56,7 @@ class EventKind(str, enum.Enum):
     CANDIDATE_RESULT = "candidate_result"
     NEW_BEST = "new_best"
     TASK_END = "task_end"
+    KERNEL_SWAP = "kernel_swap"
 
 
 _REQUIRED: dict[EventKind, tuple[str, ...]] = {
@@ -62,6 +66,7 @@ _REQUIRED: dict[EventKind, tuple[str, ...]] = {
     EventKind.NEW_BEST: ("trial", "cost", "gflops", "label", "elapsed"),
     EventKind.TASK_END: ("trials", "best_cost", "best_gflops", "best_trial", "elapsed",
                          "reason", "errors"),
+    EventKind.KERNEL_SWAP: ("cost", "previous_cost", "kernels", "label", "swap"),
 }
 
 
