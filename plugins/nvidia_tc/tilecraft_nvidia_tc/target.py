@@ -45,12 +45,14 @@ from importlib.resources import files
 from typing import Any
 
 from tilecraft.errors import LoweringError
+from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.target.base import (
     Artifact,
     Availability,
     Estimate,
+    FusedGroup,
     KernelFunction,
     LoweringEstimate,
     Source,
@@ -114,8 +116,13 @@ class NvidiaTcTarget(DeclaredTarget):
         import dataclasses
 
         from tilecraft_nvidia_tc.codegen import generate_cuda
+        from tilecraft_nvidia_tc.fusion import fused_config, fused_profile, fused_source
         from tilecraft_nvidia_tc.model import profile_for
 
+        if fused_config(kernel) is not None:  # a fused chain: the plugin's template
+            source = fused_source(kernel, self.spec, target=self.name)
+            return dataclasses.replace(source, meta={
+                **source.meta, "model_profile": fused_profile(kernel).as_dict()})
         source = generate_cuda(kernel, self.spec, target=self.name)
         profile = profile_for(kernel, self.spec).as_dict()
         return dataclasses.replace(source, meta={**source.meta, "model_profile": profile})
@@ -166,10 +173,21 @@ class NvidiaTcTarget(DeclaredTarget):
         estimated from the Kernel IR; ``detail`` has each term's seconds, the waves and
         occupancy, and ``bound_<name>`` = 1 for the bound (compute, tensor_core, shared,
         latency, L2, DRAM)."""
-        from tilecraft_nvidia_tc.model import estimate_kernel
+        from tilecraft_nvidia_tc.fusion import fused_config, fused_profile
+        from tilecraft_nvidia_tc.model import estimate_kernel, estimate_profile
 
-        model = estimate_kernel(kernel, self.spec)
+        model = estimate_profile(fused_profile(kernel), self.spec) \
+            if fused_config(kernel) is not None else estimate_kernel(kernel, self.spec)
         return Estimate(model.seconds, model.detail())
+
+    def fuse(self, graph: Graph, options: LoweringOptions,
+             plan: Any = None) -> list[FusedGroup]:
+        """Chimera's planned float16 GEMM chains and attention (batch GEMM -> softmax -> batch
+        GEMM) as one CUDA kernel each, tiles from the solver within the spec's shared memory
+        and registers (:mod:`tilecraft_nvidia_tc.fusion`); a note for each chain left apart."""
+        from tilecraft_nvidia_tc.fusion import fuse_chains
+
+        return fuse_chains(graph, self.spec, plan)
 
     def variants(self) -> dict[str, str]:
         """The chips of ``variants/variants.yaml`` (``nvidia_tc:h100``), each with its
