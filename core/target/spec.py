@@ -124,6 +124,8 @@ class ComputeUnits(SpecModel):
         "measured peak arithmetic operations per second of one core, by dtype (e.g. float32: "
         "1.17e11); preferred over the formula, and for other dtypes the formula is scaled by "
         "the measured fraction of it"))
+    mac_energy_pj: float = Field(default=0.0, ge=0, description=(
+        "energy of one multiply-accumulate in picojoules (TileFlow's energy model, §3.5.1)"))
 
     @field_validator("vector_bits")
     @classmethod
