@@ -1,0 +1,120 @@
+"""The integer linear algebra of autodiff: Smith normal form, column echelon bases, and the
+solutions of index equations (strided reads, broadcasts, floordiv/mod pairs)."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft import te
+from tilecraft.autodiff import grad
+from tilecraft.autodiff.smith import column_echelon, multiply, smith_normal_form
+
+
+def determinant(matrix: list[list[int]]) -> Fraction:
+    m = [[Fraction(x) for x in row] for row in matrix]
+    size, det = len(m), Fraction(1)
+    for col in range(size):
+        pivot = next((r for r in range(col, size) if m[r][col] != 0), None)
+        if pivot is None:
+            return Fraction(0)
+        if pivot != col:
+            m[col], m[pivot] = m[pivot], m[col]
+            det = -det
+        det *= m[col][col]
+        for r in range(col + 1, size):
+            factor = m[r][col] / m[col][col]
+            m[r] = [a - factor * b for a, b in zip(m[r], m[col])]
+    return det
+
+
+def test_the_textbook_example() -> None:
+    a = [[2, 4, 4], [-6, 6, 12], [10, -4, -16]]
+    form = smith_normal_form(a)
+    assert form.diagonal == [2, 6, 12]
+    assert multiply(multiply(form.left, a), form.right) == form.diagonal_matrix
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_matrices(seed: int) -> None:
+    rng = random.Random(seed)
+    rows, cols = rng.randint(1, 5), rng.randint(1, 6)
+    a = [[rng.randint(-7, 7) * rng.randint(0, 1) for _ in range(cols)] for _ in range(rows)]
+    form = smith_normal_form(a)
+    assert multiply(multiply(form.left, a), form.right) == form.diagonal_matrix
+    assert abs(determinant(form.left)) == 1 and abs(determinant(form.right)) == 1
+    d = form.diagonal_matrix
+    assert all(d[i][j] == 0 for i in range(rows) for j in range(cols) if i != j)
+    diagonal = form.diagonal
+    assert all(x > 0 for x in diagonal[:form.rank]) and all(x == 0 for x in diagonal[form.rank:])
+    assert all(diagonal[i + 1] % diagonal[i] == 0 for i in range(form.rank - 1))
+    assert form.rank == np.linalg.matrix_rank(np.array(a, dtype=float))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_column_echelon_keeps_the_lattice(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    rows, cols = rng.randint(1, 6), rng.randint(1, 4)
+    a = [[rng.randint(-5, 5) for _ in range(cols)] for _ in range(rows)]
+    e = column_echelon(a)
+    pivots = [next(r for r in range(rows) if e[r][c] != 0) for c in range(len(e[0]))]
+    assert pivots == sorted(set(pivots))
+    # same lattice: same rank and the same invariant factors
+    assert smith_normal_form(e, len(e[0])).diagonal[:len(pivots)] == \
+        smith_normal_form(a).diagonal[:smith_normal_form(a).rank]
+
+
+def _gradient(output: te.Tensor, x: te.Tensor, arrays: dict, g: np.ndarray) -> np.ndarray:
+    (dx,) = grad(output, [x])
+    return tc.reference.run(dx, **{f"grad_{output.name}": g, **arrays})
+
+
+def test_a_strided_read_gets_a_divisibility_condition() -> None:
+    X = te.placeholder((11,), name="X")
+    Y = te.compute((4,), lambda i: X[3 * i + 1] * 1.0, name="Y")
+    (dX,) = grad(Y, [X])
+    assert "% 3" in dX.statement() and not dX.reduce_axes
+    g = np.arange(1, 5, dtype=np.float32)
+    expected = np.zeros(11, np.float32)
+    expected[[1, 4, 7, 10]] = g
+    np.testing.assert_array_equal(tc.reference.run(dX, grad_Y=g), expected)
+
+
+def test_a_broadcast_read_becomes_a_reduction() -> None:
+    X = te.placeholder((1, 5), name="X")
+    Y = te.compute((7, 5), lambda i, j: X[0, j] * 2.0, name="Y")
+    (dX,) = grad(Y, [X])
+    assert [axis.extent for axis in dX.reduce_axes] == [7]
+    g = np.random.default_rng(0).standard_normal((7, 5)).astype(np.float32)
+    np.testing.assert_allclose(tc.reference.run(dX, grad_Y=g), 2 * g.sum(0, keepdims=True),
+                               rtol=1e-6)
+
+
+def test_paired_floordiv_and_mod_recombine_without_new_loops() -> None:
+    X = te.placeholder((4, 6), name="X")
+    Y = te.compute((24,), lambda i: X[i // 6, i % 6], name="Y")
+    (dX,) = grad(Y, [X])
+    assert not dX.reduce_axes
+    g = np.arange(24, dtype=np.float32)
+    np.testing.assert_array_equal(tc.reference.run(dX, grad_Y=g), g.reshape(4, 6))
+
+
+def test_an_unpaired_floordiv_leaves_a_loop_over_the_remainder() -> None:
+    X = te.placeholder((4,), name="X")
+    Y = te.compute((12,), lambda i: X[i // 3] * 1.0, name="Y")  # upsampling by 3
+    (dX,) = grad(Y, [X])
+    assert [axis.extent for axis in dX.reduce_axes] == [3]
+    g = np.arange(12, dtype=np.float32)
+    np.testing.assert_array_equal(tc.reference.run(dX, grad_Y=g), g.reshape(4, 3).sum(1))
+
+
+def test_a_read_at_one_element_sums_everything_into_it() -> None:
+    X = te.placeholder((3,), name="X")
+    Y = te.compute((4, 5), lambda i, j: X[2] * 1.0, name="Y")
+    (dX,) = grad(Y, [X])
+    g = np.ones((4, 5), np.float32)
+    np.testing.assert_array_equal(tc.reference.run(dX, grad_Y=g), [0.0, 0.0, 20.0])
