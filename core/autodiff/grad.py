@@ -10,7 +10,7 @@ in between (reverse order, each compute's gradient from its index functions).
 >>> C = te.compute((2, 4), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
 >>> dA, dB = grad(C, [A, B])
 >>> print(dA.statement())
-grad_A[i, j] = sum(grad_C[i, r_grad_A_0] * B[j, r_grad_A_0], axis=[r_grad_A_0])
+grad_A[i, j] = sum(grad_C[i, r_j] * B[j, r_j], axis=[r_j])
 >>> a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
 >>> tc.reference.run(dA, B=b, grad_C=np.ones((2, 4), np.float32))[0]
 array([4., 4., 4.], dtype=float32)

@@ -26,7 +26,13 @@ from tilecraft.autodiff.derivative import derivative, hoist_guards
 from tilecraft.autodiff.indices import Clamp, IndexSystem
 from tilecraft.autodiff.solve import solve
 from tilecraft.errors import AutodiffError
-from tilecraft.te.bounds import Affine, facts_from_condition, index_in_bounds, prove_nonnegative
+from tilecraft.te.bounds import (
+    Affine,
+    facts_from_condition,
+    index_in_bounds,
+    interval,
+    prove_nonnegative,
+)
 from tilecraft.te.expr import (
     Binary,
     BinaryOp,
@@ -126,10 +132,10 @@ def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str)
     loop_vars = list(out.axes) + list(out.reduce_axes)
 
     def body(*z: IterVar) -> Expr:
-        solution = solve(system, z, axis_prefix=f"r_{name}_")
+        solution = solve(system, z)
         mapping = {v: solution.values[v].to_expr() for v in loop_vars}
         ranges = solution.conditions
-        guarded = [substitute(g, mapping) for g in guards]
+        guarded = [c for c in (substitute(g, mapping) for g in guards) if not _always(c)]
         result = substitute(value, mapping)
         range_facts = [f for c in ranges for f in facts_from_condition(c)]
         if guarded:
@@ -145,6 +151,20 @@ def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str)
         return result
 
     return compute(wrt.shape, body, name=name)
+
+
+def _always(cond: Expr) -> bool:
+    """True when an integer comparison holds for every value of its variables (a guard of the
+    forward that the gradient's indices satisfy by construction, e.g. ``z + 1 >= 1``)."""
+    if not (isinstance(cond, Compare) and cond.a.dtype.is_int):
+        return False
+    difference = interval(Binary(BinaryOp.SUB, cond.a, cond.b))
+    if difference is None:
+        return False
+    low, high = difference
+    return {CompareOp.LT: high < 0, CompareOp.LE: high <= 0, CompareOp.GT: low > 0,
+            CompareOp.GE: low >= 0, CompareOp.EQ: low == high == 0,
+            CompareOp.NE: low > 0 or high < 0}[cond.op]
 
 
 def _prove_clamp(out: Tensor, load: Load, clamp: Clamp, facts: list[Affine]) -> None:

@@ -53,14 +53,21 @@ class Solution:
     conditions: list[Expr]
 
 
-def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r") -> Solution:
+def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") -> Solution:
     unknowns = system.unknowns
-    matrix = [[form.as_dict().get(u, 0) for u in unknowns] for form, _ in system.rows]
-    rhs = [(LinExpr.of(z[index]) if index is not None else LinExpr.of(0)) - form.constant
-           for form, index in system.rows]
+    conditions: list[Expr] = []
+    rows: list[tuple[LinExpr, LinExpr]] = []
+    for form, index in system.rows:
+        target = (LinExpr.of(z[index]) if index is not None else LinExpr.of(0)) - form.constant
+        digits = _mixed_radix(system, form)
+        if digits is None:
+            rows.append((form - form.constant, target))
+            continue
+        rows.extend(_split_digits(digits, target, conditions))
+    matrix = [[form.as_dict().get(u, 0) for u in unknowns] for form, _ in rows]
+    rhs = [target for _, target in rows]
     snf = smith_normal_form(matrix, columns=len(unknowns))
     rank = snf.rank
-    conditions: list[Expr] = []
     transformed = []
     for row in snf.left:
         total = LinExpr.of(0)
@@ -119,7 +126,8 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r") -> 
             start = (LinExpr.of(low) - known + (coef - 1)).floordiv(coef)
         else:  # known + coef*t <= high  ->  t >= ceil((known - high) / |coef|)
             start = (known - high + (-coef - 1)).floordiv(-coef)
-        axis = reduce_axis(iterations, name=f"{axis_prefix}{col}")
+        # named after the forward variable it walks: r_j walks the j of the forward compute
+        axis = reduce_axis(iterations, name=f"{axis_prefix}{unknowns[k].name}")
         axes.append(axis)
         params.append(start + LinExpr.of(axis))
 
@@ -137,6 +145,43 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r") -> 
         if rng is None or rng[1] > high:
             conditions.append(Compare(CompareOp.LE, total.to_expr(), const(high)))
     return Solution(values, tuple(axes), conditions)
+
+
+def _mixed_radix(system: IndexSystem, form: LinExpr) -> list[tuple[Expr, int, int]] | None:
+    """``[(unknown, coefficient, range size)]`` by increasing coefficient when ``form`` is a
+    mixed-radix number of unknowns ranging from 0 (each coefficient the previous one times the
+    previous range: ``4*c + 2*(h % 2) + (w % 2)``, depth2space's channel), else ``None``: its
+    digits then follow from ``z`` alone, with no new loops."""
+    if len(form.terms) < 2:
+        return None
+    digits = []
+    for unknown, coef in form.terms:
+        low, high = system.ranges.get(unknown, (None, None))  # type: ignore[arg-type]
+        if low != 0 or coef <= 0:
+            return None
+        digits.append((unknown, coef, high - low + 1))
+    digits.sort(key=lambda d: d[1])
+    for (_, coef, size), (_, next_coef, _) in zip(digits, digits[1:]):
+        if next_coef != coef * size:
+            return None
+    return digits
+
+
+def _split_digits(digits: list[tuple[Expr, int, int]], target: LinExpr,
+                  conditions: list[Expr]) -> list[tuple[LinExpr, LinExpr]]:
+    """One row ``digit == (target // coefficient) % size`` per digit (the last one without
+    ``% size``; its range stays a condition), and ``target % first == 0``."""
+    first = digits[0][1]
+    if first > 1 and not _exact(target, first):
+        conditions.append(Compare(CompareOp.EQ, Binary(BinaryOp.MOD, target.to_expr(),
+                                                        const(first)), const(0)))
+    rows = []
+    for position, (unknown, coef, size) in enumerate(digits):
+        value = target.floordiv(coef)
+        if position < len(digits) - 1:
+            value = LinExpr.of(Binary(BinaryOp.MOD, value.to_expr(), const(size)))
+        rows.append((LinExpr.of(unknown), value))
+    return rows
 
 
 def _exact(value: LinExpr, divisor: int) -> bool:
