@@ -101,3 +101,31 @@ def test_bigger_shapes_match_finite_differences(entry: Any) -> None:
     rng = np.random.default_rng(5)
     arrays = {"a": rng.uniform(-1, 1, shape_a), "b": rng.uniform(-1, 1, shape_b)}
     C.check_finite_differences(output, [a, b], arrays, elements=3)
+
+
+HALF_CASES = [c for c in catalog.cases() if c.tags & _HALF_TAGS and c.name not in
+              NOT_DIFFERENTIABLE and not c.tags & _INTEGER_TAGS]
+
+
+@pytest.mark.parametrize("case", HALF_CASES[:8], ids=lambda c: c.id)
+def test_half_precision_gradients_follow_the_float32_ones(case: catalog.OpCase) -> None:
+    """The gradient computes keep the forward's dtype; float16/bfloat16 gradients agree with
+    the float32 gradients of the same operator on the same (rounded) values."""
+    from tilecraft.dtypes import DType
+    from tilecraft.ops.opcase import InputSpec, OpCase
+
+    twin = OpCase(case.name, case.variant, tuple(
+        InputSpec(s.name, s.shape, DType.FLOAT32, s.low, s.high) for s in case.inputs),
+        case.params, case.tags, case.rtol, case.atol, case.pack_inputs)
+    half_arrays = case.arrays()
+    results = []
+    for variant, arrays in ((case, half_arrays),
+                            (twin, {n: a.astype(np.float32) for n, a in half_arrays.items()})):
+        output = variant.output()
+        grads = grad(output, _placeholders(output))
+        g = np.linspace(-1, 1, int(np.prod(output.shape))).reshape(output.shape)
+        feed = {**arrays, "grad_out": g.astype(output.dtype.numpy)}
+        results.append([np.asarray(C.run(t, feed), np.float32) for t in grads])
+        assert all(t.dtype == output.dtype for t in grads)
+    for half, full in zip(*results):
+        np.testing.assert_allclose(half, full, rtol=3e-2, atol=3e-2 * max(1, np.abs(full).max()))
