@@ -247,8 +247,8 @@ def test_unknown_extensions_are_named_with_the_registered_ones(recorder: Recorde
     with pytest.raises(RunnerError, match="unknown runner 'remote'; the runners are "
                                           "in_process, recording_runner"):
         get_runner("remote")
-    with pytest.raises(SearchError, match="unknown search engine 'sa'; the engines are p, q, "
-                                          "random, recording_engine"):
+    with pytest.raises(SearchError, match="unknown search engine 'sa'; the engines are genetic, "
+                                          "mcts, p, q, random, recording_engine"):
         get_engine("sa")
     assert type(get_engine("recording_engine", batch_size=2)).__name__ == "Engine"
 

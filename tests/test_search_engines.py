@@ -257,8 +257,8 @@ def test_bad_arguments_are_reported() -> None:
         PMethodSearch().search([1, 2], cost, 5, seed=0)  # type: ignore[arg-type]
     with pytest.raises(SearchError, match="budget_seconds=0 must be > 0"):
         RandomSearch().search(SPACE, cost, 5, seed=0, budget_seconds=0)
-    with pytest.raises(SearchError, match="unknown search engine 'sa'; the engines are p, q, "
-                                          "random"):
+    with pytest.raises(SearchError, match="unknown search engine 'sa'; the engines are genetic, "
+                                          "mcts, p, q, random"):
         get_engine("sa")
     with pytest.raises(SearchError, match="search engine 'q': .*unexpected keyword"):
         get_engine("q", temperature=3)
@@ -273,14 +273,14 @@ def test_bad_arguments_are_reported() -> None:
 
 
 def test_registry_and_plugin_hook() -> None:
-    assert set(ENGINES) == {"q", "p", "random"}
+    assert set(ENGINES) == {"q", "p", "random", "genetic", "mcts"}
     assert isinstance(get_engine("p", starts=2), PMethodSearch)
     from tilecraft.target.plugins import collect, make_plugin_manager
 
     manager = make_plugin_manager(entry_points=False)
     engines = collect("search_engines", manager)
     assert {"q", "p", "random"} <= set(engines) and manager.broken == []
-    assert [e.name for e in DEFAULT_SEARCH_ENGINES] == ["q", "p", "random"]
+    assert [e.name for e in DEFAULT_SEARCH_ENGINES] == ["q", "p", "random", "genetic", "mcts"]
 
 
 # the pieces -------------------------------------------------------------------------------------

@@ -178,6 +178,8 @@ class _Walker:
 
     def _footprint_check(self, node: TileNode) -> None:
         level = node.level
+        if self.rank[level] == 0:  # the outermost level holds everything by definition
+            return
         used = sum(self._tensors(node.child, level).values())
         self.footprints[level] = max(self.footprints.get(level, 0), used)
         size = self.spec.memory.level(level).size_bytes

@@ -29,6 +29,8 @@ from __future__ import annotations
 from tilecraft.search.analysis import LoopInfo, NodeAnalysis, OperatorAnalysis, analyze
 from tilecraft.search.engines import (
     ENGINES,
+    GeneticSearch,
+    MonteCarloTreeSearch,
     PMethodSearch,
     QMethodSearch,
     RandomSearch,
@@ -65,7 +67,8 @@ from tilecraft.search.space import (
 )
 
 #: the core's search engines, registered through the plugin hook (one instance each)
-DEFAULT_SEARCH_ENGINES: list[SearchEngine] = [QMethodSearch(), PMethodSearch(), RandomSearch()]
+DEFAULT_SEARCH_ENGINES: list[SearchEngine] = [QMethodSearch(), PMethodSearch(), RandomSearch(),
+                                              GeneticSearch(), MonteCarloTreeSearch()]
 
 __all__ = [
     "DEFAULT_SEARCH_ENGINES", "ENGINES", "FIXED_DECISION_KEYS", "ChoiceSpace", "Direction",

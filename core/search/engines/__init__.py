@@ -2,13 +2,15 @@
 
 - ``"q"``: :class:`QMethodSearch`, simulated-annealing start points + Q-learning directions;
 - ``"p"``: :class:`PMethodSearch`, simulated-annealing start points + every direction;
-- ``"random"``: :class:`RandomSearch`.
+- ``"random"``: :class:`RandomSearch`;
+- ``"genetic"`` and ``"mcts"``: :class:`GeneticSearch` and :class:`MonteCarloTreeSearch`
+  (TileFlow, §3.5.2).
 
 All share ``engine.search(space, cost, budget_trials, seed, on_result=None,
 budget_seconds=None) -> SearchResult``.
 
 >>> sorted(ENGINES)
-['p', 'q', 'random']
+['genetic', 'mcts', 'p', 'q', 'random']
 >>> get_engine("q", starts=2).starts
 2
 """
@@ -28,6 +30,8 @@ from tilecraft.search.engines.base import (
     TrialLog,
     performance,
 )
+from tilecraft.search.engines.genetic import GeneticSearch
+from tilecraft.search.engines.mcts import MonteCarloTreeSearch
 from tilecraft.search.engines.p_method import PMethodSearch
 from tilecraft.search.engines.qnetwork import AdaDelta, QNetwork
 from tilecraft.search.engines.random_search import RandomSearch
@@ -39,6 +43,8 @@ ENGINES: dict[str, type[SearchEngine]] = {
     QMethodSearch.name: QMethodSearch,
     PMethodSearch.name: PMethodSearch,
     RandomSearch.name: RandomSearch,
+    GeneticSearch.name: GeneticSearch,
+    MonteCarloTreeSearch.name: MonteCarloTreeSearch,
 }
 
 
@@ -72,7 +78,8 @@ def get_engine(name: str, manager: Any = None, **options: Any) -> SearchEngine:
     return entry
 
 
-__all__ = ["ENGINES", "AdaDelta", "CostFunction", "PMethodSearch", "QMethodSearch",
+__all__ = ["ENGINES", "AdaDelta", "CostFunction", "GeneticSearch", "MonteCarloTreeSearch",
+           "PMethodSearch", "QMethodSearch",
            "QNetwork", "RandomSearch", "ResultCallback", "SearchEngine", "SearchResult",
            "Trial", "TrialLog", "get_engine", "performance", "probability", "reward",
            "select_starts"]
