@@ -118,3 +118,36 @@ def test_a_read_at_one_element_sums_everything_into_it() -> None:
     (dX,) = grad(Y, [X])
     g = np.ones((4, 5), np.float32)
     np.testing.assert_array_equal(tc.reference.run(dX, grad_Y=g), [0.0, 0.0, 20.0])
+
+
+def test_a_stride_one_data_gradient_is_a_plain_contraction_of_the_padded_gradient() -> None:
+    from tilecraft import ops
+    from tilecraft.te import Reduce, Select
+    from tilecraft.te.visit import walk
+
+    x = te.placeholder((1, 3, 7, 6), name="x")
+    w = te.placeholder((4, 3, 3, 2), name="w")
+    out = ops.conv2d(x, w, name="out")  # no padding: the gradient needs one
+    (dx,) = grad(out, [x])
+    body = dx.body
+    assert isinstance(body, Reduce) and not any(isinstance(n, Select) for n in walk(body))
+    assert sorted(t.name for t in dx.inputs) == ["grad_x_via_out_padded_grad_out", "w"]
+
+
+def test_no_padding_where_a_zero_would_not_cancel_the_rest() -> None:
+    X = te.placeholder((6,), name="X")
+    W = te.placeholder((4,), name="W")
+    r = te.reduce_axis(3, name="r")
+    Y = te.compute((4,), lambda i: te.sum(X[i + r] / W[i], axis=r), name="Y")
+    (dX,) = grad(Y, [X])  # i = z - r must be tested: the quotient 1/W would not cancel
+    from tilecraft.te import Select
+    from tilecraft.te.visit import walk
+
+    assert all("padded" not in t.name for t in dX.inputs)
+    assert any(isinstance(n, Select) for n in walk(dX.body))
+    wv = np.array([1, 2, 4, 8], np.float32)
+    g = np.ones(4, np.float32)
+    expected = np.zeros(6, np.float32)
+    for i in range(4):
+        expected[i:i + 3] += 1 / wv[i]
+    np.testing.assert_allclose(tc.reference.run(dX, W=wv, grad_Y=g), expected, rtol=1e-6)

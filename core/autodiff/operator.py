@@ -21,6 +21,7 @@ dX[i] = select(((i % 2) == 0), (dY[(i // 2)] * (X[(2 * (i // 2))] + X[(2 * (i //
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tilecraft.autodiff.derivative import derivative, hoist_guards
 from tilecraft.autodiff.indices import Clamp, IndexSystem
@@ -34,8 +35,10 @@ from tilecraft.te.bounds import (
     prove_nonnegative,
 )
 from tilecraft.te.expr import (
+    AxisKind,
     Binary,
     BinaryOp,
+    Cast,
     Compare,
     CompareOp,
     Const,
@@ -45,12 +48,14 @@ from tilecraft.te.expr import (
     Reduce,
     ReduceOp,
     Select,
+    Unary,
+    UnaryOp,
     const,
 )
 from tilecraft.te.functions import all_of
 from tilecraft.te.functions import sum as te_sum
 from tilecraft.te.tensor import ComputeOp, Tensor, compute
-from tilecraft.te.visit import children, rebuild, substitute, walk
+from tilecraft.te.visit import children, rebuild, substitute, transform, walk
 
 
 def reads_of(body: Expr, tensor: Tensor) -> list[Load]:
@@ -99,7 +104,9 @@ def compute_gradient(out: Tensor, grad_out: Tensor, wrt: Tensor,
         if inner_grad_scale is not None:
             value = Select(inner_grad_scale, value, Const(0.0, value.dtype))
         piece_name = name if index == 0 else f"{name}_read{index}"
-        pieces.append(_read_gradient(out, load, value, wrt, piece_name))
+        paddable = inner_grad_scale is None and _finite_product(partial)
+        pieces.append(_read_gradient(out, load, value, wrt, piece_name,
+                                     grad_out if paddable else None))
     if not pieces:
         return None
     if len(pieces) == 1:
@@ -123,18 +130,35 @@ def add_all(tensors: Sequence[Tensor], name: str) -> Tensor:
     return compute(tensors[0].shape, total, name=name)
 
 
-def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str) -> Tensor:
+def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str,
+                   paddable: Tensor | None) -> Tensor:
+    """The contribution of one read. With ``paddable`` (the output's gradient, when the rest
+    of the product is finite wherever it is read), the ranges of the output's axes are not
+    tested but read from a zero-padded copy of that gradient: a strided-free data gradient
+    of a convolution is then a plain contraction, like the forward."""
     guards, value = hoist_guards(value)
     system = IndexSystem.of(out, load)
     facts = [f for g in guards for f in facts_from_condition(g)]
     for clamp in system.clamps:
         _prove_clamp(out, load, clamp, facts)
     loop_vars = list(out.axes) + list(out.reduce_axes)
+    padded_axes: set[IterVar] = set()
+    if paddable is not None:
+        padded, padded_axes = _pad_gradient(out, system, wrt, paddable, name)
+        if padded_axes:
+            shifted = tuple(Binary(BinaryOp.ADD, axis, const(low)) if low else axis
+                            for axis, (low, _) in zip(out.axes, padded.pads))
+            target = Load(paddable, out.axes)
+            value = transform(value, lambda node: Load(padded.tensor, shifted)
+                              if node == target else None)
 
     def body(*z: IterVar) -> Expr:
         solution = solve(system, z)
         mapping = {v: solution.values[v].to_expr() for v in loop_vars}
-        ranges = solution.conditions
+        ranges = [c for unknown, checks in solution.range_conditions.items()
+                  if unknown not in padded_axes for c in checks]
+        ranges += [c for c in solution.conditions
+                   if not any(c in checks for checks in solution.range_conditions.values())]
         guarded = [c for c in (substitute(g, mapping) for g in guards) if not _always(c)]
         result = substitute(value, mapping)
         range_facts = [f for c in ranges for f in facts_from_condition(c)]
@@ -151,6 +175,50 @@ def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str)
         return result
 
     return compute(wrt.shape, body, name=name)
+
+
+@dataclass(frozen=True)
+class _Padded:
+    tensor: Tensor
+    pads: tuple[tuple[int, int], ...]
+
+
+def _pad_gradient(out: Tensor, system: IndexSystem, wrt: Tensor, grad_out: Tensor,
+                  name: str) -> tuple[_Padded, set[IterVar]]:
+    """``grad_out`` padded with zeros so that every point the solution visits is inside it
+    (the visited range of each output axis, from a probe solve over the gradient's axes)."""
+    probe = tuple(IterVar(f"z{d}", extent, AxisKind.SPATIAL)
+                  for d, extent in enumerate(wrt.shape))
+    solution = solve(system, probe)
+    pads, axes = [], set()
+    for axis, extent in zip(out.axes, out.shape):
+        rng = solution.values[axis].interval()
+        if axis in solution.range_conditions and rng is not None:
+            pads.append((max(0, -rng[0]), max(0, rng[1] - (extent - 1))))
+            axes.add(axis)
+        else:
+            pads.append((0, 0))
+    if not axes:
+        return _Padded(grad_out, tuple(pads)), axes
+    from tilecraft.ops.layout import pad
+
+    return _Padded(pad(grad_out, pads, name=f"{name}_padded_{grad_out.name}"), tuple(pads)), axes
+
+
+def _finite_product(expr: Expr) -> bool:
+    """Built from loads and constants by +, -, * and guards only: finite wherever its loads
+    are, so a zero from the padding cancels it."""
+    for node in walk(expr):
+        if not node.dtype.is_float:
+            continue
+        if isinstance(node, Binary) and node.op not in (BinaryOp.ADD, BinaryOp.SUB,
+                                                        BinaryOp.MUL):
+            return False
+        if isinstance(node, Unary) and node.op is not UnaryOp.NEG:
+            return False
+        if not isinstance(node, (Binary, Unary, Load, Const, Cast, Select)):
+            return False
+    return True
 
 
 def _always(cond: Expr) -> bool:

@@ -51,6 +51,8 @@ class Solution:
     values: dict[IterVar | Var, LinExpr]
     reduce_axes: tuple[IterVar, ...]
     conditions: list[Expr]
+    #: the part of ``conditions`` that keeps one unknown inside its range, by unknown
+    range_conditions: dict[IterVar | Var, list[Expr]]
 
 
 def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") -> Solution:
@@ -132,6 +134,7 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
         params.append(start + LinExpr.of(axis))
 
     values: dict[IterVar | Var, LinExpr] = {}
+    range_conditions: dict[IterVar | Var, list[Expr]] = {}
     for k, unknown in enumerate(unknowns):
         total = particular[k]
         for col in range(free):
@@ -140,11 +143,15 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
         values[unknown] = total
         low, high = system.ranges[unknown]
         rng = total.interval()
+        checks = []
         if rng is None or rng[0] < low:
-            conditions.append(Compare(CompareOp.GE, total.to_expr(), const(low)))
+            checks.append(Compare(CompareOp.GE, total.to_expr(), const(low)))
         if rng is None or rng[1] > high:
-            conditions.append(Compare(CompareOp.LE, total.to_expr(), const(high)))
-    return Solution(values, tuple(axes), conditions)
+            checks.append(Compare(CompareOp.LE, total.to_expr(), const(high)))
+        if checks:
+            range_conditions[unknown] = checks
+            conditions.extend(checks)
+    return Solution(values, tuple(axes), conditions, range_conditions)
 
 
 def _mixed_radix(system: IndexSystem, form: LinExpr) -> list[tuple[Expr, int, int]] | None:
