@@ -151,3 +151,37 @@ def test_no_padding_where_a_zero_would_not_cancel_the_rest() -> None:
     for i in range(4):
         expected[i:i + 3] += 1 / wv[i]
     np.testing.assert_allclose(tc.reference.run(dX, W=wv, grad_Y=g), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("build", [
+    lambda x: __import__("tilecraft").ops.reshape(x, (5, 6), name="out"),
+    lambda x: __import__("tilecraft").ops.transpose(x, (2, 0, 1), name="out"),
+], ids=["reshape", "transpose"])
+def test_layout_gradients_are_the_inverse_layout_without_loops_or_tests(build) -> None:  # noqa: ANN001
+    from tilecraft.te import Select
+    from tilecraft.te.visit import walk
+
+    x = te.placeholder((2, 3, 5), name="x")
+    out = build(x)
+    (dx,) = grad(out, [x])
+    assert not dx.reduce_axes and not any(isinstance(n, Select) for n in walk(dx.body))
+    g = np.arange(30, dtype=np.float32).reshape(out.shape)
+    forward = tc.reference.run(out, x=np.arange(30, dtype=np.float32).reshape(2, 3, 5))
+    # a permutation: the gradient puts each output element back where it came from
+    back = tc.reference.run(dx, grad_out=g)
+    assert sorted(back.ravel()) == list(range(30))
+    np.testing.assert_array_equal(back.ravel()[forward.ravel().astype(int)], g.ravel())
+
+
+@pytest.mark.parametrize("mode", ["CRD", "DCR"])
+def test_depth_to_space_gradients_are_space_to_depth(mode: str) -> None:
+    from tilecraft import ops
+
+    x = te.placeholder((1, 8, 3, 5), name="x")
+    out = ops.depth_to_space(x, 2, mode=mode, name="out")
+    (dx,) = grad(out, [x])
+    assert not dx.reduce_axes
+    g = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+    gs = te.placeholder(out.shape, name="g")
+    expected = tc.reference.run(ops.space_to_depth(gs, 2, mode=mode, name="s2d"), g=g)
+    np.testing.assert_array_equal(tc.reference.run(dx, grad_out=g), expected)

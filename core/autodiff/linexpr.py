@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilecraft.te.bounds import Interval, interval
+from tilecraft.te.bounds import Interval, affine_over_atoms, interval
 from tilecraft.te.expr import Binary, BinaryOp, Const, Expr
 from tilecraft.te.expr import const as make_const
 
@@ -60,7 +60,37 @@ class LinExpr:
     def is_constant(self) -> bool:
         return not self.terms
 
+    def folded(self) -> LinExpr:
+        """``a - c*(a // c)`` written as ``a % c`` (the remainder a solution recombines),
+        so that its range is known to be ``[0, c)``."""
+        terms = self.as_dict()
+        for term, coef in self.terms:
+            if not (isinstance(term, Binary) and term.op is BinaryOp.FLOORDIV
+                    and isinstance(term.b, Const)):
+                continue
+            divisor = int(term.b.value)
+            if coef % divisor or coef >= 0 or terms.get(term) != coef:
+                continue
+            times = -coef // divisor
+            form = affine_over_atoms(term.a)
+            if form is None:
+                continue
+            inner = {var: c * times for var, c in form.coefs}
+            if any(terms.get(var, 0) != c for var, c in inner.items()):
+                continue
+            for var in inner:
+                del terms[var]
+            del terms[term]
+            remainder = Binary(BinaryOp.MOD, term.a, term.b)
+            terms[remainder] = terms.get(remainder, 0) + times
+            constant = self.constant - form.constant * times
+            return LinExpr.build(terms, constant).folded()
+        return self
+
     def interval(self) -> Interval | None:
+        folded = self.folded()
+        if folded is not self:
+            return folded.interval()
         lo = hi = self.constant
         for term, coef in self.terms:
             rng = interval(term)
@@ -81,6 +111,9 @@ class LinExpr:
         return LinExpr.of(Binary(BinaryOp.FLOORDIV, self.to_expr(), make_const(divisor)))
 
     def to_expr(self) -> Expr:
+        folded = self.folded()
+        if folded is not self:
+            return folded.to_expr()
         result: Expr | None = None
         for term, coef in sorted(self.terms, key=lambda tc: tc[1] < 0):
             magnitude = abs(coef)

@@ -128,6 +128,9 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
             start = (LinExpr.of(low) - known + (coef - 1)).floordiv(coef)
         else:  # known + coef*t <= high  ->  t >= ceil((known - high) / |coef|)
             start = (known - high + (-coef - 1)).floordiv(-coef)
+        if iterations == 1:  # one value: no loop (a reshape's split of a flat index)
+            params.append(start)
+            continue
         # named after the forward variable it walks: r_j walks the j of the forward compute
         axis = reduce_axis(iterations, name=f"{axis_prefix}{unknowns[k].name}")
         axes.append(axis)
