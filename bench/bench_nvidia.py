@@ -9,7 +9,8 @@ Where a GPU is available (a CUDA driver and device answer) it also measures each
 not been run on a GPU yet.
 
 Suite: fp16 GEMM 1024^3 / 4096^3, BERT-base GEMMs (512 tokens), thesis Table 3.5 chains
-G1-G12 as two unfused batch GEMMs, the conv2d layers of YOLO-v1 (fp16, batch 1).
+G1-G12 as two unfused batch GEMMs, the conv2d layers of YOLO-v1 (fp16, batch 1); then the
+same chains fused, plain and with softmax, fused vs unfused (bench_nvidia_fused.py).
 
     .venv/bin/python bench/bench_nvidia.py [--small]
 """
@@ -187,7 +188,10 @@ def main() -> int:
           f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x) over {len(ratios)} kernels")
     if not measure:
         print("no GPU here: the figures above are the model's predictions only")
-    return 0
+    print()
+    from bench_nvidia_fused import main as fused_chains  # the fused Table 3.5 chains
+
+    return fused_chains(args.small)
 
 
 if __name__ == "__main__":

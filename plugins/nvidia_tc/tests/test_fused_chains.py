@@ -53,7 +53,7 @@ CASES = [
     (1, 17, 24, 33, 40, False, None, True),
     (1, 17, 24, 33, 40, True, 0.125, True),
     (2, 70, 40, 100, 24, True, None, True),   # 3 row blocks, 2 steps of L, L % TL != 0
-    (1, 5, 16, 70, 8, False, None, False),    # 2-D matmuls
+    (1, 5, 16, 72, 8, False, None, False),    # 2-D matmuls, 16-byte cp.async staging
 ]
 
 
@@ -67,8 +67,11 @@ def test_fused_kernel_matches_the_reference(target, case):
     assert kernel.attrs["fused"][0] == "T" and kernel.attrs["fused"][-1] == "E"
     assert any(note.startswith("fused T") for note in exe.report.notes), exe.report.notes
     (source,) = exe.sources.values()
-    # the 2x2 outer product: 4 mma_sync per micro-kernel step, two micro-kernels
-    assert source.text.count("nvcuda::wmma::mma_sync(") == 8
+    # the outer product: fm x fn mma_sync per micro-kernel step, two micro-kernels
+    tiles = kernel.attrs["fused_chain"].tiles
+    assert min(tiles.fm, tiles.fn) >= 2
+    assert source.text.count("nvcuda::wmma::mma_sync(") == 2 * tiles.fm * tiles.fn
+    assert ("tc_cp_async_16(" in source.text) == (k % 8 == l_ % 8 == n % 8 == 0)
     assert ("expf(" in source.text) == softmax
     (report,) = exe.report.kernels
     assert report.mode == "emulated"
@@ -84,9 +87,12 @@ def test_fused_kernel_matches_the_reference(target, case):
 
 
 def test_attention_rows_with_large_scores_are_stable(target):
-    """Scores near fp16's range: the running max keeps exp() finite (a plain exp overflows)."""
-    graph = _graph(1, 9, 16, 45, 16, softmax=True)
+    """Scores near fp16's range: the running max keeps exp() finite (a plain exp overflows);
+    L = 200 takes several steps (rescaled), staged by cp.async into two buffers."""
+    graph = _graph(1, 9, 16, 200, 16, softmax=True)
     exe = tc.compile(graph, target=target)
+    assert exe.kernels[0].attrs["fused_chain"].steps >= 2
+    assert exe.kernels[0].attrs["fused_chain"].tiles.stages == 2
     inputs = _inputs(graph, seed=3)
     inputs["A"] = (inputs["A"] * 12).astype(np.float16)
     got = exe(**inputs).astype(np.float32)

@@ -4,6 +4,7 @@ fused into one CUDA kernel whose intermediate tile stays in shared memory and re
 - :mod:`.chain`: the chains the kernel computes, recognised in a graph;
 - :mod:`.tiles`: the tiles from Chimera's solver on the spec's shared memory, the block's
   resources checked against the spec's limits per block and per thread;
+- :mod:`.choice`: the micro-kernel's fragment grid chosen by the performance model;
 - :mod:`.kernel`: the Kernel IR, the CUDA C (Jinja templates of the plugin, the WMMA
   outer-product micro-kernel) and the performance model's counts.
 
@@ -18,6 +19,7 @@ from tilecraft.graph import Graph
 from tilecraft.target.base import FusedGroup
 from tilecraft.target.spec import TargetSpec
 from tilecraft_nvidia_tc.fusion.chain import FusedChain, match_chain
+from tilecraft_nvidia_tc.fusion.choice import FRAGMENT_GRIDS, choose_chain_tiles
 from tilecraft_nvidia_tc.fusion.kernel import (
     FUSED_CHAIN,
     FusedKernelConfig,
@@ -34,9 +36,10 @@ from tilecraft_nvidia_tc.fusion.tiles import (
     plan_chain_tiles,
 )
 
-__all__ = ["FUSED_CHAIN", "ChainTiles", "FusedChain", "FusedKernelConfig", "FusedResourceError",
-           "SharedLayout", "check_resources", "fuse_chains", "fused_config", "fused_profile",
-           "fused_source", "lower_fused_chain", "match_chain", "plan_chain_tiles"]
+__all__ = ["FRAGMENT_GRIDS", "FUSED_CHAIN", "ChainTiles", "FusedChain", "FusedKernelConfig",
+           "FusedResourceError", "SharedLayout", "check_resources", "choose_chain_tiles",
+           "fuse_chains", "fused_config", "fused_profile", "fused_source", "lower_fused_chain",
+           "match_chain", "plan_chain_tiles"]
 
 EXPRESSIBLE = ("the fused CUDA kernel takes float16 chains of two (batch) matmuls, with nothing "
                "or a softmax over the last axis (optionally after ops.scale) between them")
@@ -60,7 +63,7 @@ def fuse_chains(graph: Graph, spec: TargetSpec, plan: Any) -> list[FusedGroup]:
                 by_name[name])) for name in names[:-1]):
             reason = "an intermediate is also a graph output or read outside the chain"
         else:
-            tiles, reason = plan_chain_tiles(chain, spec)
+            tiles, reason = choose_chain_tiles(chain, spec)
             if tiles is not None:
                 kernel = lower_fused_chain(chain, tiles, spec)
                 groups.append(FusedGroup(names, (kernel,), (

@@ -60,6 +60,11 @@ class FusedKernelConfig:
         return (math.ceil(self.m / self.tiles.tm), self.batch, 1)
 
     @property
+    def vector(self) -> bool:
+        """16-byte cp.async staging (:func:`~tilecraft_nvidia_tc.fusion.tiles.vector_staging`)."""
+        return self.k % 8 == 0 and self.l % 8 == 0 and self.n % 8 == 0
+
+    @property
     def steps(self) -> int:
         return math.ceil(self.l / self.tiles.tl)
 
@@ -78,13 +83,15 @@ def lower_fused_chain(chain: FusedChain, tiles: ChainTiles, spec: TargetSpec,
                                chain.scale, tiles, layout)
     regions = tuple(Region(b, tuple(const(0) for _ in b.shape), b.shape) for b in buffers)
     params = (("tm", tiles.tm), ("tl", tiles.tl), ("fm", tiles.fm), ("fn", tiles.fn),
-              ("warps", tiles.warps), ("softmax", chain.softmax), ("scale", chain.scale))
+              ("warps", tiles.warps), ("stages", tiles.stages), ("softmax", chain.softmax),
+              ("scale", chain.scale))
     body = MicroKernelCall(FUSED_CHAIN, regions, params)
     scaled = f"{chain.scale:g} * " if chain.scale is not None else ""
     middle = f"softmax({scaled}T)" if chain.softmax else "T"
     schedule = (f"Chimera fused chain on Tensor Cores: E = {middle} @ D, TM={tiles.tm} "
                 f"TL={tiles.tl} (K={chain.k}, N={chain.n} whole), {tiles.warps} warp(s) of "
-                f"{tiles.fm}x{tiles.fn} WMMA fragments, {layout.total_bytes} B shared")
+                f"{tiles.fm}x{tiles.fn} WMMA fragments, {tiles.stages} stage(s) of B/D, "
+                f"{layout.total_bytes} B shared")
     return Kernel(kernel_name, buffers, (chain.e.name,), body,
                   launch=LaunchConfig(config.grid, (tiles.threads, 1, 1), layout.total_bytes),
                   attrs={"schedule": schedule, "fused_chain": config,
@@ -130,7 +137,8 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
         lda=layout.lda, ldb=layout.ldb, lds=layout.lds, ldp=layout.ldp, ldd=layout.ldd,
         ldo=layout.ldo, s_tiles_r=tiles.tm // rows, s_tiles_c=tiles.tl // cols,
         o_tiles_r=tiles.tm // rows, o_tiles_c=layout.np_ // cols, mk_zero=mk_zero,
-        mk_acc=mk_acc, micro_kernels=micro_kernels)
+        mk_acc=mk_acc, micro_kernels=micro_kernels, steps=config.steps,
+        stages=tiles.stages, vec=config.vector)
     params = [{"name": b.name, "dtype": b.dtype.value, "shape": list(b.shape),
                "output": b.name in kernel.outputs, "kind": "buffer"} for b in kernel.params]
     shared = layout.total_bytes
@@ -140,7 +148,7 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
         "entry": kernel.name, "grid": grid, "block": [tiles.threads, 1, 1],
         "dynamic_shared_bytes": shared, "needs_smem_optin": shared > (default_limit or 49152),
         "static_shared_bytes": 0, "params": params, "param_alignment": 256, "arch": arch,
-        "uses_async_copy": False, "fused_chain": True,
+        "uses_async_copy": config.vector, "fused_chain": True,
     }
     return Source(target, kernel.name, "cuda", text, kernel.name, meta=meta, suffix="cu")
 
@@ -165,8 +173,10 @@ def fused_profile(kernel: Kernel) -> Any:
                       + o_tiles * t.fm * t.fn * (t.tl // 16))
     fragment_waves = 4      # a 16x16 float16 fragment: 512 bytes, 4 wavefronts of 128
     accumulator_waves = 8   # a 16x16 float32 fragment
-    shared = (t.tm * lay.kp / 32 + t.tm * lay.np_ / 32          # A staged, O zeroed
-              + steps * ((lay.kp * t.tl + t.tl * lay.np_) / 32  # B and D staged
+    # a float16 staged per lane and step: 32 x 2 bytes per wavefront; 16-byte chunks: 64
+    per_wave = 64 if config.vector else 32
+    shared = (t.tm * lay.kp / per_wave + t.tm * lay.np_ / 32        # A staged, O zeroed
+              + steps * ((lay.kp * t.tl + t.tl * lay.np_) / per_wave  # B and D staged
                          + s_tiles * ((lay.kp // 16) * (t.fm + t.fn) * fragment_waves
                                       + t.fm * t.fn * accumulator_waves)
                          + o_tiles * ((t.tl // 16) * (t.fm + t.fn) * fragment_waves
@@ -189,5 +199,7 @@ def fused_profile(kernel: Kernel) -> Any:
         tensor_issues={WMMA: float(blocks * issues)}, tensor_macs=float(blocks * issues * 4096),
         shared_wavefronts=float(blocks * shared), shared_bytes_moved=float(blocks * shared * 128),
         l2_bytes=float(blocks * global_bytes), global_bytes_requested=float(blocks * global_bytes),
-        dram_bytes=float(dram), global_rounds=float(1 + steps),
+        dram_bytes=float(dram),
+        # the double buffer has the next step's tiles in flight during this one
+        global_rounds=float(2 if t.stages == 2 else 1 + steps),
         shared_bytes_per_block=lay.total_bytes, registers_per_thread=t.registers_per_thread)

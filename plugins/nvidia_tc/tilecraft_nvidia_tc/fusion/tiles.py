@@ -28,7 +28,7 @@ from tilecraft.target.spec import TargetSpec
 from tilecraft_nvidia_tc.fusion.chain import FusedChain
 
 __all__ = ["ChainTiles", "FusedResourceError", "SharedLayout", "check_resources",
-           "plan_chain_tiles"]
+           "plan_chain_tiles", "vector_staging"]
 
 FRAGMENT = 16
 #: 32-bit registers of a thread besides its fragments (the model's REGISTER_OVERHEAD)
@@ -48,13 +48,16 @@ class FusedResourceError(LoweringError):
 @dataclass(frozen=True)
 class ChainTiles:
     """Rows per block ``tm``, intermediate columns per step ``tl``, the micro-kernel's
-    fragment grid ``fm x fn`` per warp, and the warps of a block."""
+    fragment grid ``fm x fn`` per warp, the warps of a block and the stages of the B / D
+    buffers."""
 
     tm: int
     tl: int
     fm: int = 2
     fn: int = 2
     warps: int = 4
+    #: 2: B and D tiles double-buffered, the next step's copied by cp.async during this one
+    stages: int = 1
 
     @property
     def threads(self) -> int:
@@ -92,8 +95,9 @@ class SharedLayout:
         lda, ldb, ldp, ldd = kp + SKEW_HALVES, tiles.tl + SKEW_HALVES, tiles.tl + SKEW_HALVES, \
             np_ + SKEW_HALVES
         lds, ldo = tiles.tl + SKEW_FLOATS, np_ + SKEW_FLOATS
-        sizes = {"A": 2 * tiles.tm * lda, "B": 2 * kp * ldb, "S": 4 * tiles.tm * lds,
-                 "P": 2 * tiles.tm * ldp, "D": 2 * tiles.tl * ldd, "O": 4 * tiles.tm * ldo,
+        sizes = {"A": 2 * tiles.tm * lda, "B": 2 * kp * ldb * tiles.stages,
+                 "S": 4 * tiles.tm * lds, "P": 2 * tiles.tm * ldp,
+                 "D": 2 * tiles.tl * ldd * tiles.stages, "O": 4 * tiles.tm * ldo,
                  "rows": 4 * tiles.tm * (2 if softmax else 0)}
         offsets, total = {}, 0
         for name, size in sizes.items():
@@ -111,11 +115,11 @@ def check_resources(kernel: str, tiles: ChainTiles, layout: SharedLayout,
         raise FusedResourceError(f"kernel {kernel}: target {spec.name} has no threads section; "
                                  "the fused kernel needs its block limits")
     if tiles.tm % (FRAGMENT * tiles.fm) or tiles.tl % (FRAGMENT * tiles.fn) or tiles.fm < 1 \
-            or tiles.fn < 1 or tiles.warps < 1:
+            or tiles.fn < 1 or tiles.warps < 1 or tiles.stages not in (1, 2):
         raise FusedResourceError(
             f"kernel {kernel}: tiles {tiles} do not suit the {tiles.fm}x{tiles.fn} WMMA "
             f"micro-kernel: TM must be a multiple of {FRAGMENT * tiles.fm} and TL of "
-            f"{FRAGMENT * tiles.fn}")
+            f"{FRAGMENT * tiles.fn}, stages 1 or 2")
     if tiles.threads > threads.max_threads_per_block:
         raise FusedResourceError(
             f"kernel {kernel}: {tiles.threads} threads per block ({tiles.warps} warps) exceed "
@@ -143,8 +147,15 @@ def _warps(tm: int, tl: int, fm: int, fn: int) -> int:
     return max(1, min(8, (tm // (FRAGMENT * fm)) * (tl // (FRAGMENT * fn))))
 
 
+def vector_staging(chain: FusedChain) -> bool:
+    """Whether every row of A, B and D starts 16-byte aligned and holds whole 16-byte chunks
+    (K, L, N multiples of 8): then tiles are staged by cp.async, double-buffered."""
+    return chain.k % 8 == 0 and chain.l % 8 == 0 and chain.n % 8 == 0
+
+
 def _fits(tm: int, tl: int, fm: int, fn: int, chain: FusedChain, spec: TargetSpec) -> bool:
-    tiles = ChainTiles(tm, tl, fm, fn, _warps(tm, tl, fm, fn))
+    tiles = ChainTiles(tm, tl, fm, fn, _warps(tm, tl, fm, fn),
+                       2 if vector_staging(chain) else 1)
     try:
         check_resources("probe", tiles, SharedLayout.of(tiles, chain.k, chain.n, chain.softmax),
                         spec)
@@ -208,4 +219,5 @@ def plan_chain_tiles(chain: FusedChain, spec: TargetSpec, fm: int = 2,
         tl -= cols
     while tm > rows and not _fits(tm, tl, fm, fn, chain, spec):
         tm -= rows
-    return ChainTiles(tm, tl, fm, fn, _warps(tm, tl, fm, fn)), solution.reason
+    return ChainTiles(tm, tl, fm, fn, _warps(tm, tl, fm, fn),
+                      2 if vector_staging(chain) else 1), solution.reason
