@@ -88,6 +88,22 @@ def import_ray() -> Any:
     return ray
 
 
+def _check_reachable(address: str | None, timeout_s: float = 10.0) -> None:
+    """A TuningError at once when ``address`` names a host:port nothing listens on (``ray.init``
+    would wait on it for minutes); ``None``, ``"auto"``, ``"local"`` and ``ray://`` pass."""
+    if not address or address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise TuningError(f"the Ray address {address!r} is not host:port, 'auto' or ray://...")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise TuningError(f"cannot reach the Ray cluster at {address!r} ({err}); is `ray start "
+                          "--head` running there, and the port open? Or use the local runner"
+                          ) from None
+
+
 def _extend_path(sys_path: Sequence[str]) -> None:
     for entry in sys_path:  # the driver's modules (targets, builders named by path)
         if entry not in sys.path:
@@ -199,6 +215,7 @@ class RayRunner:
         self.max_workers_per_kind = max_workers_per_kind
         self._owns_ray = False
         if address is not None or not self.ray.is_initialized():
+            _check_reachable(address)
             options = {"include_dashboard": False, "log_to_driver": False,
                        "ignore_reinit_error": True, **(init_options or {})}
             try:
