@@ -6,9 +6,10 @@ A *structure* is the order of the loops, the primitive binding the two operators
 execution (each operator's own tile nest, the intermediate through the outermost level). The
 tiles are one size per loop. Every tree is mapped onto the target's compute the same way: the
 outermost loop shared by both operators spreads over the cores (a spatial loop in the
-outermost level), and each operator's two innermost non-reduction loops over the rows and
-columns of a square PE array (spatial loops in its leaf) — split between the two operators
-under ``Pipe`` and ``Para``, which run them side by side.
+outermost level), and each operator's two innermost non-reduction loops over the columns and
+rows of a square PE array (spatial loops in its leaf; a single such loop spans the whole
+array) — the rows split between the two operators under ``Pipe`` and ``Para``, which run them
+side by side.
 
 >>> from tilecraft.fusion import gemm_chain
 >>> space = ChainSpace(gemm_chain(64, 64, 32, 32), _example_spec())
@@ -47,7 +48,7 @@ from tilecraft.dataflow.tree import (
     TileNode,
 )
 from tilecraft.fusion.chain import Chain
-from tilecraft.fusion.orders import legal_orders
+from tilecraft.fusion.orders import dataflow_classes, legal_orders
 from tilecraft.fusion.solver import solve_chain
 from tilecraft.fusion.tiletree import TileTree
 from tilecraft.search.space import ChoiceSpace, Space
@@ -71,9 +72,9 @@ class ChainSpace:
     """Structures, tile choices and trees of ``chain`` on ``spec``.
 
     ``orders``, ``scopes`` and ``levels`` narrow the structures (default: every legal order,
-    Seq/Shar/Pipe, every level inside the outermost plus layer-wise); ``fixed_tiles`` pins
-    loops (e.g. ``{"m": 512}`` leaves ``m`` untiled); ``tiled`` lists the loops that may be
-    tiled at all (others run whole).
+    or one order per dataflow class beyond five loops; Seq/Shar/Pipe; every level inside the
+    outermost plus layer-wise); ``fixed_tiles`` pins loops (e.g. ``{"m": 512}`` leaves ``m``
+    untiled); ``tiled`` lists the loops that may be tiled at all (others run whole).
     """
 
     def __init__(self, chain: Chain, spec: TargetSpec, *,
@@ -87,7 +88,10 @@ class ChainSpace:
                                 f"has {len(chain.ops)} operators")
         self.chain = chain
         self.spec = spec
-        self.orders = [tuple(o) for o in (orders or legal_orders(chain))]
+        if orders is None:  # I! orders are too many beyond five loops: one per dataflow class
+            orders = legal_orders(chain) if len(chain.loops) <= 5 else \
+                [c.order for c in dataflow_classes(chain)]
+        self.orders = [tuple(o) for o in orders]
         self.scopes = tuple(scopes)
         inner = spec.memory.names[1:]
         self.levels = tuple(levels) if levels is not None else (*inner, None)
@@ -185,11 +189,12 @@ class ChainSpace:
         spatial = [lp for lp in self.chain.loop_names
                    if lp in self.chain.op_loops(index) and lp not in chain_op.reduce_loops
                    and steps[lp] > 1]
-        dims = (max(1, self.pe_rows // share), self.pe_cols)
+        rows = max(1, self.pe_rows // share)
+        dims = [self.pe_cols, rows] if len(spatial) > 1 else [rows * self.pe_cols]
         loops = []
-        for lp, width in zip(spatial[-2:], dims):
-            loops.append(Loop(lp, math.ceil(steps[lp] / min(width, steps[lp])),
-                              LoopKind.SPATIAL))
+        for lp, width in zip(reversed(spatial), dims):
+            loops.insert(0, Loop(lp, math.ceil(steps[lp] / min(width, steps[lp])),
+                                 LoopKind.SPATIAL))
         return TileNode(level, tuple(loops), op) if loops else op
 
     def cost(self, tree: DataflowTree) -> TreeCost:
