@@ -31,10 +31,19 @@ def float64_reference() -> Iterator[None]:
 
 
 def run(tensor: Tensor, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
-    """``tensor`` by the reference interpreter, given any superset of its inputs."""
-    needed = {t.name for t in Graph.from_outputs([tensor]).inputs}
-    return np.asarray(tc.reference.run(tensor, **{n: a for n, a in arrays.items()
-                                                  if n in needed}))
+    """``tensor`` by the reference interpreter, given any superset of its inputs; constants
+    (te.constant weights) are read in the storage dtype of the moment (float64 under
+    :func:`float64_reference`)."""
+    graph = Graph.from_outputs([tensor])
+    if not graph.constants:
+        needed = {t.name for t in graph.inputs}
+        return np.asarray(tc.reference.run(tensor, **{n: a for n, a in arrays.items()
+                                                      if n in needed}))
+    env = {t: np.asarray(arrays[t.name], t.dtype.numpy) for t in graph.inputs}
+    env.update((t, t.constant_value.astype(t.dtype.numpy)) for t in graph.constants)
+    for compute in graph.computes:
+        env[compute] = tc.reference.evaluate(compute, env)
+    return env[tensor]
 
 
 def gradients64(output: Tensor, wrt: Sequence[Tensor], arrays: Mapping[str, np.ndarray],
