@@ -91,28 +91,27 @@ def compute_gradient(out: Tensor, grad_out: Tensor, wrt: Tensor,
     body = out.op.body  # type: ignore[union-attr]
     inner = body.body if isinstance(body, Reduce) else body
     if isinstance(body, Reduce) and body.op is not ReduceOp.SUM:
-        # the reduction's derivative: 1 where the body reached the result
+        # the reduction's derivative: 1 where the body reached the result (on ties every
+        # maximal element gets the gradient; PyTorch picks one)
         inner_grad_scale: Expr | None = Compare(CompareOp.EQ, inner, Load(out, out.axes))
     else:
         inner_grad_scale = None
-    pieces = []
-    for index, load in enumerate(reads_of(inner, wrt)):
+    reads = []
+    for load in reads_of(inner, wrt):
         partial = derivative(inner, load, out.name)
-        if partial is None:
-            continue
+        if partial is not None:
+            reads.append((load, partial))
+    if not reads:
+        return None
+    pieces = []
+    for index, (load, partial) in enumerate(reads):
         value: Expr = Binary(BinaryOp.MUL, Load(grad_out, out.axes), partial)
         if inner_grad_scale is not None:
             value = Select(inner_grad_scale, value, Const(0.0, value.dtype))
-        piece_name = name if index == 0 else f"{name}_read{index}"
+        piece_name = name if len(reads) == 1 else f"{name}_read{index}"
         paddable = inner_grad_scale is None and _finite_product(partial)
         pieces.append(_read_gradient(out, load, value, wrt, piece_name,
                                      grad_out if paddable else None))
-    if not pieces:
-        return None
-    if len(pieces) == 1:
-        return pieces[0]
-    pieces = [p.__class__(f"{name}_read0" if p.name == name else p.name, p.shape, p.dtype, p.op)
-              for p in pieces]
     return add_all(pieces, name)
 
 
