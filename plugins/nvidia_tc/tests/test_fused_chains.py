@@ -30,7 +30,8 @@ def target() -> NvidiaTcTarget:
     return NvidiaTcTarget()
 
 
-def _graph(batch, m, k, l_, n, softmax=False, scale=None, dtype="float16", batched=True):
+def _graph(batch, m, k, l_, n, softmax=False, scale=None, dtype="float16", batched=True,
+           relu=False):
     lead = (batch,) if batched else ()
     A = te.placeholder((*lead, m, k), name="A", dtype=dtype)
     B = te.placeholder((*lead, k, l_), name="B", dtype=dtype)
@@ -38,7 +39,7 @@ def _graph(batch, m, k, l_, n, softmax=False, scale=None, dtype="float16", batch
     product = ops.batch_matmul if batched else ops.matmul
     T = product(A, B, name="T")
     X = ops.scale(T, scale, name="Ts") if scale is not None else T
-    S = ops.softmax(X, name="S") if softmax else X
+    S = ops.softmax(X, name="S") if softmax else ops.relu(X, name="R") if relu else X
     return tc.Graph.from_outputs([product(S, D, name="E")])
 
 
@@ -53,7 +54,8 @@ CASES = [
     (1, 17, 24, 33, 40, False, None, True),
     (1, 17, 24, 33, 40, True, 0.125, True),
     (2, 70, 40, 100, 24, True, None, True),   # 3 row blocks, 2 steps of L, L % TL != 0
-    (1, 5, 16, 72, 8, False, None, False),    # 2-D matmuls, 16-byte cp.async staging
+    pytest.param((1, 5, 16, 72, 8, False, None, False),   # 2-D, 16-byte cp.async staging
+                 marks=pytest.mark.slow),
 ]
 
 
@@ -161,6 +163,42 @@ def test_model_predicts_the_fused_kernel(variant):
     unfused_bytes = 2 * (1024 * 64 * 2 + 64 * 512 * 2 + 1024 * 64) \
         + 2 * 1024 * 512 * 2 * 2 + 4 * 1024 * 512 * 4 * 2   # T, S written+read; fp32 middle
     assert 0 < estimate.seconds < unfused_bytes / dram_per_s
+
+
+def test_gemm_relu_gemm(target):
+    graph = _graph(2, 19, 24, 40, 16, relu=True)
+    exe = tc.compile(graph, target=target)
+    assert exe.kernels[0].attrs["fused"] == ("T", "R", "E")
+    inputs = _inputs(graph, seed=11)
+    np.testing.assert_allclose(exe(**inputs).astype(np.float32),
+                               tc.reference.run(graph, inputs).astype(np.float32),
+                               rtol=1e-2, atol=1e-2)
+
+
+def _conv_chain(n, c, h, k1, r, s, k2, relu=True):
+    x = te.placeholder((n, c, h, h), name="x", dtype="float16")
+    w = te.placeholder((k1, c, r, r), name="w", dtype="float16")
+    v = te.placeholder((k2, k1, 1, 1), name="v", dtype="float16")
+    C = ops.conv2d(x, w, stride=s, padding=r // 2, name="C")
+    R = ops.relu(C, name="R") if relu else C
+    return tc.Graph.from_outputs([ops.conv2d(R, v, name="E")])
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 11, 20, 3, 2, 7),
+                                   pytest.param((1, 3, 9, 40, 3, 1, 5), marks=pytest.mark.slow)],
+                         ids=["3x3s2", "3x3s1"])
+def test_conv_relu_conv1x1_fused(target, shape):
+    """Thesis Table 3.6's chain: the 3x3 convolution as an implicit GEMM (im2col gathered
+    while staging, zero padding), relu, the 1x1 convolution as the second GEMM, NCHW out."""
+    graph = _conv_chain(*shape)
+    exe = tc.compile(graph, target=target)
+    (kernel,) = exe.kernels
+    assert kernel.attrs["fused"] == ("C_pad", "C", "R", "E")
+    assert "tc_im2col(" in exe.sources[kernel.name].text
+    inputs = _inputs(graph, seed=shape[2])
+    np.testing.assert_allclose(exe(**inputs).astype(np.float32),
+                               tc.reference.run(graph, inputs).astype(np.float32),
+                               rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.device

@@ -38,13 +38,33 @@ from tilecraft.te.expr import (
 )
 from tilecraft.te.tensor import Tensor
 
-__all__ = ["FusedChain", "match_chain"]
+__all__ = ["ConvGeometry", "FusedChain", "match_chain", "relu_input"]
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A convolution chain's first convolution (NCHW input ``batch x channels x height x
+    width``, ``kernel_h x kernel_w`` window, ``stride``, ``pad`` on every side) giving an
+    ``out_h x out_w`` image; the second one is 1x1 (:mod:`.conv_chain`)."""
+
+    batch: int
+    channels: int
+    height: int
+    width: int
+    kernel_h: int
+    kernel_w: int
+    stride: int
+    pad: int
+    out_h: int
+    out_w: int
 
 
 @dataclass(frozen=True)
 class FusedChain:
     """``E[b] = middle(A[b] @ B[b]) @ D[b]``: ``computes`` in order, first the product ``T``,
-    last ``E``; ``softmax`` over the rows of ``T`` (after ``scale`` when not None)."""
+    last ``E``; ``softmax`` over the rows of ``T`` (after ``scale`` when not None), or
+    ``relu``. With ``conv``, ``A`` is the image of a convolution chain seen as an implicit
+    GEMM (rows: output pixels, columns: channel x window), ``B`` and ``D`` its weights."""
 
     a: Tensor
     b: Tensor
@@ -53,26 +73,34 @@ class FusedChain:
     computes: tuple[Tensor, ...]
     softmax: bool = False
     scale: float | None = None
+    relu: bool = False
+    conv: ConvGeometry | None = None
 
     @property
     def batch(self) -> int:
+        if self.conv is not None:
+            return 1
         return self.a.shape[0] if self.a.ndim == 3 else 1
 
     @property
     def m(self) -> int:
+        if self.conv is not None:
+            return self.conv.batch * self.conv.out_h * self.conv.out_w
         return self.a.shape[-2]
 
     @property
     def k(self) -> int:
+        if self.conv is not None:
+            return self.conv.channels * self.conv.kernel_h * self.conv.kernel_w
         return self.a.shape[-1]
 
     @property
     def l(self) -> int:  # noqa: E743
-        return self.b.shape[-1]
+        return self.b.shape[0] if self.conv is not None else self.b.shape[-1]
 
     @property
     def n(self) -> int:
-        return self.d.shape[-1]
+        return self.d.shape[0] if self.conv is not None else self.d.shape[-1]
 
     @property
     def shape(self) -> tuple[int, int, int, int, int]:
@@ -181,15 +209,34 @@ def _softmax_input(tensor: Tensor) -> tuple[Tensor, tuple[Tensor, ...]] | None:
     return x, (row_max, sub, exp, total, tensor)
 
 
+def relu_input(tensor: Tensor) -> Tensor | None:
+    """``x`` when ``tensor`` is ``ops.relu(x)`` (``max(x, 0)``, casts allowed), else None."""
+    body = _body(tensor)
+    if not isinstance(body, Binary) or body.op is not BinaryOp.MAX:
+        return None
+    for value, zero in ((body.a, body.b), (body.b, body.a)):
+        source, zero = _single_load(value), _strip(zero)
+        if source is not None and isinstance(zero, Const) and zero.value == 0 \
+                and source.shape == tensor.shape:
+            return source
+    return None
+
+
 def match_chain(e: Tensor) -> FusedChain | None:
-    """The chain ending in the product ``e`` (module docstring), or None."""
+    """The chain ending in the product ``e`` (module docstring), or None; a convolution
+    chain (:func:`.conv_chain.match_conv_chain`) otherwise."""
     second = _product_operands(e)
     if second is None:
-        return None
+        from tilecraft_nvidia_tc.fusion.conv_chain import match_conv_chain
+
+        return match_conv_chain(e)
     middle, d = second
     computes: list[Tensor] = []
-    softmax, scale = False, None
-    found = _softmax_input(middle)
+    softmax, scale, relu = False, None, False
+    below = relu_input(middle)
+    if below is not None:
+        computes, middle, relu = [middle], below, True
+    found = None if relu else _softmax_input(middle)
     if found is not None:
         middle, five = found
         computes = list(five)
@@ -204,4 +251,4 @@ def match_chain(e: Tensor) -> FusedChain | None:
     a, b = first
     if a.ndim != d.ndim or (a.ndim == 3 and not (a.shape[0] == b.shape[0] == d.shape[0])):
         return None
-    return FusedChain(a, b, d, e, (middle, *computes, e), softmax, scale)
+    return FusedChain(a, b, d, e, (middle, *computes, e), softmax, scale, relu)

@@ -30,7 +30,7 @@ from tilecraft.kernel_ir.nodes import Buffer, Kernel, LaunchConfig, MicroKernelC
 from tilecraft.target.base import Source
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.expr import const
-from tilecraft_nvidia_tc.fusion.chain import FusedChain
+from tilecraft_nvidia_tc.fusion.chain import ConvGeometry, FusedChain
 from tilecraft_nvidia_tc.fusion.tiles import ChainTiles, SharedLayout, check_resources
 
 __all__ = ["FUSED_CHAIN", "FusedKernelConfig", "fused_config", "fused_profile", "fused_source",
@@ -54,6 +54,8 @@ class FusedKernelConfig:
     scale: float | None
     tiles: ChainTiles
     layout: SharedLayout
+    relu: bool = False
+    conv: ConvGeometry | None = None
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -62,7 +64,7 @@ class FusedKernelConfig:
     @property
     def vector(self) -> bool:
         """16-byte cp.async staging (:func:`~tilecraft_nvidia_tc.fusion.tiles.vector_staging`)."""
-        return self.k % 8 == 0 and self.l % 8 == 0 and self.n % 8 == 0
+        return self.conv is None and self.k % 8 == 0 and self.l % 8 == 0 and self.n % 8 == 0
 
     @property
     def steps(self) -> int:
@@ -80,14 +82,17 @@ def lower_fused_chain(chain: FusedChain, tiles: ChainTiles, spec: TargetSpec,
     buffers = tuple(Buffer(t.name, t.shape, DType.FLOAT16) for t in (chain.a, chain.b, chain.d,
                                                                        chain.e))
     config = FusedKernelConfig(chain.batch, chain.m, chain.k, chain.l, chain.n, chain.softmax,
-                               chain.scale, tiles, layout)
+                               chain.scale, tiles, layout, chain.relu, chain.conv)
     regions = tuple(Region(b, tuple(const(0) for _ in b.shape), b.shape) for b in buffers)
     params = (("tm", tiles.tm), ("tl", tiles.tl), ("fm", tiles.fm), ("fn", tiles.fn),
               ("warps", tiles.warps), ("stages", tiles.stages), ("softmax", chain.softmax),
               ("scale", chain.scale))
     body = MicroKernelCall(FUSED_CHAIN, regions, params)
     scaled = f"{chain.scale:g} * " if chain.scale is not None else ""
-    middle = f"softmax({scaled}T)" if chain.softmax else "T"
+    middle = f"softmax({scaled}T)" if chain.softmax else "relu(T)" if chain.relu else "T"
+    if chain.conv is not None:
+        middle += f" (T: {chain.conv.kernel_h}x{chain.conv.kernel_w}/{chain.conv.stride} conv " \
+                  "as implicit GEMM, D: the 1x1 conv)"
     schedule = (f"Chimera fused chain on Tensor Cores: E = {middle} @ D, TM={tiles.tm} "
                 f"TL={tiles.tl} (K={chain.k}, N={chain.n} whole), {tiles.warps} warp(s) of "
                 f"{tiles.fm}x{tiles.fn} WMMA fragments, {tiles.stages} stage(s) of B/D, "
@@ -127,6 +132,7 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
                      + micro.render(name=mk_acc, fm=tiles.fm, fn=tiles.fn, accumulate=True))
     rows, cols = 16 * tiles.fm, 16 * tiles.fn
     grid = list(config.grid)
+    access = _accessors(config)
     text = env.get_template("fused_chain.cu.j2").render(
         entry=kernel.name, target=target, arch=arch, batch=config.batch, m=config.m,
         k=config.k, l=config.l, n=config.n, softmax=config.softmax, scale=config.scale,
@@ -138,7 +144,8 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
         ldo=layout.ldo, s_tiles_r=tiles.tm // rows, s_tiles_c=tiles.tl // cols,
         o_tiles_r=tiles.tm // rows, o_tiles_c=layout.np_ // cols, mk_zero=mk_zero,
         mk_acc=mk_acc, micro_kernels=micro_kernels, steps=config.steps,
-        stages=tiles.stages, vec=config.vector)
+        stages=tiles.stages, vec=config.vector, relu=config.relu, helpers=access.pop("helpers"),
+        **access)
     params = [{"name": b.name, "dtype": b.dtype.value, "shape": list(b.shape),
                "output": b.name in kernel.outputs, "kind": "buffer"} for b in kernel.params]
     shared = layout.total_bytes
@@ -151,6 +158,23 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
         "uses_async_copy": config.vector, "fused_chain": True,
     }
     return Source(target, kernel.name, "cuda", text, kernel.name, meta=meta, suffix="cu")
+
+
+def _accessors(config: FusedKernelConfig) -> dict[str, Any]:
+    """The template's element accessors ``a_at(row, col)`` ... ``e_at(row, col)`` (C lvalues
+    of the operands seen as the GEMM chain's matrices) and the device helpers they call."""
+    k, l_, n = config.k, config.l, config.n
+    conv = config.conv
+    if conv is None:
+        return {"a_at": lambda r, c: f"gA[({r}) * {k} + ({c})]",
+                "b_at": lambda r, c: f"gB[({r}) * {l_} + ({c})]",
+                "d_at": lambda r, c: f"gD[({r}) * {n} + ({c})]",
+                "e_at": lambda r, c: f"gE[({r}) * {n} + ({c})]", "helpers": ""}
+    helpers = _environment().get_template("conv_im2col.cu.j2").render(c=conv, n=n)
+    return {"a_at": lambda r, c: f"tc_im2col(gA, {r}, {c})",
+            "b_at": lambda r, c: f"gB[({c}) * {k} + ({r})]",      # W1[oc1, kk]
+            "d_at": lambda r, c: f"gD[({c}) * {l_} + ({r})]",     # W2[oc2, oc1]
+            "e_at": lambda r, c: f"gE[tc_nchw({r}, {c})]", "helpers": helpers}
 
 
 def fused_profile(kernel: Kernel) -> Any:
@@ -190,8 +214,7 @@ def fused_profile(kernel: Kernel) -> Any:
         elementwise = steps * t.tm * t.tl
     global_bytes = 2 * (t.tm * config.k + config.k * config.l + config.l * config.n
                         + t.tm * config.n)
-    dram = 2 * config.batch * (config.m * config.k + config.k * config.l
-                               + config.l * config.n + config.m * config.n)
+    dram = sum(2 * b.size for b in kernel.params)   # each operand once
     return KernelProfile(
         kernel.name, blocks=blocks, threads_per_block=t.threads,
         instructions={"float32": float(blocks * elementwise)},

@@ -150,7 +150,7 @@ def _warps(tm: int, tl: int, fm: int, fn: int) -> int:
 def vector_staging(chain: FusedChain) -> bool:
     """Whether every row of A, B and D starts 16-byte aligned and holds whole 16-byte chunks
     (K, L, N multiples of 8): then tiles are staged by cp.async, double-buffered."""
-    return chain.k % 8 == 0 and chain.l % 8 == 0 and chain.n % 8 == 0
+    return chain.conv is None and chain.k % 8 == 0 and chain.l % 8 == 0 and chain.n % 8 == 0
 
 
 def _fits(tm: int, tl: int, fm: int, fn: int, chain: FusedChain, spec: TargetSpec) -> bool:
@@ -174,6 +174,7 @@ def plan_chain_tiles(chain: FusedChain, spec: TargetSpec, fm: int = 2,
         LoopConstraint,
         ParallelExecution,
         chain_from_computes,
+        gemm_chain,
         solve_chain,
     )
 
@@ -186,9 +187,11 @@ def plan_chain_tiles(chain: FusedChain, spec: TargetSpec, fm: int = 2,
     if not tm_max or not tl_max:
         return None, (f"K = {chain.k} or N = {chain.n} too large: even {rows} x {cols} tiles "
                       "of the fused kernel exceed the shared memory or registers of a block")
-    first, second = chain.computes[0], chain.computes[-1]
     try:
-        core = chain_from_computes([first, second])
+        if chain.conv is not None:  # the implicit GEMM chain the kernel computes
+            core = gemm_chain(m=chain.m, n=chain.n, k=chain.k, l=chain.l, dtype="float16")
+        else:
+            core = chain_from_computes([chain.computes[0], chain.computes[-1]])
     except FusionError as err:
         return None, f"the fusion planner cannot model the chain: {err}"
     last = core.ops[-1]
