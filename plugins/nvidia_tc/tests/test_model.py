@@ -266,3 +266,40 @@ def test_the_build_line_of_a_wmma_kernel_predicts_microseconds(a100):
     assert "(build)" in line
     value, unit = re.search(r"model sm_80: ([0-9.]+) (us|ms) predicted", line).groups()
     assert unit == "us" and 1.0 < float(value) < 10.0, line
+
+
+def test_mma_sync_gathers_are_counted_lane_by_lane(a100):
+    """The mma.sync kernel of a 1024^3 fp16 GEMM (64x64x32 block tiles, 2x2 warps of 2x4
+    m16n8k16 tiles, 128 threads): each lane gathers its registers, so the model counts the
+    wavefronts of those accesses, bank conflicts included, and a Tensor Core issue per warp
+    and m16n8k16 call. Per block, by hand:
+
+    - fragment loads: per warp and 16-wide k step 2 A (4 conflict-free 32-bit loads, rows of
+      24 halves) + 4 B (4 conflict-free 16-bit loads, rows of 24 halves) = 24 wavefronts:
+      4 warps x 64 k steps x 24 = 6144;
+    - staging: cp.async as for WMMA, A_s and B_s 32 wavefronts each per k slice: 32 x 64;
+    - epilogue: 8 accumulators per warp scattered by 4 32-bit stores each 2-way conflicted
+      (2q + (i & 1) with rows g apart: no row length avoids it) = 4 x 64; 4096 floats read
+      back by 128 warp loads over 4 rows of 9 floats (2 wavefronts) = 256."""
+    from tilecraft_nvidia_tc.codegen.mma_sync import padded_row, shared_wavefronts
+    from tilecraft_nvidia_tc.tensor_cores import lower_tensor_core_mapping
+
+    from tilecraft.intrin import generate, match
+
+    assert [shared_wavefronts(use, b, padded_row(use, n, b)) for use, n, b in
+            (("matrix_a", 16, 2), ("matrix_b", 8, 2), ("accumulator", 8, 4))] == [4, 4, 8]
+    A = te.placeholder((1024, 1024), "float16", name="A")
+    B = te.placeholder((1024, 1024), "float16", name="B")
+    C = ops.matmul(A, B, out_dtype="float32", name="C")
+    mma = a100.spec.intrinsic("mma_m16n8k16_f16_f32")
+    [kernel] = lower_tensor_core_mapping(C, generate(C, mma, match(C, mma).mappings[0]),
+                                         LoweringOptions.from_spec(a100.spec))
+    profile = profile_for(kernel, a100.spec)
+    assert profile.blocks == 256 and profile.threads_per_block == 128
+    assert profile.tensor_issues == {"mma_m16n8k16_f16_f32": 256 * 4 * 64 * 8}
+    assert profile.tensor_macs == 1024 ** 3
+    assert profile.shared_wavefronts == 256 * (6144 + 2048 + 256 + 256)
+    # A 2x4 outer product of m16n8 tiles: 2 x 4 + 4 x 2 + 8 x 4 registers of fragments
+    from tilecraft_nvidia_tc.model.profile import REGISTER_OVERHEAD
+
+    assert profile.registers_per_thread == 2 * 4 + 4 * 2 + 8 * 4 + REGISTER_OVERHEAD

@@ -1,8 +1,8 @@
 """The AMOS mapping stage on nvidia_tc (issue 12, item 1): fp16 / bf16 / int8 GEMMs large enough
 go onto the Tensor Cores by default (the mapping predicted on the whole GPU, as the warp-tiled
 WMMA kernel runs, against the CUDA-core template's roofline), fp32 and tiny GEMMs stay on the
-template, ``tensorize=True`` picks a mapping the target lowers itself (WMMA, not the
-``mma.sync`` intrinsic the core's serial nest would have to run), and the report says why."""
+template, ``tensorize=True`` picks a mapping the target lowers itself (WMMA, or mma.sync as
+inline PTX), and the report says why."""
 
 from __future__ import annotations
 
@@ -66,11 +66,17 @@ def test_the_template_roofline_grows_with_the_work_at_the_fp32_rate() -> None:
 
 
 def test_tensorize_true_picks_a_mapping_the_target_lowers() -> None:
-    """AMOS's serial ranking puts mma_m16n8k16 first for this shape; nvidia_tc lowers only the
-    WMMA intrinsics itself, so tensorize=True takes one of those."""
+    """AMOS's serial ranking puts mma_m16n8k16 first for this shape; nvidia_tc lowers it itself
+    (inline-PTX mma.sync, the same warp-tiled kernel as WMMA), so tensorize=True takes it and
+    the target's kernel, not the core's serial nest, runs it."""
     plan = decide(gemm(67, 33, 45, "float16", "float16"), True)
-    assert plan.tensorized["C"].intrinsic.name.startswith("wmma_")
+    chosen = plan.tensorized["C"]
+    assert chosen.intrinsic.name == "mma_m16n8k16_f16_f32"
     assert plan.decisions["C"].source is DecisionSource.FORCED
+    target = NvidiaTcTarget()
+    [kernel] = target.lower_mapped(chosen.compute, chosen.ranked.physical,
+                                   LoweringOptions.from_spec(target.spec))
+    assert kernel.attrs["strategy"] == "nvidia_mma_sync"
 
 
 def _run(exe: tc.Executable, graph: Graph, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +95,7 @@ def _run(exe: tc.Executable, graph: Graph, seed: int) -> tuple[np.ndarray, np.nd
 @pytest.mark.parametrize(("dtype", "out_dtype", "request_"), [
     ("float16", "float32", None),    # the model's choice
     ("int8", "int32", None),
-    ("float16", "float16", True),    # tensorize=True: WMMA, not the serial mma.sync nest
+    ("float16", "float16", True),    # tensorize=True: the target's mma.sync kernel
 ])
 def test_compile_takes_wmma_and_matches_the_reference(dtype: str, out_dtype: str,
                                                       request_: object) -> None:
@@ -97,9 +103,11 @@ def test_compile_takes_wmma_and_matches_the_reference(dtype: str, out_dtype: str
     graph = gemm(m, k, n, dtype, out_dtype)
     exe = tc.compile(graph, target="nvidia_tc", tensorize=request_)
     (kernel,) = exe.report.kernels
-    assert kernel.name.startswith("C_wmma_") and kernel.language == "cuda"
+    prefix, strategy = ("C_wmma_", "nvidia_wmma") if request_ is None \
+        else ("C_mma_", "nvidia_mma_sync")
+    assert kernel.name.startswith(prefix) and kernel.language == "cuda"
     assert any(note.startswith("mapping C: tensorized") for note in exe.report.notes)
-    assert "nvidia_wmma" in [kernel.attrs.get("strategy") for kernel in exe.kernels]
+    assert strategy in [kernel.attrs.get("strategy") for kernel in exe.kernels]
     np.testing.assert_array_equal(*_run(exe, graph, seed=0))
 
 

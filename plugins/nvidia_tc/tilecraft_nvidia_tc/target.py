@@ -244,12 +244,13 @@ class NvidiaTcTarget(DeclaredTarget):
 
     def lower_mapped(self, compute: Tensor, physical: Any,
                      options: LoweringOptions) -> list[Kernel] | None:
-        """A compute tensorized onto a WMMA intrinsic (a verified AMOS mapping) as the warp-tiled
-        Tensor Core kernel of :mod:`tilecraft_nvidia_tc.tensor_cores`; ``None`` (the core's
-        serial nest) for other intrinsics."""
-        from tilecraft_nvidia_tc.tensor_cores import lower_wmma_mapping
+        """A compute tensorized onto a WMMA or an mma.sync intrinsic (a verified AMOS mapping)
+        as the warp-tiled Tensor Core kernel of :mod:`tilecraft_nvidia_tc.tensor_cores`
+        (``nvcuda::wmma`` calls, or inline-PTX ``mma.sync.aligned.m16n8k16``); ``None`` (the
+        core's serial nest) for other intrinsics."""
+        from tilecraft_nvidia_tc.tensor_cores import lower_tensor_core_mapping
 
-        return lower_wmma_mapping(compute, physical, options)
+        return lower_tensor_core_mapping(compute, physical, options)
 
     def lower_compute(self, tensor: Tensor, options: LoweringOptions,
                       config: Mapping[str, Any] | None = None) -> list[Kernel] | None:

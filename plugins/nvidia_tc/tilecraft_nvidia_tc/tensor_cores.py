@@ -92,10 +92,13 @@ from tilecraft.te.expr import AxisKind, Cast, Const, Expr, IterVar, Load, Var, c
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import transform
 
-__all__ = ["WmmaTiles", "lower_wmma_mapping", "supports", "wmma_shape"]
+__all__ = ["WmmaTiles", "lower_tensor_core_mapping", "lower_wmma_mapping", "mma_sync_shape",
+           "supports", "wmma_shape"]
 
-#: WMMA's instruction that multiplies fragments (the companions load / store / fill them)
+#: WMMA's instruction that loads fragments (the companions multiply, store and fill them)
 WMMA_INSTRUCTION = "load_matrix_sync"
+#: the instruction that loads an mma.sync intrinsic's operands (a prefix: ldmatrix.sync...)
+MMA_SYNC_INSTRUCTION = "ldmatrix"
 #: bytes of padding at the end of every panel row (spreads fragment rows over the banks)
 ROW_PADDING_BYTES = 16
 WARP = 32
@@ -116,14 +119,17 @@ class WmmaTiles:
     stages: int = 2
 
 
-def wmma_shape(decl: IntrinsicDecl) -> tuple[str, str, str] | None:
-    """The names of the intrinsic's row, column and reduce loops when it has WMMA's form
-    ``Dst[i1, i2] += Src1[i1, r1] * Src2[r1, i2]`` loaded with ``load_matrix_sync``."""
+def _tensor_core_shape(decl: IntrinsicDecl, loaded_by: Callable[[str], bool]
+                       ) -> tuple[str, str, str] | None:
+    """The names of the intrinsic's row, column and reduce loops when it has the form
+    ``Dst[i1, i2] += Src1[i1, r1] * Src2[r1, i2]`` and an operand move whose instruction
+    ``loaded_by`` accepts."""
     compute = decl.compute
     reduce = [loop.name for loop in compute.loops if loop.kind is AxisKind.REDUCE]
     sources = [op for op in compute.operands if op.role is OperandRole.SRC]
     if len(reduce) != 1 or len(sources) != 2 or decl.memory is None or not any(
-            move.instruction == WMMA_INSTRUCTION for move in decl.memory.moves):
+            move.instruction is not None and loaded_by(move.instruction)
+            for move in decl.memory.moves):
         return None
     destination = compute.destination
     if len(destination.index) != 2:
@@ -135,9 +141,22 @@ def wmma_shape(decl: IntrinsicDecl) -> tuple[str, str, str] | None:
     return row, column, reduce[0]
 
 
+def wmma_shape(decl: IntrinsicDecl) -> tuple[str, str, str] | None:
+    """The names of the intrinsic's row, column and reduce loops when it has WMMA's form
+    ``Dst[i1, i2] += Src1[i1, r1] * Src2[r1, i2]`` loaded with ``load_matrix_sync``."""
+    return _tensor_core_shape(decl, lambda instruction: instruction == WMMA_INSTRUCTION)
+
+
+def mma_sync_shape(decl: IntrinsicDecl) -> tuple[str, str, str] | None:
+    """The same for a PTX ``mma.sync`` intrinsic (operands loaded with ``ldmatrix``: each lane
+    holds its registers of the tile, :mod:`tilecraft_nvidia_tc.codegen.mma_sync`)."""
+    return _tensor_core_shape(decl, lambda instruction: instruction.startswith(
+        MMA_SYNC_INSTRUCTION))
+
+
 def supports(decl: IntrinsicDecl) -> bool:
-    """Whether ``decl`` is a WMMA-form intrinsic this lowering handles."""
-    return wmma_shape(decl) is not None
+    """Whether ``decl`` is a WMMA- or mma.sync-form intrinsic this lowering handles."""
+    return wmma_shape(decl) is not None or mma_sync_shape(decl) is not None
 
 
 def _seq(stmts: list[Stmt]) -> Stmt:
@@ -173,7 +192,8 @@ class _WmmaKernelBuilder:
         self.compute, self.virtual, self.options = compute, virtual, options
         self.decl = virtual.intrinsic
         self.product = virtual.product
-        shape = wmma_shape(self.decl)
+        self.mma_sync = wmma_shape(self.decl) is None
+        shape = mma_sync_shape(self.decl) if self.mma_sync else wmma_shape(self.decl)
         assert shape is not None
         row, column, reduce = shape
         self.rows, self.columns, self.reduce = (virtual.loop(row), virtual.loop(column),
@@ -361,16 +381,31 @@ class _WmmaKernelBuilder:
 
         return self._each_element((panels, first, inner // chunk), thread, buffer.name, body)
 
+    def _padded_rows(self) -> tuple[int, int, int]:
+        """Row lengths of the A, B and C panels: WMMA's 16 bytes of padding (32-byte aligned
+        fragments, 16-byte leading dimensions); for mma.sync, whose lanes gather their own
+        registers, the padding with the fewest bank conflicts of that gather
+        (:func:`tilecraft_nvidia_tc.codegen.mma_sync.padded_row`)."""
+        fk, fn = self.fk, self.fn
+        if not self.mma_sync:
+            return (_padded_row(fk, self.src1.dtype.bytes), _padded_row(fn, self.src2.dtype.bytes),
+                    _padded_row(fn, self.dst.dtype.bytes))
+        from tilecraft_nvidia_tc.codegen.mma_sync import padded_row
+
+        return (padded_row("matrix_a", fk, self.src1.dtype.bytes),
+                padded_row("matrix_b", fn, self.src2.dtype.bytes),
+                padded_row("accumulator", fn, self.dst.dtype.bytes))
+
     def kernel(self, name: str) -> Kernel:
         src1, src2, dst = self.src1, self.src2, self.dst
         fm, fn, fk, tiles = self.fm, self.fn, self.fk, self.tiles
         kf_count = tiles.bk // fk
-        a_s = Buffer("A_s", (tiles.stages, kf_count, self.bm, _padded_row(fk, src1.dtype.bytes)),
-                     src1.dtype, level=self.shared)
-        b_s = Buffer("B_s", (tiles.stages, self.bn // fn, tiles.bk,
-                             _padded_row(fn, src2.dtype.bytes)), src2.dtype, level=self.shared)
-        c_s = Buffer("C_s", (self.bn // fn, self.bm, _padded_row(fn, dst.dtype.bytes)),
-                     dst.dtype, level=self.shared)
+        rows = self._padded_rows()
+        a_s = Buffer("A_s", (tiles.stages, kf_count, self.bm, rows[0]), src1.dtype,
+                     level=self.shared)
+        b_s = Buffer("B_s", (tiles.stages, self.bn // fn, tiles.bk, rows[1]), src2.dtype,
+                     level=self.shared)
+        c_s = Buffer("C_s", (self.bn // fn, self.bm, rows[2]), dst.dtype, level=self.shared)
         a_frags = [Buffer(f"a_frag{i}", (fm, fk), src1.dtype, level=self.fragment)
                    for i in range(tiles.fm)]
         b_frags = [Buffer(f"b_frag{j}", (fk, fn), src2.dtype, level=self.fragment)
@@ -463,25 +498,41 @@ class _WmmaKernelBuilder:
         return Kernel(name, params, (self.output.name,), nest,
                       launch=LaunchConfig(grid=(blocks,), block=(self.threads,)),
                       attrs={"mapping": str(self.virtual.mapping), "intrinsic": self.decl.name,
-                             "strategy": "nvidia_wmma", "tiles": tile_attrs,
+                             "strategy": "nvidia_mma_sync" if self.mma_sync else "nvidia_wmma",
+                             "tiles": tile_attrs,
                              "schedule": f"tensorized: {self.virtual.mapping} on "
                                          f"{self.decl.name} ({self.bm}x{self.bn}x{t.bk} block "
                                          f"tiles, {t.warps_m}x{t.warps_n} warps of {t.fm}x"
                                          f"{t.fn} fragments)"})
 
 
-def lower_wmma_mapping(compute: Tensor, physical: PhysicalMapping, options: LoweringOptions,
-                       tiles: WmmaTiles | None = None) -> list[Kernel] | None:
-    """The Tensor Core kernel of ``compute`` through ``physical`` (module docstring), verified
-    against the spec when ``options`` carry one; ``None`` when the mapping's intrinsic is not
-    a WMMA one or the mapping is of another compute."""
-    if not supports(physical.virtual.intrinsic) \
-            or physical.virtual.product.compute.name != compute.name:
+def default_tiles(decl: IntrinsicDecl) -> WmmaTiles:
+    """The block tile the kernel takes by default: 2 x 2 warps of 2 x 2 fragments (WMMA), of
+    2 x 4 ``m16n8`` tiles for mma.sync (a 32 x 32 warp tile either way)."""
+    return WmmaTiles(fn=4) if wmma_shape(decl) is None else WmmaTiles()
+
+
+def lower_tensor_core_mapping(compute: Tensor, physical: PhysicalMapping,
+                              options: LoweringOptions,
+                              tiles: WmmaTiles | None = None) -> list[Kernel] | None:
+    """The Tensor Core kernel of ``compute`` through ``physical`` (module docstring) on a WMMA
+    or an mma.sync intrinsic, verified against the spec when ``options`` carry one; ``None``
+    when the mapping's intrinsic is neither or the mapping is of another compute."""
+    decl = physical.virtual.intrinsic
+    if not supports(decl) or physical.virtual.product.compute.name != compute.name:
         return None
-    builder = _WmmaKernelBuilder(compute, physical, options, tiles or WmmaTiles())
-    kernel = builder.kernel(f"{compute.name}_{physical.virtual.intrinsic.name}")
+    builder = _WmmaKernelBuilder(compute, physical, options, tiles or default_tiles(decl))
+    kernel = builder.kernel(f"{compute.name}_{decl.name}")
     if options.spec is not None:
         from tilecraft.kernel_ir.verify import verify_kernel
 
         verify_kernel(kernel, options.spec)
     return [kernel]
+
+
+def lower_wmma_mapping(compute: Tensor, physical: PhysicalMapping, options: LoweringOptions,
+                       tiles: WmmaTiles | None = None) -> list[Kernel] | None:
+    """:func:`lower_tensor_core_mapping` for WMMA intrinsics only (``None`` for others)."""
+    if wmma_shape(physical.virtual.intrinsic) is None:
+        return None
+    return lower_tensor_core_mapping(compute, physical, options, tiles)

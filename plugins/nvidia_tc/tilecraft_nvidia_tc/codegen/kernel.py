@@ -95,7 +95,10 @@ def generate_cuda(kernel: Kernel, spec: TargetSpec, arch: int = DEFAULT_ARCH,
     emitter = StatementEmitter(kernel, names, launch, plan, subgroup, arch)
     shared = _shared_declarations(plan, names)
     emitter.visit(kernel.body)
+    from tilecraft_nvidia_tc.codegen.mma_sync import helpers
+
     text = _environment().get_template("kernel.cu.jinja").render(
+        mma_helpers=helpers(emitter.mma_variants),
         kernel_name=kernel.name, target=target, arch=arch, entry=kernel.name, params=params,
         grid=list(launch.grid), block=list(launch.block),
         threads_per_block=launch.threads_per_block,

@@ -12,7 +12,9 @@
   running each stage on its own iteration; ``AtomicUpdate`` ``atomicAdd``;
 - WMMA fragments (:mod:`.wmma`): their ``Allocate`` a ``wmma::fragment``, a ``Copy`` into or
   out of one ``load_matrix_sync`` / ``store_matrix_sync``, the ``IntrinsicCall`` of a WMMA
-  intrinsic ``wmma::mma_sync``; a call of any other intrinsic is a CodegenError.
+  intrinsic ``wmma::mma_sync``; mma.sync fragments (:mod:`.mma_sync`) the lane's registers,
+  gathered and scattered per lane, multiplied by the inline-PTX ``mma.sync.aligned.m16n8k16``
+  function the unit defines; a call of any other intrinsic is a CodegenError.
 
 What CUDA cannot do safely is refused with a CodegenError naming the kernel and construct: a
 barrier or a warp shuffle under a condition that depends on the thread (threads of one block
@@ -89,6 +91,8 @@ class StatementEmitter(KernelVisitor[None]):
         #: the enclosing condition that depends on the thread, if any (text for messages)
         self.divergent: str | None = None
         self.uses_async_copy = False
+        #: (input, accumulator) dtypes of the mma.sync calls emitted (their helpers go first)
+        self.mma_variants: set[tuple[DType, DType]] = set()
 
     # output helpers ---------------------------------------------------------------------
     def fail(self, what: str, fix: str) -> CodegenError:
@@ -220,7 +224,11 @@ class StatementEmitter(KernelVisitor[None]):
     def visit_Allocate(self, stmt: Allocate) -> None:
         buffer = stmt.buffer
         fragment = self.plan.fragments.get(id(buffer))
-        if fragment is not None:
+        if fragment is not None and fragment.form == "mma_sync":
+            from tilecraft_nvidia_tc.codegen.mma_sync import declaration
+
+            self.line(declaration(fragment, self.names.buffer(buffer)))
+        elif fragment is not None:
             from tilecraft_nvidia_tc.codegen.wmma import fragment_type
 
             name = self.names.buffer(buffer)
@@ -426,10 +434,17 @@ class StatementEmitter(KernelVisitor[None]):
             raise self.fail(f"{what} under the thread-dependent condition ({self.divergent})",
                             "WMMA operations are collective over a warp: call them outside "
                             "the condition")
-        ldm = leading_dimension(self.kernel, memory.buffer, what)
+        # mma.sync lanes gather their own elements: any row length will do
+        ldm = memory.buffer.shape[-1] if fragment.form == "mma_sync" \
+            else leading_dimension(self.kernel, memory.buffer, what)
         pointer = f"&{self.access(memory.buffer, memory.base)}"
         name = self.names.buffer(fragment_region.buffer)
-        if loading:
+        if fragment.form == "mma_sync":
+            from tilecraft_nvidia_tc.codegen.mma_sync import load_call, store_call
+
+            self.line(load_call(fragment, name, pointer, ldm) if loading
+                      else store_call(name, pointer, ldm))
+        elif loading:
             self.line(f"nvcuda::wmma::load_matrix_sync({name}, {pointer}, {ldm});")
         else:
             self.line(f"nvcuda::wmma::store_matrix_sync({pointer}, {name}, {ldm}, "
@@ -448,6 +463,16 @@ class StatementEmitter(KernelVisitor[None]):
                             f"({self.divergent})", "WMMA operations are collective over a "
                             "warp: call them outside the condition")
         a, b, d = (self.names.buffer(region.buffer) for region in stmt.operands)
+        operands = tuple(f for f in fragments if f is not None)
+        if operands[0].form == "mma_sync":
+            from tilecraft_nvidia_tc.codegen.mma_sync import check, mma_call
+
+            first, _, accumulator = operands
+            check((first, operands[1], accumulator),
+                  f"kernel {self.kernel.name}: the call of {stmt.intrinsic}")
+            self.mma_variants.add((first.dtype, accumulator.dtype))
+            self.line(mma_call((first, operands[1], accumulator), (a, b, d)))
+            return
         self.line(f"nvcuda::wmma::mma_sync({d}, {a}, {b}, {d});")
 
     def visit_AsyncCopy(self, stmt: AsyncCopy) -> None:

@@ -1,5 +1,6 @@
 """WMMA fragments in CUDA C: which register buffers of a kernel are ``nvcuda::wmma`` fragments
-and the warp-collective calls that load, multiply and store them.
+and the warp-collective calls that load, multiply and store them (and which are the lanes'
+registers of a PTX mma.sync, :mod:`.mma_sync`).
 
 A buffer of a registers level is a fragment when it is an operand of an ``IntrinsicCall`` of a
 WMMA-form intrinsic of the spec (``Dst[i1, i2] += Src1[i1, r1] * Src2[r1, i2]``, loaded with
@@ -53,6 +54,9 @@ class Fragment:
     n: int
     k: int
     dtype: DType
+    #: "wmma" (an ``nvcuda::wmma::fragment``) or "mma_sync" (the lane's registers of a PTX
+    #: mma.sync operand, :mod:`.mma_sync`)
+    form: str = "wmma"
 
     @property
     def rows(self) -> int:
@@ -93,11 +97,21 @@ def find_fragments(kernel: Kernel, spec: TargetSpec) -> dict[int, Fragment]:
         if not isinstance(stmt, IntrinsicCall) or stmt.intrinsic not in known:
             continue
         decl = known[stmt.intrinsic]
-        dims = wmma_dims(decl)
+        dims, form = wmma_dims(decl), "wmma"
+        if dims is None:
+            from tilecraft_nvidia_tc.codegen.mma_sync import mma_dims
+
+            dims, form = mma_dims(decl), "mma_sync"
         if dims is None:
             continue
+        if form == "mma_sync":
+            from tilecraft_nvidia_tc.codegen.mma_sync import check
+
+            check(tuple(Fragment(use, *dims, operand.dtype, form)  # type: ignore[arg-type]
+                        for use, operand in zip(USES, decl.compute.operands)),
+                  f"kernel {kernel.name}: the call of {decl.name}")
         for use, operand, region in zip(USES, decl.compute.operands, stmt.operands):
-            fragment = Fragment(use, *dims, operand.dtype)
+            fragment = Fragment(use, *dims, operand.dtype, form)
             buffer = region.buffer
             if fragments.setdefault(id(buffer), fragment) != fragment:
                 raise CodegenError(

@@ -11,9 +11,9 @@
  *   Threads that wait at barriers of different lines, or at a barrier while others have exited,
  *   or a warp collective that can never complete, are reported as errors (never a hang).
  * - Warp collectives (__shfl*_sync, __ballot_sync, __any_sync, __all_sync, __syncwarp, WMMA
- *   load / store / mma) are rendezvous of the lanes of the mask, executed at once by the last
- *   lane to arrive; lanes that disagree (another collective, another mask, pointer or ldm) are
- *   errors.
+ *   load / store / mma, mma.sync m16n8k16 by its per-lane registers) are rendezvous of the
+ *   lanes of the mask, executed at once by the last lane to arrive; lanes that disagree
+ *   (another collective, another mask, pointer or ldm) are errors.
  * - __shared__ variables are thread_local statics (one block at a time per OS thread, so each
  *   block has them to itself); extern __shared__ unsigned char tc_dynamic_smem[] is the block's
  *   dynamic buffer (filled with 0xff bytes — a NaN — before each block).
@@ -906,6 +906,76 @@ inline void mma_sync(D& d, const A& a, const B& b, const C& c) {
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+/* ---------------------------------------------------------------- mma.sync.aligned.m16n8k16
+ * The PTX instruction's per-lane register semantics (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16"), a warp collective: each lane passes its A, B and C/D registers; the last lane
+ * to arrive gathers the 16 x 16 A, the 16 x 8 B and the 16 x 8 C from every lane's registers by
+ * the fragment layouts (g = lane >> 2, q = lane & 3), computes D = A x B + C (float sums for
+ * f16 / bf16, 64-bit integer sums wrapped to s32 for s8) and scatters D into each lane's
+ * registers. The generated source calls it where a GPU would run the asm. */
+namespace tc_emu {
+enum class MmaInput { F16, BF16, S8 };
+
+/* element `index` (low to high) of a lane's A or B registers */
+template <MmaInput In> inline float mma_element(const unsigned* registers, int index) {
+  if (In == MmaInput::S8)
+    return static_cast<float>(static_cast<signed char>((registers[index / 4] >> (8 * (index % 4))) & 0xffu));
+  unsigned short bits = static_cast<unsigned short>((registers[index / 2] >> (16 * (index % 2))) & 0xffffu);
+  return In == MmaInput::F16 ? half_bits_to_float(bits) : bfloat16_bits_to_float(bits);
+}
+
+template <MmaInput In, class Acc>
+bool complete_mma_m16n8k16(Collective* const* lanes, unsigned, std::string&) {
+  using Math = typename std::conditional<std::is_integral<Acc>::value, long long, float>::type;
+  float a[16][16], b[16][8];
+  Math c[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, q = lane & 3;
+    const unsigned* ra = static_cast<const unsigned*>(lanes[lane]->fragments[1]);
+    const unsigned* rb = static_cast<const unsigned*>(lanes[lane]->fragments[2]);
+    const Acc* rd = static_cast<const Acc*>(lanes[lane]->fragments[0]);
+    for (int i = 0; i < 8; ++i) {
+      int row = In == MmaInput::S8 ? g + 8 * (i >= 4) : g + 8 * ((i >> 1) & 1);
+      int col = In == MmaInput::S8 ? 4 * q + (i & 3) : 2 * q + (i & 1) + 8 * (i >= 4);
+      a[row][col] = mma_element<In>(ra, i);
+    }
+    for (int i = 0; i < 4; ++i) {
+      int row = In == MmaInput::S8 ? 4 * q + i : 2 * q + (i & 1) + 8 * (i >= 2);
+      b[row][g] = mma_element<In>(rb, i);
+    }
+    for (int i = 0; i < 4; ++i) c[g + 8 * (i >> 1)][2 * q + (i & 1)] = static_cast<Math>(rd[i]);
+  }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 16; ++k) c[i][j] += static_cast<Math>(a[i][k]) * static_cast<Math>(b[k][j]);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, q = lane & 3;
+    Acc* rd = static_cast<Acc*>(lanes[lane]->fragments[0]);
+    for (int i = 0; i < 4; ++i)
+      rd[i] = In == MmaInput::S8
+                  ? static_cast<Acc>(static_cast<int>(static_cast<uint32_t>(
+                        static_cast<long long>(c[g + 8 * (i >> 1)][2 * q + (i & 1)]))))
+                  : static_cast<Acc>(c[g + 8 * (i >> 1)][2 * q + (i & 1)]);
+  }
+  return true;
+}
+
+/* D = A x B + D for this lane's registers (the inline PTX's operands) */
+template <MmaInput In, class Acc, int AR, int BR>
+inline void mma_m16n8k16(Acc (&d)[4], const unsigned (&a)[AR], const unsigned (&b)[BR]) {
+  static_assert(AR == (In == MmaInput::S8 ? 2 : 4) && BR == (In == MmaInput::S8 ? 1 : 2),
+                "mma.sync m16n8k16 takes 4 + 2 registers of f16 / bf16, 2 + 1 of s8");
+  Collective mine{};
+  mine.name = "mma.sync.aligned.m16n8k16";
+  mine.complete = complete_mma_m16n8k16<In, Acc>;
+  mine.mask = 0xffffffffu;
+  mine.fragments[0] = d;
+  mine.fragments[1] = const_cast<unsigned*>(a);
+  mine.fragments[2] = const_cast<unsigned*>(b);
+  arrive(mine);
+}
+}  // namespace tc_emu
 
 /* ---------------------------------------------------------------- the launch */
 namespace tc_emu {

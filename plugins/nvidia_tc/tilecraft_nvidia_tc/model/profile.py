@@ -16,8 +16,9 @@ fraction of the sampled iterations where it holds, :func:`.evaluate.guard_fracti
   an operand is spread over the 32 lanes of a warp (``load_matrix_sync`` and
   ``store_matrix_sync`` are warp-wide): a ``Copy`` to or from it counts once per warp,
   moving the whole tile (conflict-free shared wavefronts of 128 bytes, as ``ldmatrix``; or
-  L2 sectors from global memory), and it holds ``elements x bytes / 4 / 32`` registers of
-  each thread;
+  L2 sectors from global memory; an mma.sync operand's per-lane gather by the wavefronts of
+  its warp-wide accesses, bank conflicts included), and it holds
+  ``elements x bytes / 4 / 32`` registers of each thread;
 - memory traffic per warp-wide access (:mod:`.access`): global loads, stores and copies in
   32-byte sectors (what goes through the L2), shared ones in wavefronts (bank conflicts
   included); the fragment level (registers) is free; ``dram_bytes`` is the compulsory traffic
@@ -199,6 +200,7 @@ class _Walker:
         self.fragment_words = 0
         self.touched: dict[str, Buffer] = {}
         self.warp_fragments = _warp_fragments(kernel.body, intrinsics)
+        self.lane_gathers = _lane_gathers(kernel.body, intrinsics)
 
     # --- accesses ------------------------------------------------------------------------
     def _lanes(self, ctx: _Context) -> tuple[dict[Var, np.ndarray], np.ndarray, int]:
@@ -347,12 +349,22 @@ class _Walker:
 
     def fragment_copy(self, stmt: Copy, ctx: _Context) -> None:
         """A warp-wide ``load_matrix_sync`` / ``store_matrix_sync``: the whole tile once per
-        warp."""
+        warp; an mma.sync fragment's per-lane gather (or scatter) in shared memory as the
+        wavefronts of its warp-wide accesses, bank conflicts included
+        (:func:`tilecraft_nvidia_tc.codegen.mma_sync.shared_wavefronts`)."""
         warps = self._warps(ctx)
+        gathered = next((self.lane_gathers[region.buffer.name] for region in (stmt.src, stmt.dst)
+                         if region.buffer.name in self.lane_gathers), None)
         for region, read in ((stmt.src, True), (stmt.dst, False)):
             buffer = region.buffer
             moved = math.prod(region.extents) * buffer.dtype.bytes * buffer.lanes
-            if buffer.level == "shared":
+            if buffer.level == "shared" and gathered is not None:
+                from tilecraft_nvidia_tc.codegen.mma_sync import shared_wavefronts
+
+                self.shared_wavefronts += warps * shared_wavefronts(
+                    gathered, buffer.dtype.bytes, buffer.shape[-1])
+                self.shared_bytes += warps * moved
+            elif buffer.level == "shared":
                 self.shared_wavefronts += warps * math.ceil(moved / (BANKS * WORD_BYTES))
                 self.shared_bytes += warps * moved
             elif buffer.level == "global":
@@ -421,6 +433,31 @@ def _warp_fragments(body: Stmt, intrinsics: Mapping[str, IntrinsicDecl]) -> froz
 
     visit(body)
     return frozenset(names)
+
+
+def _lane_gathers(body: Stmt, intrinsics: Mapping[str, IntrinsicDecl]) -> dict[str, str]:
+    """The fragment buffers of mma.sync calls (each lane gathers its own registers), with
+    their use (``matrix_a``, ``matrix_b``, ``accumulator``)."""
+    from tilecraft_nvidia_tc.tensor_cores import mma_sync_shape
+
+    uses: dict[str, str] = {}
+
+    def visit(stmt: Stmt) -> None:
+        if isinstance(stmt, IntrinsicCall):
+            decl = intrinsics.get(stmt.intrinsic)
+            if decl is not None and decl.compute is not None and mma_sync_shape(decl):
+                for use, region in zip(("matrix_a", "matrix_b", "accumulator"),
+                                       stmt.operands):
+                    uses[region.buffer.name] = use
+            return
+        for name in type(stmt).child_fields:
+            value = getattr(stmt, name)
+            for child in value if isinstance(value, tuple) else (value,):
+                if isinstance(child, Stmt):
+                    visit(child)
+
+    visit(body)
+    return uses
 
 
 def _shift(index: Expr, var: Var, k: int) -> Expr:
