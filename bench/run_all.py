@@ -9,7 +9,7 @@ from pathlib import Path
 SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py", "bench_chains.py",
            "bench_conv_chains.py", "bench_search.py", "bench_mapping_counts.py", "bench_conv.py",
            "bench_int8_bf16.py", "bench_mali.py", "bench_ascend.py", "bench_fpga.py",
-           "bench_nvidia.py",
+           "bench_nvidia.py", "bench_tileflow.py",
            "accuracy_cachegrind.py"]
 
 

@@ -219,3 +219,17 @@ def test_unknown_level_names_node_and_field():
     tree = _pipe_tree(ScopeKind.SEQ)
     with pytest.raises(DataflowError, match="field level.*not a memory level"):
         analyze_movement(tree, ("DRAM", "L2"))
+
+
+def test_conv_macs_count_the_halo_each_tile_recomputes():
+    chain = conv_chain(1, 4, 9, 7)  # 3x3 windows, padding 1: conv1 computes 11 x 9 rows/cols
+    whole = {v: e for v, e in chain.extents.items()}
+    conv1 = 16 * 11 * 9 * (4 * 3 * 3)  # outputs with the halo x (rc1 rh1 rw1)
+    conv2 = 16 * 9 * 7 * (16 * 3 * 3)
+    spec = toy_spec(l1_bytes=None)
+    order = dataflow_classes(chain)[0].order
+    once = analyze_tree(from_tile_tree(TileTree.build(chain, [("L1", order, whole)])), spec)
+    assert once.macs == conv1 + conv2
+    rows = {**whole, "h": 3}  # three row tiles: conv1 recomputes 2 halo rows twice more
+    tiled = analyze_tree(from_tile_tree(TileTree.build(chain, [("L1", order, rows)])), spec)
+    assert tiled.macs == conv2 + 16 * (9 + 3 * 2) * 9 * (4 * 3 * 3)

@@ -6,10 +6,10 @@ A *structure* is the order of the loops, the primitive binding the two operators
 execution (each operator's own tile nest, the intermediate through the outermost level). The
 tiles are one size per loop. Every tree is mapped onto the target's compute the same way: the
 outermost loop shared by both operators spreads over the cores (a spatial loop in the
-outermost level), and each operator's two innermost non-reduction loops over the columns and
-rows of a square PE array (spatial loops in its leaf; a single such loop spans the whole
-array) — the rows split between the two operators under ``Pipe`` and ``Para``, which run them
-side by side.
+outermost level, the first with more than one iteration), and each operator's two widest
+non-reduction loops over the columns and rows of a square PE array (spatial loops in its
+leaf; a single such loop spans the whole array) — the rows split between the two operators
+under ``Pipe`` and ``Para``, which run them side by side.
 
 >>> from tilecraft.fusion import gemm_chain
 >>> space = ChainSpace(gemm_chain(64, 64, 32, 32), _example_spec())
@@ -147,7 +147,7 @@ class ChainSpace:
         full = {lp: int(tiles.get(lp, self.fixed.get(lp, chain.extents[lp])))
                 for lp in chain.loop_names}
         core_var = next((lp for lp in structure.order
-                         if lp in chain.op_loops(0) & chain.op_loops(1)
+                         if lp in chain.op_loops(0) & chain.op_loops(1) and full[lp] > 1
                          and not any(lp in op.reduce_loops for op in chain.ops)), None)
         if structure.level is None:
             inner = self.spec.memory.names[-1]
@@ -189,6 +189,8 @@ class ChainSpace:
         spatial = [lp for lp in self.chain.loop_names
                    if lp in self.chain.op_loops(index) and lp not in chain_op.reduce_loops
                    and steps[lp] > 1]
+        widest = sorted(spatial, key=lambda lp: -steps[lp])[:2]
+        spatial = [lp for lp in spatial if lp in widest]
         rows = max(1, self.pe_rows // share)
         dims = [self.pe_cols, rows] if len(spatial) > 1 else [rows * self.pe_cols]
         loops = []

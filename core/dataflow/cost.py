@@ -7,7 +7,8 @@
 - Processing elements (Eq. 3.12): the product of a node's spatial trip counts times its
   child's; ``Seq``/``Shar`` children reuse the same PEs (max), ``Para``/``Pipe`` split them
   (sum). The total must not exceed ``cores * processing_elements``.
-- Latency (Eq. 3.22, double-buffered): an operator takes ``MACs / PEs it spans`` cycles; a tile
+- Latency (Eq. 3.22, double-buffered): an operator takes ``MACs / PEs it spans`` cycles (its
+  MACs counting the halo of a window recomputed per tile, as fused conv chains do); a tile
   node entering a level takes ``max(load / BW, body, store / BW)`` with the bandwidth of the
   level it loads from; ``Seq``/``Shar`` add their children, ``Para`` takes the slowest, and
   ``Pipe`` the slowest plus one tile of each other stage to fill the pipeline.
@@ -21,7 +22,15 @@ import math
 from dataclasses import dataclass, field
 
 from tilecraft.dataflow.errors import DataflowError
-from tilecraft.dataflow.movement import TreeMovement, analyze_movement, footprint_elements
+from tilecraft.dataflow.movement import (
+    TreeMovement,
+    _components,
+    _footprint,
+    _swept,
+    _tile_count,
+    analyze_movement,
+    footprint_elements,
+)
 from tilecraft.dataflow.tree import (
     DataflowTree,
     LoopKind,
@@ -101,10 +110,26 @@ def analyze_tree(tree: DataflowTree, spec: TargetSpec) -> TreeCost:
 
 
 def _macs(tree: DataflowTree, op: str) -> int:
+    """MACs ``op`` performs in ``tree``: every output element its tiles compute (a window's
+    halo computed again for each tile that needs it) times its reduction extents."""
     chain = tree.workload
-    index = [o.name for o in chain.ops].index(op)
+    chain_op = chain.op(op)
     extents = chain.extents
-    return math.prod(extents[v] for v in chain.op_loops(index))
+    output = chain_op.output
+    loops = tree.path_loops(op)
+    counts = {v: _tile_count(extents[v], [lp.step for lp in loops if lp.var == v])
+              for v in output.loops}
+    steps = {v: min([extents[v], *(lp.step for lp in loops if lp.var == v)])
+             for v in output.loops}
+    elements = 1
+    for dims in _components(output.indices):
+        if len(dims) == 1:
+            elements *= _swept(output.indices[dims[0]], counts, extents)
+        else:
+            elements *= math.prod(_footprint(output.indices[d], steps) for d in dims)
+            elements *= math.prod(counts[v] for v in
+                                  dict.fromkeys(v for d in dims for v in output.indices[d].loops))
+    return elements * math.prod(extents[r] for r in chain_op.reduce_loops)
 
 
 class _Walker:
