@@ -233,3 +233,29 @@ def test_conv_macs_count_the_halo_each_tile_recomputes():
     rows = {**whole, "h": 3}  # three row tiles: conv1 recomputes 2 halo rows twice more
     tiled = analyze_tree(from_tile_tree(TileTree.build(chain, [("L1", order, rows)])), spec)
     assert tiled.macs == conv2 + 16 * (9 + 3 * 2) * 9 * (4 * 3 * 3)
+
+
+def test_single_gemm_layer_reads_out_per_level_accesses():
+    # what a single-layer mapper (ZigZag, Timeloop) reports per mapping: fills, updates, reads
+    from tilecraft.fusion import Chain, ChainLoop, ChainOp, TensorAccess, TensorRole
+    chain = Chain((ChainOp("C", ("m", "n", "k"), ("k",), (
+        TensorAccess.of("A", (("m",), ("k",)), TensorRole.INPUT),
+        TensorAccess.of("B", (("k",), ("n",)), TensorRole.INPUT),
+        TensorAccess.of("C", (("m",), ("n",)), TensorRole.OUTPUT))),),
+        (ChainLoop("m", 24), ChainLoop("n", 13), ChainLoop("k", 9)))
+    tree = DataflowTree(chain, TileNode("L2", (Loop("m", 8), Loop("n", 6)), TileNode(
+        "L1", (Loop("k", 4), Loop("m", 4)), OpNode("C"))))
+    levels = ("DRAM", "L2", "L1")
+    movement = analyze_movement(tree, levels)
+    for record in movement.records:
+        assert record.elements == brute_force_loads(tree, "C", record.tensor, record.level,
+                                                    levels)
+    table = movement.accesses()
+    loads = {lv: sum(r.bytes for r in movement.records if r.level == lv and
+                     r.direction == "load") for lv in levels[1:]}
+    assert table["L2"]["fill"] == loads["L2"] and table["L1"]["fill"] == loads["L1"]
+    assert table["DRAM"]["read"] == loads["L2"]
+    assert table["DRAM"]["update"] == 24 * 13 * 4  # C written once: k runs inside L2's tile
+    assert table["L2"]["read"] == loads["L1"] + table["DRAM"]["update"]
+    cost = analyze_tree(tree, toy_spec(l2_bytes=1 << 20))
+    assert cost.macs == 24 * 13 * 9
