@@ -1,0 +1,128 @@
+"""torch.compile(model, backend="tilecraft") (tilecraft.torch_backend): an MLP, a CNN and
+BERT-like attention equal eager PyTorch; an unsupported operator falls back to eager with the
+reason logged; autograd calls run eagerly."""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import entry_points
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from tilecraft.torch_backend import DECISIONS  # noqa: E402
+from tilecraft.torch_backend.convert import supported_targets  # noqa: E402
+
+
+class Attention(nn.Module):
+    """A BERT-like encoder block: fused QKV projection, 4 heads, softmax, GELU MLP, two
+    LayerNorms; awkward sizes (7 tokens, 36 features)."""
+
+    def __init__(self, width: int = 36, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.out = nn.Linear(width, width)
+        self.ln1 = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width)
+        self.ln2 = nn.LayerNorm(width)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (c // self.heads) ** 0.5
+        y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+        x = self.ln1(x + self.out(y))
+        return self.ln2(x + self.down(F.gelu(self.up(x))))
+
+
+def _cnn():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(8, 5, 3, stride=2), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(5, 3))
+
+
+CASES = {
+    "mlp": (lambda: nn.Sequential(nn.Linear(13, 29), nn.Tanh(), nn.Linear(29, 7),
+                                  nn.Sigmoid()), (3, 13)),
+    "cnn": (_cnn, (1, 3, 13, 11)),
+    "attention": (Attention, (2, 7, 36)),
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    DECISIONS.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def test_the_backend_is_registered_by_entry_point():
+    names = {ep.name: ep.value for ep in entry_points(group="torch_dynamo_backends")}
+    assert names.get("tilecraft") == "tilecraft.torch_backend:tilecraft_backend"
+    assert "tilecraft" in torch._dynamo.list_backends(exclude_tags=())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_models_equal_eager(case):
+    build, shape = CASES[case]
+    torch.manual_seed(0)
+    model = build().eval()
+    if case == "cnn":  # non-trivial running statistics
+        model[1].running_mean.uniform_(-0.5, 0.5)
+        model[1].running_var.uniform_(0.5, 2.0)
+    compiled = torch.compile(model, backend="tilecraft")
+    with torch.no_grad():
+        for seed in (1, 2):  # a second input: the weights and inputs are read at each call
+            x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+            expected = model(x)
+            got = compiled(x)
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert [d.mode for d in DECISIONS] == ["tilecraft"]
+    assert DECISIONS[0].kernels >= 3
+
+
+class WithUnsupported(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, x):
+        return torch.cumsum(self.fc(x), dim=-1)
+
+
+def test_an_unsupported_operator_falls_back_to_eager_with_the_reason(caplog):
+    torch.manual_seed(0)
+    model = WithUnsupported().eval()
+    x = torch.randn(4, 6)
+    with caplog.at_level(logging.WARNING, logger="tilecraft.torch_backend"), torch.no_grad():
+        got = torch.compile(model, backend="tilecraft")(x)
+    torch.testing.assert_close(got, model(x))
+    assert [d.mode for d in DECISIONS] == ["eager"]
+    assert "cumsum" in DECISIONS[0].reason and "no converter" in DECISIONS[0].reason
+    assert any("runs eagerly" in r.message and "cumsum" in r.message for r in caplog.records)
+
+
+def test_autograd_calls_run_eagerly(caplog):
+    torch.manual_seed(0)
+    model = CASES["mlp"][0]()
+    x = torch.randn(3, 13)
+    with caplog.at_level(logging.WARNING, logger="tilecraft.torch_backend"):
+        got = torch.compile(model, backend="tilecraft")(x)
+    got.sum().backward()  # the eager path keeps the autograd graph
+    assert model[0].weight.grad is not None
+    assert any("autograd" in r.message for r in caplog.records)
+
+
+def test_the_converter_covers_the_core_operators():
+    names = set(supported_targets())
+    for op in ("aten.addmm.default", "aten.convolution.default", "aten._softmax.default",
+               "aten.native_layer_norm.default", "aten.bmm.default", "aten.gelu.default"):
+        assert op in names
