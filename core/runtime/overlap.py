@@ -119,8 +119,11 @@ class OverlappedExecutable(Executable):
         self._error: BaseException | None = None
         self._error_raised = False
         self._started = time.monotonic()
-        self._tunable = tunable_computes(state)
+        # finding the tunable computes builds their search spaces: in the background, unless
+        # their recorded schedules are to be installed first
+        self._tunable: list[tuple[str, Graph]] | None = None
         if options.database is not None:
+            self._tunable = tunable_computes(state)
             self._install_recorded(str(options.database))
         self._sink, self._writer = _user_sink(options.events)
         self._thread = threading.Thread(target=self._tune, name="tilecraft-overlap",
@@ -135,7 +138,7 @@ class OverlappedExecutable(Executable):
 
         db = TuningDatabase(database)
         try:
-            for name, graph in self._tunable:
+            for name, graph in self._tunable or ():
                 best = db.best(workload_key(describe_graph(graph)), self.target_name, k=1)
                 config = best[0].schedule.get(name) if best else None
                 if config is not None:
@@ -156,6 +159,8 @@ class OverlappedExecutable(Executable):
         tasks: list[Any] = []
         try:
             deadline = options.run_deadline(time.monotonic())
+            if self._tunable is None:
+                self._tunable = tunable_computes(state)
             for _, graph in self._tunable:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
