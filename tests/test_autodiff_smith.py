@@ -120,18 +120,30 @@ def test_a_read_at_one_element_sums_everything_into_it() -> None:
     np.testing.assert_array_equal(tc.reference.run(dX, grad_Y=g), [0.0, 0.0, 20.0])
 
 
-def test_a_stride_one_data_gradient_is_a_plain_contraction_of_the_padded_gradient() -> None:
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_a_conv_data_gradient_is_a_plain_contraction_of_the_spread_gradient(stride: int) -> None:
+    """Padded with zeros (and dilated by the stride): no test inside the loops, the kernel
+    read in place — the transposed convolution as a contraction like the forward's."""
     from tilecraft import ops
     from tilecraft.te import Reduce, Select
     from tilecraft.te.visit import walk
 
     x = te.placeholder((1, 3, 7, 6), name="x")
     w = te.placeholder((4, 3, 3, 2), name="w")
-    out = ops.conv2d(x, w, name="out")  # no padding: the gradient needs one
+    out = ops.conv2d(x, w, stride=stride, name="out")  # no padding: the gradient needs one
     (dx,) = grad(out, [x])
     body = dx.body
     assert isinstance(body, Reduce) and not any(isinstance(n, Select) for n in walk(body))
-    assert sorted(t.name for t in dx.inputs) == ["grad_x_via_out_padded_grad_out", "w"]
+    assert sorted(t.name for t in dx.inputs) == ["grad_x_via_out_spread_grad_out", "w"]
+    assert str(body.body.b).startswith("w[r_k, j, ")  # the kernel read in place
+    rng = np.random.default_rng(stride)
+    xv, wv = (rng.standard_normal(t.shape).astype(np.float32) for t in (x, w))
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(xv, requires_grad=True)
+    torch.nn.functional.conv2d(xt, torch.tensor(wv), stride=stride).backward(torch.tensor(g))
+    np.testing.assert_allclose(tc.reference.run(dx, w=wv, grad_out=g), xt.grad.numpy(),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_no_padding_where_a_zero_would_not_cancel_the_rest() -> None:

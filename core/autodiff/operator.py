@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from tilecraft.autodiff.derivative import derivative, hoist_guards
 from tilecraft.autodiff.indices import Clamp, IndexSystem
-from tilecraft.autodiff.solve import solve
+from tilecraft.autodiff.linexpr import LinExpr
+from tilecraft.autodiff.solve import Solution, solve
 from tilecraft.errors import AutodiffError
 from tilecraft.te.bounds import (
     Affine,
@@ -132,34 +133,35 @@ def add_all(tensors: Sequence[Tensor], name: str) -> Tensor:
 def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str,
                    paddable: Tensor | None) -> Tensor:
     """The contribution of one read. With ``paddable`` (the output's gradient, when the rest
-    of the product is finite wherever it is read), the ranges of the output's axes are not
-    tested but read from a zero-padded copy of that gradient: a strided-free data gradient
-    of a convolution is then a plain contraction, like the forward."""
+    of the product is finite wherever it is read), the ranges of the output's axes — and the
+    exact divisions of a strided read — are not tested but read from a copy of that gradient
+    padded with zeros and dilated by the stride (:class:`_Spread`): a convolution's data
+    gradient is then a plain contraction, like the forward."""
     guards, value = hoist_guards(value)
     system = IndexSystem.of(out, load)
     facts = [f for g in guards for f in facts_from_condition(g)]
     for clamp in system.clamps:
         _prove_clamp(out, load, clamp, facts)
     loop_vars = list(out.axes) + list(out.reduce_axes)
-    padded_axes: set[IterVar] = set()
-    if paddable is not None:
-        padded, padded_axes = _pad_gradient(out, system, wrt, paddable, name)
-        if padded_axes:
-            shifted = tuple(Binary(BinaryOp.ADD, axis, const(low)) if low else axis
-                            for axis, (low, _) in zip(out.axes, padded.pads))
-            target = Load(paddable, out.axes)
-            value = transform(value, lambda node: Load(padded.tensor, shifted)
-                              if node == target else None)
+    dilate = paddable is not None
+    spread = _spread_gradient(out, system, wrt, paddable, name) if paddable is not None else None
+    if spread is not None:
+        target = Load(paddable, out.axes)  # type: ignore[arg-type]
+        marker = Load(spread.tensor, out.axes)
+        value = transform(value, lambda node: marker if node == target else None)
 
     def body(*z: IterVar) -> Expr:
-        solution = solve(system, z)
+        solution = solve(system, z, dilate=dilate)
         mapping = {v: solution.values[v].to_expr() for v in loop_vars}
-        ranges = [c for unknown, checks in solution.range_conditions.items()
-                  if unknown not in padded_axes for c in checks]
-        ranges += [c for c in solution.conditions
-                   if not any(c in checks for checks in solution.range_conditions.values())]
-        guarded = [c for c in (substitute(g, mapping) for g in guards) if not _always(c)]
+        dropped: list[Expr] = []
         result = substitute(value, mapping)
+        if spread is not None:
+            indices, dropped = spread.indices(solution, out.axes)
+            result = transform(result, lambda node: Load(spread.tensor, indices)
+                               if isinstance(node, Load) and node.tensor is spread.tensor
+                               else None)
+        ranges = [c for c in solution.conditions if not any(c is d for d in dropped)]
+        guarded = [c for c in (substitute(g, mapping) for g in guards) if not _always(c)]
         range_facts = [f for c in ranges for f in facts_from_condition(c)]
         if guarded:
             guard = _clamp_loads(all_of(*guarded), range_facts)
@@ -177,33 +179,101 @@ def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str,
 
 
 @dataclass(frozen=True)
-class _Padded:
+class _AxisSpread:
+    """Along one axis of the output gradient: position ``p`` of the spread copy holds
+    ``grad[(p + base) / step]`` when that is an exact division inside the gradient, else 0."""
+
+    base: int
+    step: int
+
+
+@dataclass(frozen=True)
+class _Spread:
     tensor: Tensor
-    pads: tuple[tuple[int, int], ...]
+    axes: tuple[_AxisSpread | None, ...]
+
+    def indices(self, solution: Solution, out_axes: Sequence[IterVar]
+                ) -> tuple[tuple[Expr, ...], list[Expr]]:
+        """The spread copy's indices at a solution, and the conditions it makes redundant."""
+        indices: list[Expr] = []
+        dropped: list[Expr] = []
+        for axis, spec in zip(out_axes, self.axes):
+            value = solution.values[axis]
+            if spec is None:
+                indices.append(value.to_expr())
+                continue
+            position, division = _spread_position(solution, value)
+            assert division is None or division[1] == spec.step
+            if division is not None:
+                dropped.append(division[2])
+            dropped.extend(solution.range_conditions.get(axis, []))
+            indices.append((position - spec.base).to_expr())
+        return tuple(indices), dropped
 
 
-def _pad_gradient(out: Tensor, system: IndexSystem, wrt: Tensor, grad_out: Tensor,
-                  name: str) -> tuple[_Padded, set[IterVar]]:
-    """``grad_out`` padded with zeros so that every point the solution visits is inside it
-    (the visited range of each output axis, from a probe solve over the gradient's axes)."""
+def _spread_position(solution: Solution, value: LinExpr
+                     ) -> tuple[LinExpr, tuple[LinExpr, int, Expr] | None]:
+    """``value`` times the step of its dilated division, as an affine form: ``num // c + L``
+    is ``(num + c*L) / c`` where the division is exact."""
+    divided = [(term, coef) for term, coef in value.terms if term in solution.divisions]
+    if len(divided) != 1 or divided[0][1] != 1:
+        return value, None
+    term = divided[0][0]
+    numerator, step, exact = solution.divisions[term]
+    rest = value - LinExpr.of(term)
+    return numerator + rest * step, (numerator, step, exact)
+
+
+def _spread_gradient(out: Tensor, system: IndexSystem, wrt: Tensor, grad_out: Tensor,
+                     name: str) -> _Spread | None:
+    """The output gradient padded with zeros (so that every point the solution visits is
+    inside it) and dilated by the steps of exact divisions, from a probe solve over the
+    gradient's axes; ``None`` where nothing needs it."""
     probe = tuple(IterVar(f"z{d}", extent, AxisKind.SPATIAL)
                   for d, extent in enumerate(wrt.shape))
-    solution = solve(system, probe)
-    pads, axes = [], set()
+    solution = solve(system, probe, dilate=True)
     if not solution.reduce_axes:  # no loop to keep free of tests: a select is cheaper
-        return _Padded(grad_out, ()), axes
+        return None
+    specs: list[_AxisSpread | None] = []
+    shape: list[int] = []
     for axis, extent in zip(out.axes, out.shape):
-        rng = solution.values[axis].interval()
-        if axis in solution.range_conditions and rng is not None:
-            pads.append((max(0, -rng[0]), max(0, rng[1] - (extent - 1))))
-            axes.add(axis)
-        else:
-            pads.append((0, 0))
-    if not axes:
-        return _Padded(grad_out, tuple(pads)), axes
-    from tilecraft.ops.layout import pad
+        position, division = _spread_position(solution, solution.values[axis])
+        rng = position.interval()
+        if rng is None or (division is None and axis not in solution.range_conditions) \
+                or (division is not None and any(isinstance(t, Binary) and t.op in (
+                    BinaryOp.FLOORDIV, BinaryOp.MOD) for t, _ in position.terms)):
+            specs.append(None)
+            shape.append(extent)
+            continue
+        specs.append(_AxisSpread(rng[0], division[1] if division else 1))
+        shape.append(rng[1] - rng[0] + 1)
+    if all(spec is None for spec in specs):
+        return None
 
-    return _Padded(pad(grad_out, pads, name=f"{name}_padded_{grad_out.name}"), tuple(pads)), axes
+    def spread(*p: IterVar) -> Expr:
+        conds: list[Expr] = []
+        indices: list[Expr] = []
+        for position, spec, extent in zip(p, specs, out.shape):
+            if spec is None:
+                indices.append(position)
+                continue
+            true = LinExpr.of(position) + spec.base
+            index = true.floordiv(spec.step)
+            if spec.step > 1:
+                conds.append(Compare(CompareOp.EQ, Binary(BinaryOp.MOD, true.to_expr(),
+                                                           const(spec.step)), const(0)))
+            conds += [Compare(CompareOp.GE, index.to_expr(), const(0)),
+                      Compare(CompareOp.LE, index.to_expr(), const(extent - 1))]
+            indices.append(index.to_expr())
+        conds = [c for c in conds if not _always(c)]
+        read: Expr = Load(grad_out, tuple(indices))
+        if not conds:
+            return read
+        facts = [f for c in conds for f in facts_from_condition(c)]
+        return Select(all_of(*conds), _clamp_loads(read, facts), const(0.0, grad_out.dtype))
+
+    tensor = compute(tuple(shape), spread, name=f"{name}_spread_{grad_out.name}")
+    return _Spread(tensor, tuple(specs))
 
 
 def _finite_product(expr: Expr) -> bool:

@@ -31,6 +31,7 @@ from tilecraft.autodiff.indices import IndexSystem
 from tilecraft.autodiff.linexpr import LinExpr
 from tilecraft.autodiff.smith import column_echelon, smith_normal_form
 from tilecraft.te.expr import (
+    AxisKind,
     Binary,
     BinaryOp,
     Compare,
@@ -53,9 +54,18 @@ class Solution:
     conditions: list[Expr]
     #: the part of ``conditions`` that keeps one unknown inside its range, by unknown
     range_conditions: dict[IterVar | Var, list[Expr]]
+    #: the floor divisions of a dilated walk (see ``solve``): term -> (numerator, divisor,
+    #: the condition that the division is exact)
+    divisions: dict[Expr, tuple[LinExpr, int, Expr]]
 
 
-def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") -> Solution:
+def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_",
+          dilate: bool = False) -> Solution:
+    """The solutions of ``system`` at the gradient's point ``z``. With ``dilate``, a free
+    direction that moves an unknown by ``|c| > 1`` per step walks that unknown itself (all of
+    its range) and keeps the exact division as a condition, instead of walking ``1/|c|`` of
+    it: more iterations, but affine in the loop (a strided conv's data gradient reads the
+    output gradient dilated by the stride, a contraction like the forward's)."""
     unknowns = system.unknowns
     conditions: list[Expr] = []
     rows: list[tuple[LinExpr, LinExpr]] = []
@@ -107,6 +117,8 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
 
     params: list[LinExpr] = []
     axes: list[IterVar] = []
+    divisions: dict[Expr, tuple[LinExpr, int, Expr]] = {}
+    walked_values: dict[int, LinExpr] = {}
     for col in range(free):
         best = None
         for k in range(len(unknowns)):
@@ -115,15 +127,32 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
                 continue
             low, high = system.ranges[unknowns[k]]
             iterations = -(-(high - low + 1) // abs(coef))
-            if best is None or iterations < best[0]:
-                best = (iterations, k, coef)
+            if _walks(dilate, unknowns[k], coef):
+                iterations = high - low + 1
+            key = (iterations, not _walks(dilate, unknowns[k], coef), abs(coef))
+            if best is None or key < best[0]:
+                best = (key, k, coef)
         assert best is not None, "a kernel column always has a pivot row"
-        iterations, k, coef = best
+        (iterations, _, _), k, coef = best
         known = particular[k]
         for earlier in range(col):
             if kernel[k][earlier]:
                 known = known + params[earlier] * kernel[k][earlier]
         low, high = system.ranges[unknowns[k]]
+        if _walks(dilate, unknowns[k], coef):  # walk u: t = (u - known) / coef
+            axis = reduce_axis(iterations, name=f"{axis_prefix}{unknowns[k].name}")
+            axes.append(axis)
+            walked = LinExpr.of(axis) + low
+            numerator = walked - known if coef > 0 else known - walked
+            step = numerator.floordiv(abs(coef))
+            if numerator.interval() != (0, 0) and not _exact(numerator, abs(coef)):
+                exact = Compare(CompareOp.EQ, Binary(BinaryOp.MOD, numerator.to_expr(),
+                                                     const(abs(coef))), const(0))
+                conditions.append(exact)
+                divisions[step.terms[0][0]] = (numerator, abs(coef), exact)
+            params.append(step)
+            walked_values[k] = walked  # itself, not known + coef*t (equal when exact)
+            continue
         if coef > 0:  # low <= known + coef*t  ->  t >= ceil((low - known) / coef)
             start = (LinExpr.of(low) - known + (coef - 1)).floordiv(coef)
         else:  # known + coef*t <= high  ->  t >= ceil((known - high) / |coef|)
@@ -143,6 +172,7 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
         for col in range(free):
             if kernel[k][col]:
                 total = total + params[col] * kernel[k][col]
+        total = walked_values.get(k, total)
         values[unknown] = total
         low, high = system.ranges[unknown]
         rng = total.interval()
@@ -154,7 +184,14 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_") ->
         if checks:
             range_conditions[unknown] = checks
             conditions.extend(checks)
-    return Solution(values, tuple(axes), conditions, range_conditions)
+    return Solution(values, tuple(axes), conditions, range_conditions, divisions)
+
+
+def _walks(dilate: bool, unknown: IterVar | Var, coef: int) -> bool:
+    """A dilated walk is for the taps of the forward (its reduce axes): walking every tap
+    makes the gradient a contraction; other unknowns keep the fewest iterations."""
+    return dilate and abs(coef) > 1 and isinstance(unknown, IterVar) \
+        and unknown.kind is AxisKind.REDUCE
 
 
 def _mixed_radix(system: IndexSystem, form: LinExpr) -> list[tuple[Expr, int, int]] | None:
