@@ -178,6 +178,91 @@ def test_batch_gemm_and_convolutions_emulated():
                                       _reference(output, inputs, arrays), err_msg=output.name)
 
 
+def _best_kernel(compute, intrinsic: str):
+    """The kernel of AMOS's best-ranked mapping of ``compute`` onto ``intrinsic``."""
+    from tilecraft.intrin.perfmodel import rank_mappings
+
+    decl = SPEC.intrinsic(intrinsic)
+    [best, *_] = rank_mappings(compute, decl, SPEC, mappings=match(compute, decl).mappings)
+    [kernel] = lower_tensor_core_mapping(compute, generate(compute, decl, best.mapping),
+                                         LoweringOptions.from_spec(SPEC))
+    return kernel
+
+
+def _convolutions():
+    X = te.placeholder((2, 6, 9, 7), "float16", name="X")
+    W = te.placeholder((10, 3, 3, 3), "float16", name="W")
+    Xn = te.placeholder((1, 7, 6, 4), "int8", name="Xn")
+    Wn = te.placeholder((3, 2, 4, 5), "int8", name="Wn")
+    Xd = te.placeholder((1, 5, 6, 7), "bfloat16", name="Xd")
+    Wd = te.placeholder((5, 1, 3, 3), "bfloat16", name="Wd")
+    Xg = te.placeholder((2, 5, 7, 6), "float16", name="Xg")
+    Wg = te.placeholder((3, 3, 3, 4), "float16", name="Wg")
+    return {  # name: (output, inputs, intrinsic)
+        "grouped NCHW, stride 2": (ops.conv2d(X, W, stride=2, groups=2, out_dtype="float32",
+                                              name="Y"), [X, W], "mma_m16n8k16_f16_f32"),
+        "int8 NHWC, 3x2 window": (ops.conv2d(Xn, Wn, layout="NHWC", out_dtype="int32",
+                                             name="Yn"), [Xn, Wn], "mma_m16n8k16_i8_i32"),
+        "depthwise NCHW": (ops.conv2d(Xd, Wd, groups=5, out_dtype="float32",
+                                      name="Yd"), [Xd, Wd], "wmma_m16n16k16_bf16_f32"),
+        "grouped NHWC, stride 2": (ops.conv2d(Xg, Wg, layout="NHWC", stride=2, groups=2,
+                                              out_dtype="float32", name="Yg"), [Xg, Wg],
+                                   "wmma_m32n8k16_f16_f32"),
+    }
+
+
+@needs_emulation
+@pytest.mark.parametrize("case", [
+    "grouped NCHW, stride 2", "int8 NHWC, 3x2 window",
+    pytest.param("depthwise NCHW", marks=pytest.mark.slow),
+    pytest.param("grouped NHWC, stride 2", marks=pytest.mark.slow)])
+def test_convolutions_on_tensor_cores_emulated(case):
+    """Grouped, strided, int8 and depthwise convolutions through AMOS's best mapping, WMMA or
+    mma.sync: the emulated source equals the reference (int8 exact). A grouped or depthwise
+    convolution reads its output channels through the group, so no mapping puts them on the
+    intrinsic's columns: the kernel says which part of the tile it uses, and why."""
+    output, inputs, intrinsic = _convolutions()[case]
+    kernel = _best_kernel(output, intrinsic)
+    arrays = _arrays(inputs, output, seed=8)
+    TARGET.emulator(kernel, TARGET.codegen(kernel))(arrays)
+    np.testing.assert_array_equal(arrays[output.name].astype(np.float64),
+                                  _reference(output, inputs, arrays))
+    grouped = "grouped" in case or "depthwise" in case
+    assert any("columns" in note and "group" in note for note in kernel.attrs["notes"]) \
+        == grouped
+    assert 0 < kernel.attrs["tile_utilization"] <= (1 / 8 if grouped else 1)
+
+
+def test_depthwise_convolution_stays_off_the_tensor_cores_with_the_reason():
+    from tilecraft.intrin.decision import decide_mappings
+
+    Xd = te.placeholder((1, 32, 28, 28), "float16", name="Xd")
+    Wd = te.placeholder((32, 1, 3, 3), "float16", name="Wd")
+    graph = tc_graph(ops.conv2d(Xd, Wd, groups=32, out_dtype="float32", name="Yd"))
+    plan = decide_mappings(graph, TARGET, LoweringOptions.from_spec(SPEC), None)
+    decision = plan.decisions["Yd"]
+    assert not decision.tensorized and "i2 <- ()" in decision.reason
+    assert "is slower than" in decision.reason and "template" in decision.reason
+
+
+@needs_emulation
+def test_batch_gemm_on_mma_sync_emulated():
+    A = te.placeholder((3, 13, 20), "bfloat16", name="A")
+    B = te.placeholder((3, 20, 11), "bfloat16", name="B")
+    C = ops.batch_matmul(A, B, out_dtype="float32", name="C")
+    kernel = _best_kernel(C, "mma_m16n8k16_bf16_f32")
+    assert kernel.launch.grid == (3,) and kernel.attrs["tile_utilization"] < 1
+    arrays = _arrays([A, B], C, seed=9)
+    TARGET.emulator(kernel, TARGET.codegen(kernel))(arrays)
+    np.testing.assert_array_equal(arrays["C"].astype(np.float64), _reference(C, [A, B], arrays))
+
+
+def tc_graph(output):
+    from tilecraft import Graph
+
+    return Graph.from_outputs([output])
+
+
 def test_codegen_refuses_an_intrinsic_it_cannot_express():
     C, _ = _gemm(16, 16, 16, "float16", "float32")
     kernel = _kernel(C, "wmma_m16n16k16_f16_f32")

@@ -493,17 +493,27 @@ class _WmmaKernelBuilder:
         nest = For(block, const(blocks), LoopKind.BOUND, nest, axis="blockIdx.x")
         params = (*self.params.values(), self.output)
         t = tiles
+        useful = [min(loop.extent, loop.tile) / loop.tile
+                  for loop in (self.rows, self.columns, self.reduce)]
+        notes = [f"the intrinsic's {name} ({loop.name}) carries no software loop: 1 of "
+                 f"{loop.tile} used" + (" (a grouped or depthwise convolution reads its output "
+                                        "channels through the group, so they cannot be "
+                                        "the columns)" if loop is self.columns else "")
+                 for name, loop in (("rows", self.rows), ("columns", self.columns))
+                 if not loop.software]
         tile_attrs = {"BM": self.bm, "BN": self.bn, "BK": t.bk, "FM": t.fm, "FN": t.fn,
                       "WARPS_M": t.warps_m, "WARPS_N": t.warps_n, "stages": t.stages}
         return Kernel(name, params, (self.output.name,), nest,
                       launch=LaunchConfig(grid=(blocks,), block=(self.threads,)),
                       attrs={"mapping": str(self.virtual.mapping), "intrinsic": self.decl.name,
+                             "tile_utilization": math.prod(useful), "notes": tuple(notes),
                              "strategy": "nvidia_mma_sync" if self.mma_sync else "nvidia_wmma",
                              "tiles": tile_attrs,
                              "schedule": f"tensorized: {self.virtual.mapping} on "
                                          f"{self.decl.name} ({self.bm}x{self.bn}x{t.bk} block "
                                          f"tiles, {t.warps_m}x{t.warps_n} warps of {t.fm}x"
-                                         f"{t.fn} fragments)"})
+                                         f"{t.fn} fragments)"
+                                         + "".join(f"; {note}" for note in notes)})
 
 
 def default_tiles(decl: IntrinsicDecl) -> WmmaTiles:
