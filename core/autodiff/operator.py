@@ -5,7 +5,11 @@ For each distinct read ``In[f(x, r)]`` of the tensor in the body ``F``, the cont
 ``dOut[x] * dF/dIn[f(x, r)]`` — for a ``max``/``min`` reduction only at the points where the
 body equals the result. The points come from :func:`~tilecraft.autodiff.solve.solve`: the
 loop variables become linear forms over ``z`` and new reduce axes, the ranges conditions of
-a select. Reads whose contributions differ are separate computes, added together.
+a select. Reads whose contributions differ are separate computes, added together. Where the
+rest of the derivative is a product of loads (contractions: matmul, conv), the output gradient
+is read from a copy padded with zeros and dilated by the stride instead of testing each point,
+so that a convolution's data gradient is a contraction like its forward (the zero-insertion
+transposed convolution), which targets map to their micro-kernels.
 
 This is the building block of a graph-level backward: it takes the output's gradient as a
 tensor and returns the input's gradient as a tensor, reading the forward tensors it needs.
