@@ -3,7 +3,7 @@ TileFlow dataflow on the Edge accelerator (Table 3.5 attention shapes) and the C
 (Table 3.6 conv chains), each dataflow searched in its own space, normalised to Layerwise; and
 the search's convergence.
 
-    .venv/bin/python bench/bench_tileflow.py [--quick] [--seed N]
+    .venv/bin/python bench/bench_tileflow.py [--quick] [--seed N] [--budget N] [--structures N]
 
 Needs the plugin tilecraft-spatial-accel (`make setup` installs every plugin). All figures
 are the model's (tilecraft.dataflow), not measurements.
@@ -172,8 +172,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="three shapes each, small budgets")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=int, help="tile points per dataflow (60; quick 30)")
+    parser.add_argument("--structures", type=int, help="TileFlow's structures (12; quick 6)")
     args = parser.parse_args()
     budget, structures = (30, 6) if args.quick else (60, 12)
+    budget, structures = args.budget or budget, args.structures or structures
     attention = dict(list(ATTENTION.items())[:3]) if args.quick else ATTENTION
     convs = {k: CONV[k] for k in ("C3", "C7", "C8")} if args.quick else CONV
     print(f"CPU: {cpu_name()}; model figures; budgets: "

@@ -147,7 +147,7 @@ class ChainSpace:
         full = {lp: int(tiles.get(lp, self.fixed.get(lp, chain.extents[lp])))
                 for lp in chain.loop_names}
         core_var = next((lp for lp in structure.order
-                         if lp in chain.op_loops(0) & chain.op_loops(1) and full[lp] > 1
+                         if lp in chain.op_loops(0) & chain.op_loops(1) and chain.extents[lp] > 1
                          and not any(lp in op.reduce_loops for op in chain.ops)), None)
         if structure.level is None:
             inner = self.spec.memory.names[-1]
