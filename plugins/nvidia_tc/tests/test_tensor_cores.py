@@ -371,3 +371,33 @@ def test_compile_with_a_forced_wmma_mapping_end_to_end():
     np.testing.assert_array_equal(np.asarray(result, np.float64),
                                   _reference(C, [A, B], arrays))
     assert "nvidia_wmma" in [kernel.attrs.get("strategy") for kernel in executable.kernels]
+
+
+@pytest.mark.parametrize(("intrinsic", "tiles", "message"), [
+    ("mma_m16n8k16_f16_f32", WmmaTiles(warps_m=8, warps_n=8, fm=1, fn=1, bk=16),
+     r"kernel C_mma_m16n8k16_f16_f32: the block tile \(8x8 warps .* has 2048 threads, above "
+     r"max_threads_per_block 1024"),
+    ("wmma_m16n16k16_f16_f32", WmmaTiles(fm=8, fn=8, bk=256),
+     r"kernel C_wmma_m16n16k16_f16_f32: .* needs 1114112 bytes of shared memory per block, "
+     r"above the limit of 166912"),
+    ("wmma_m16n16k16_f16_f32", WmmaTiles(warps_m=1, warps_n=1, fm=4, fn=8, bk=16),
+     r"kernel C_wmma_m16n16k16_f16_f32: .* needs about 352 registers per thread \(304 for "
+     r"fragments\), above the 255"),
+])
+def test_tiles_over_a_limit_of_the_spec_are_refused_by_name(intrinsic, tiles, message):
+    from tilecraft.errors import LoweringError
+
+    C, _ = _gemm(1024, 1024, 1024, "float16", "float32")
+    with pytest.raises(LoweringError, match=message):
+        _kernel(C, intrinsic, tiles=tiles)
+
+
+def test_a_dtype_no_tensor_core_intrinsic_takes_is_refused_by_name():
+    import tilecraft as tc
+    from tilecraft.intrin.mapping import MappingError
+
+    C, _ = _gemm(64, 64, 64, "float32", "float32")
+    with pytest.raises(MappingError, match=r"compute C has no mapping onto wmma_m16n16k16_f16_f32"
+                                           r"(.|\n)*A is float32 but operand Src1 .* takes "
+                                           r"float16"):
+        tc.compile(C, target="nvidia_tc", tensorize={"C": "wmma_m16n16k16_f16_f32"})

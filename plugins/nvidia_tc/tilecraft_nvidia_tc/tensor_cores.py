@@ -396,6 +396,43 @@ class _WmmaKernelBuilder:
                 padded_row("matrix_b", fn, self.src2.dtype.bytes),
                 padded_row("accumulator", fn, self.dst.dtype.bytes))
 
+    def _check_resources(self, name: str, shared: tuple[Buffer, ...]) -> None:
+        """A LoweringError naming the kernel, the spec's limit and the tiles' value when the
+        block tile asks for more threads, shared memory or registers than a block gets (the
+        registers: the fragments' share of each thread plus the model's overhead for
+        addresses and counters)."""
+        threads = self.options.threads
+        if threads is None:
+            return
+        from tilecraft_nvidia_tc.model.profile import REGISTER_OVERHEAD
+
+        t = self.tiles
+        what = (f"kernel {name}: the block tile ({t.warps_m}x{t.warps_n} warps of {t.fm}x{t.fn} "
+                f"{self.fm}x{self.fn}x{self.fk} fragments, BK={t.bk}, stages={t.stages})")
+        if self.threads > threads.max_threads_per_block:
+            raise LoweringError(f"{what} has {self.threads} threads, above "
+                                f"max_threads_per_block {threads.max_threads_per_block}; use "
+                                "fewer warps (WARPS_M x WARPS_N)")
+        limit = threads.max_shared_bytes_per_block or threads.shared_bytes_per_block
+        used = sum(-(-buffer.nbytes // 16) * 16 for buffer in shared)
+        if limit is not None and used > limit:
+            raise LoweringError(f"{what} needs {used} bytes of shared memory per block, above "
+                                f"the limit of {limit}; use smaller tiles (FM, FN, BK, "
+                                "stages)")
+        lanes = self.subgroup
+        words = (t.fm * self.fm * self.fk * self.src1.dtype.bytes
+                 + t.fn * self.fk * self.fn * self.src2.dtype.bytes
+                 + t.fm * t.fn * self.fm * self.fn * self.dst.dtype.bytes) // (4 * lanes)
+        budgets = [threads.max_registers_per_thread] if threads.max_registers_per_thread else []
+        if threads.registers_per_block:
+            budgets.append(threads.registers_per_block // self.threads)
+        if budgets and words + REGISTER_OVERHEAD > min(budgets):
+            raise LoweringError(f"{what} needs about {words + REGISTER_OVERHEAD} registers per "
+                                f"thread ({words} for fragments), above the {min(budgets)} a "
+                                f"thread of a {self.threads}-thread block gets "
+                                "(max_registers_per_thread, registers_per_block / threads); "
+                                "use fewer fragments per warp (FM x FN)")
+
     def kernel(self, name: str) -> Kernel:
         src1, src2, dst = self.src1, self.src2, self.dst
         fm, fn, fk, tiles = self.fm, self.fn, self.fk, self.tiles
@@ -406,6 +443,7 @@ class _WmmaKernelBuilder:
         b_s = Buffer("B_s", (tiles.stages, self.bn // fn, tiles.bk, rows[1]), src2.dtype,
                      level=self.shared)
         c_s = Buffer("C_s", (self.bn // fn, self.bm, rows[2]), dst.dtype, level=self.shared)
+        self._check_resources(name, (a_s, b_s, c_s))
         a_frags = [Buffer(f"a_frag{i}", (fm, fk), src1.dtype, level=self.fragment)
                    for i in range(tiles.fm)]
         b_frags = [Buffer(f"b_frag{j}", (fk, fn), src2.dtype, level=self.fragment)
