@@ -8,6 +8,12 @@ operator and intrinsic the candidates, basic matches, mappings, how many pass ve
 fit the memories, the chosen mapping and its predicted cost (``--json`` for JSON); with
 ``--measure`` each chosen mapping is also compiled for the target and timed natively (median
 of a few runs), next to the prediction.
+
+``--html PAGE`` writes instead one self-contained HTML page for the compiled program
+(:mod:`tilecraft.html_report`): the graph with its fusion groups coloured, per kernel its
+time, GFLOP/s and bytes against the target's peak on a roofline plot, the fusion and mapping
+decisions, and the tuning curves of ``--database``. ``--network NAME`` (``--small``) takes a
+network of the model zoo (:mod:`tilecraft.models`) instead of a file.
 """
 
 from __future__ import annotations
@@ -19,7 +25,20 @@ from tilecraft.cli_target import TARGET_HELP, target_for_command
 
 
 def configure_report(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", type=Path, help="Python file that builds the program")
+    parser.add_argument("file", type=Path, nargs="?", default=None,
+                        help="Python file that builds the program (or --network)")
+    parser.add_argument("--network", default=None, metavar="NAME",
+                        help="a network of the model zoo (tilecraft.models) instead of a file")
+    parser.add_argument("--small", action="store_true",
+                        help="with --network: its small test configuration")
+    parser.add_argument("--html", type=Path, default=None, metavar="PAGE",
+                        help="write one self-contained HTML page for the compiled program: "
+                             "graph, per-kernel times on a roofline, decisions, tuning curves")
+    parser.add_argument("--database", default=None, metavar="FILE",
+                        help="with --html: the tuning database (best known schedules, tuning "
+                             "curves)")
+    parser.add_argument("--runs", type=int, default=10,
+                        help="with --html: calls timed (default 10)")
     parser.add_argument("--target", default=None, help=TARGET_HELP)
     parser.add_argument("--intrinsic", action="append", default=None, metavar="NAME",
                         help="report only this intrinsic of the target (repeatable)")
@@ -48,14 +67,33 @@ def run_report(args: argparse.Namespace) -> int:
 
     if args.explore < 0:
         raise InputError(f"--explore {args.explore}: give a number of trials >= 0")
+    if (args.file is None) == (args.network is None):
+        raise InputError("report: give a Python file or --network NAME (one of them)")
     target = target_for_command(args.target)
+    if args.network is not None:
+        import tilecraft.models as models
+
+        graph = models.build(args.network, small=args.small)
+        label = f"{args.network}{' (small)' if args.small else ''}"
+    else:
+        graph = load_program(args.file, args.graph)
+        label = str(args.file)
+    if args.html is not None:
+        from tilecraft.html_report import build_report, write_report
+
+        if args.database is not None and not Path(args.database).is_file():
+            raise InputError(f"--database {args.database}: no such file; give a tuning "
+                             "database written by `tilecraft tune` or an overlapped compile")
+        page = build_report(graph, target, database=args.database, runs=args.runs,
+                            title=f"tilecraft report: {label} on {target.name}")
+        print(f"wrote {write_report(args.html, page)}")
+        return 0
     spec = target.spec
     measured = native_measure(target) if args.measure else None
     if args.measure and measured is None:
         raise InputError(f"--measure: target {spec.name} cannot execute on this machine "
                          f"({target.available().explain()}); drop --measure")
     intrinsics = None if args.intrinsic is None else [spec.intrinsic(n) for n in args.intrinsic]
-    graph = load_program(args.file, args.graph)
     report = mapping_report(graph, spec, intrinsics, check=args.check,
                             explore_trials=args.explore, measured=measured)
     if args.matched_only:
@@ -63,7 +101,7 @@ def run_report(args: argparse.Namespace) -> int:
     if args.json:
         print(report.to_json())
         return 0
-    print(f"mappings of {args.file} on target {spec.name}: {len(report.matched())} of "
+    print(f"mappings of {label} on target {spec.name}: {len(report.matched())} of "
           f"{len(report.entries)} operator x intrinsic pairs match")
     print(format_mapping_table(report.entries))
     for note in report.notes:
