@@ -201,6 +201,28 @@ def test_conv_relu_conv1x1_fused(target, shape):
                                rtol=1e-2, atol=1e-2)
 
 
+def test_fused_source_is_ready_for_the_launch_path(target):
+    """What the driver launch reads from the source: parameters in order (E the output), the
+    grid of row blocks x batches, the dynamic shared memory (opted in above 48 KB)."""
+    from tilecraft_nvidia_tc.build import LaunchShape
+    from tilecraft_nvidia_tc.launch.arguments import check_arrays, parameters_from_meta
+
+    graph = _graph(3, 130, 64, 200, 64, softmax=True, scale=0.125)
+    chain = match_chain(graph.computes[-1])
+    tiles, _ = plan_chain_tiles(chain, target.spec)
+    kernel = lower_fused_chain(chain, tiles, target.spec)
+    source = target.codegen(kernel)
+    params = parameters_from_meta(source.meta)
+    assert [p.name for p in params] == ["A", "B", "D", "E"]
+    assert [p.name for p in params if p.output] == ["E"]
+    launch = LaunchShape.from_meta(source.meta)
+    assert launch.grid == (-(-130 // tiles.tm), 3, 1) and launch.block == (tiles.threads, 1, 1)
+    assert launch.dynamic_shared_bytes == kernel.launch.shared_bytes
+    assert source.meta["needs_smem_optin"] == (launch.dynamic_shared_bytes > 48 * 1024)
+    check_arrays(kernel.name, params, _inputs(graph, 0) | {
+        "E": np.zeros(graph.outputs[0].shape, np.float16)})
+
+
 @pytest.mark.device
 def test_fused_attention_on_the_gpu(target):
     """Where a GPU and its driver are here: the built kernel launched, against the reference."""
