@@ -40,3 +40,26 @@ def test_small_network_input_gradients_match_finite_differences(network: str) ->
     rng = np.random.default_rng(7)
     arrays = {t.name: rng.standard_normal(t.shape) * 0.5 for t in inputs}
     C.check_finite_differences(output, inputs, arrays, elements=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("network", ["bert_base_layer", "resnet18"])
+def test_small_network_input_gradients_compile_for_x86(network: str) -> None:
+    """The ~100 gradient computes of a whole network go through the x86 pipeline (fusion,
+    schedules, micro-kernels) and equal the reference (~15 s each to compile)."""
+    import tilecraft as tc
+    from tilecraft.autodiff import grad
+    from tilecraft.graph import Graph
+    from tilecraft.target.registry import get_target
+
+    target = get_target("x86_avx512")
+    if not target.available().codegen:
+        pytest.skip(f"x86_avx512 cannot generate code here: {target.available().explain()}")
+    graph = getattr(models, network)(small=True)
+    program = Graph.from_outputs(grad(graph.outputs[0], list(graph.inputs)))
+    rng = np.random.default_rng(0)
+    arrays = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in program.inputs}
+    compiled = tc.compile(program, target, passes={"fold_batch_norm": False})(**arrays)
+    expected = tc.reference.run(program, **arrays)
+    scale = float(np.abs(expected).max())
+    np.testing.assert_allclose(compiled, expected, rtol=1e-4, atol=1e-5 * max(1.0, scale))
