@@ -1,6 +1,7 @@
 """torch.compile(model, backend="tilecraft") (tilecraft.torch_backend): an MLP, a CNN and
-BERT-like attention equal eager PyTorch; an unsupported operator falls back to eager with the
-reason logged; autograd calls run eagerly."""
+BERT-like attention equal eager PyTorch; an unsupported operator splits the graph (the regions
+around it compiled, it runs eagerly) with the reason logged; a graph with nothing convertible
+and autograd calls run eagerly."""
 
 from __future__ import annotations
 
@@ -90,23 +91,38 @@ def test_models_equal_eager(case):
 
 
 class WithUnsupported(nn.Module):
+    """cumsum (no converter) between two convertible regions."""
+
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(6, 5)
+        self.head = nn.Linear(5, 3)
 
     def forward(self, x):
-        return torch.cumsum(self.fc(x), dim=-1)
+        return self.head(torch.relu(torch.cumsum(self.fc(x), dim=-1)))
 
 
-def test_an_unsupported_operator_falls_back_to_eager_with_the_reason(caplog):
+def test_an_unsupported_operator_splits_the_graph_around_it(caplog):
     torch.manual_seed(0)
     model = WithUnsupported().eval()
     x = torch.randn(4, 6)
     with caplog.at_level(logging.WARNING, logger="tilecraft.torch_backend"), torch.no_grad():
         got = torch.compile(model, backend="tilecraft")(x)
-    torch.testing.assert_close(got, model(x))
+        torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    [decision] = DECISIONS
+    assert decision.mode == "split" and decision.regions == 2 and decision.kernels >= 2
+    assert "cumsum" in decision.reason and "no converter" in decision.reason
+    assert any("split" in r.message and "cumsum" in r.message for r in caplog.records)
+
+
+def test_nothing_convertible_runs_eagerly_with_the_reason(caplog):
+    model = nn.Module()
+    model.forward = lambda x: torch.cumsum(x, dim=0)
+    x = torch.randn(5, 3)
+    with caplog.at_level(logging.WARNING, logger="tilecraft.torch_backend"), torch.no_grad():
+        got = torch.compile(model.forward, backend="tilecraft")(x)
+    torch.testing.assert_close(got, torch.cumsum(x, dim=0))
     assert [d.mode for d in DECISIONS] == ["eager"]
-    assert "cumsum" in DECISIONS[0].reason and "no converter" in DECISIONS[0].reason
     assert any("runs eagerly" in r.message and "cumsum" in r.message for r in caplog.records)
 
 

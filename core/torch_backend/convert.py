@@ -41,6 +41,10 @@ class _Unsupported(Exception):
     """One node cannot be converted (the reason)."""
 
 
+class _Downstream(_Unsupported):
+    """A node reads one that was not converted (not a problem of its own)."""
+
+
 @dataclass
 class ConvertedGraph:
     """The Graph, its input name per FX placeholder (``None``: the graph does not read it),
@@ -125,7 +129,7 @@ class _Converter:
         if isinstance(value, Node):
             converted = self.values.get(value)
             if converted is None:
-                raise _Unsupported(f"reads {value.name}, which was not converted")
+                raise _Downstream(f"reads {value.name}, which was not converted")
             return converted
         if isinstance(value, (list, tuple)):
             return type(value)(self.arg(v) for v in value)
@@ -414,6 +418,8 @@ def convert(gm: Any, example_inputs: Sequence[Any]) -> ConvertedGraph:
                 continue  # unused (e.g. an empty() for an output nobody reads)
             try:
                 converter.values[node] = converter.convert_node(node)
+            except _Downstream:
+                continue  # its cause is listed
             except _Unsupported as why:
                 problems.append((node.name, str(node.target), str(why)))
             except TilecraftError as err:
