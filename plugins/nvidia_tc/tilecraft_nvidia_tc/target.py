@@ -227,10 +227,17 @@ class NvidiaTcTarget(DeclaredTarget):
         return EmulatedKernel(source)
 
     def template_space(self, tensor: Tensor) -> TemplateSpace | None:
-        """The tiles of the GPU contraction template (``BM, BN, BK, TM, TN, stages``) for a
-        float contraction; ``None`` for any other compute."""
+        """For a contraction AMOS maps onto the Tensor Cores, the mapping (WMMA or mma.sync, or
+        the CUDA-core template) with the Tensor Core kernel's tiles
+        (:mod:`tilecraft_nvidia_tc.tensor_core_space`); else the tiles of the GPU contraction
+        template (``BM, BN, BK, TM, TN, stages``) for a float contraction; ``None`` for any
+        other compute."""
         from tilecraft.schedule.strategies.gpu_contraction import contraction_template_space
+        from tilecraft_nvidia_tc.tensor_core_space import tensor_core_space
 
+        space = tensor_core_space(tensor, self)
+        if space is not None:
+            return space
         return contraction_template_space(tensor, LoweringOptions.from_spec(self.spec))
 
     def native_lowering(self, tensor: Tensor,
@@ -259,6 +266,10 @@ class NvidiaTcTarget(DeclaredTarget):
         else. A config over a limit of the spec is a LoweringError naming it."""
         from tilecraft.schedule.strategies.gpu_contraction import lower_tiled_contraction
 
+        if config and "intrinsic" in config:  # a Tensor Core point of template_space
+            from tilecraft_nvidia_tc.tensor_core_space import lower_tensor_core_config
+
+            return lower_tensor_core_config(tensor, self.spec, options, config)
         kernel = lower_tiled_contraction(tensor, options, config)
         if kernel is None:
             if config:
@@ -271,7 +282,11 @@ class NvidiaTcTarget(DeclaredTarget):
 
     @cached_property
     def spec(self) -> TargetSpec:
-        return load_target_spec()
+        """The A100 spec, evaluating tuning candidates by the model where no GPU runs them
+        (:func:`tilecraft_nvidia_tc.tensor_core_space.evaluated_here`)."""
+        from tilecraft_nvidia_tc.tensor_core_space import evaluated_here
+
+        return evaluated_here(load_target_spec())
 
     @property
     def name(self) -> str:
@@ -287,9 +302,10 @@ class NvidiaTcVariantTarget(NvidiaTcTarget):
 
     @cached_property
     def spec(self) -> TargetSpec:
+        from tilecraft_nvidia_tc.tensor_core_space import evaluated_here
         from tilecraft_nvidia_tc.variants import load_variant_spec
 
-        return load_variant_spec(self.variant)
+        return evaluated_here(load_variant_spec(self.variant))
 
     @property
     def name(self) -> str:
