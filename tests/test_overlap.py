@@ -117,6 +117,7 @@ def test_sync_mode_calls_wait_for_search_stages(always_swap):
     assert 1 <= calls <= results // 2 + ends + 1
 
 
+@pytest.mark.slow
 def test_close_stops_the_tuning_and_keeps_the_executable(always_swap):
     graph, arrays, expected = _program()
     first = threading.Event()
@@ -132,6 +133,7 @@ def test_close_stops_the_tuning_and_keeps_the_executable(always_swap):
     np.testing.assert_allclose(exe(**arrays), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_recorded_schedules_are_installed_at_once(always_swap, tmp_path):
     graph, arrays, expected = _program()
     database = str(tmp_path / "db.sqlite")
