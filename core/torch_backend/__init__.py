@@ -59,9 +59,10 @@ def _target() -> Any:
     name = os.environ.get("TILECRAFT_TORCH_TARGET")
     if name:
         return get_target(name)
-    from tilecraft.onnx_backend import host_target
+    from tilecraft.cli_target import choose_host_target
+    from tilecraft.target.registry import list_targets
 
-    return host_target()
+    return choose_host_target(list_targets()).target  # the CLI's default
 
 
 def _aten_graph(gm: Any, example_inputs: Sequence[Any]) -> Any:
