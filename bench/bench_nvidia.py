@@ -9,7 +9,9 @@ Where a GPU is available (a CUDA driver and device answer) it also measures each
 not been run on a GPU yet.
 
 Suite: fp16 GEMM 1024^3 / 4096^3, BERT-base GEMMs (512 tokens), thesis Table 3.5 chains
-G1-G12 as two unfused batch GEMMs, the conv2d layers of YOLO-v1 (fp16, batch 1); then the
+G1-G12 as two unfused batch GEMMs — each GEMM on the CUDA-core template, on WMMA and on
+inline-PTX mma.sync (AMOS's best mapping, default tiles) — the conv2d layers of YOLO-v1
+(fp16, batch 1); then the
 same chains fused, plain and with softmax, fused vs unfused (bench_nvidia_fused.py).
 
     .venv/bin/python bench/bench_nvidia.py [--small]
@@ -48,24 +50,49 @@ YOLO = [(3, 64, 448, 7, 2), (64, 192, 112, 3, 1), (192, 128, 56, 1, 1), (128, 25
 Case = tuple[str, te.Tensor, float]   # name, compute, flops
 
 
-def _gemm(name: str, m: int, n: int, k: int, batch: int = 0) -> Case:
+#: how each GEMM row is lowered: the CUDA-core template, and AMOS's best mapping onto the
+#: Tensor Cores as WMMA and as inline-PTX mma.sync (tilecraft_nvidia_tc.tensor_cores)
+GEMM_LOWERINGS = {"": None, " [wmma]": "wmma_", " [mma.sync]": "mma_"}
+
+
+def _gemm(name: str, m: int, n: int, k: int, batch: int = 0) -> list[Case]:
     lead = (batch,) if batch else ()
     A = te.placeholder((*lead, m, k), "float16", name="A")
     B = te.placeholder((*lead, k, n), "float16", name="B")
     C = (ops.batch_matmul if batch else ops.matmul)(A, B, out_dtype="float32", name="C")
-    return name, C, 2.0 * max(batch, 1) * m * n * k
+    return [(name + suffix, C, 2.0 * max(batch, 1) * m * n * k) for suffix in GEMM_LOWERINGS]
+
+
+def _tensor_core_kernel(target, tensor: te.Tensor, prefix: str):
+    """The kernel of AMOS's best-ranked mapping onto the spec's intrinsics named ``prefix*``."""
+    from tilecraft_nvidia_tc.tensor_cores import lower_tensor_core_mapping
+
+    from tilecraft.intrin import generate, match
+    from tilecraft.intrin.perfmodel import rank_mappings
+
+    best = None
+    for decl in target.spec.intrinsics:
+        found = match(tensor, decl).mappings if decl.name.startswith(prefix) else []
+        ranked = [r for r in rank_mappings(tensor, decl, target.spec, mappings=found,
+                                           thorough=False) if r.usable] if found else []
+        if ranked and (best is None or ranked[0].seconds < best[1].seconds):
+            best = (decl, ranked[0])
+    decl, chosen = best
+    [kernel] = lower_tensor_core_mapping(tensor, generate(tensor, decl, chosen.mapping),
+                                         LoweringOptions.from_spec(target.spec))
+    return kernel
 
 
 def cases(small: bool) -> list[Case]:
-    result = [_gemm("gemm 1024^3", 1024, 1024, 1024)]
+    result = _gemm("gemm 1024^3", 1024, 1024, 1024)
     if not small:
-        result.append(_gemm("gemm 4096^3", 4096, 4096, 4096))
+        result += _gemm("gemm 4096^3", 4096, 4096, 4096)
     for m, n, k in [(512, 768, 768), (512, 3072, 768), (512, 768, 3072)]:
-        result.append(_gemm(f"bert {m}x{n}x{k}", m, n, k))
+        result += _gemm(f"bert {m}x{n}x{k}", m, n, k)
     for name in (["G1", "G10"] if small else list(CHAINS)):
         b, m, n, k, l_ = CHAINS[name]
-        result.append(_gemm(f"{name} gemm1", m, n, k, b))
-        result.append(_gemm(f"{name} gemm2", m, l_, n, b))
+        result += _gemm(f"{name} gemm1", m, n, k, b)
+        result += _gemm(f"{name} gemm2", m, l_, n, b)
     for index, (c, k, h, r, s) in enumerate(YOLO[2:5] if small else YOLO, 3 if small else 1):
         x = te.placeholder((1, c, h, h), "float16", name="x")
         w = te.placeholder((k, c, r, r), "float16", name="w")
@@ -75,7 +102,10 @@ def cases(small: bool) -> list[Case]:
     return result
 
 
-def _kernel(target, tensor: te.Tensor):
+def _kernel(target, tensor: te.Tensor, name: str = ""):
+    for suffix, prefix in GEMM_LOWERINGS.items():
+        if prefix and name.endswith(suffix):
+            return _tensor_core_kernel(target, tensor, prefix)
     options = LoweringOptions.from_spec(target.spec)
     kernels = target.lower_compute(tensor, options)
     return kernels[0] if kernels else lower_compute(tensor, options)
@@ -154,7 +184,7 @@ def main() -> int:
         artifacts = {}
         for label, target in targets:
             start = time.perf_counter()
-            kernel = _kernel(target, tensor)
+            kernel = _kernel(target, tensor, name)
             artifact = target.build(target.codegen(kernel))
             compile_s = time.perf_counter() - start
             from tilecraft_nvidia_tc.model import KernelProfile, estimate_profile
