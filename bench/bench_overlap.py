@@ -7,7 +7,8 @@ compute isolated, ``--trials`` candidates each, one worker process):
 * asynchronous overlap (``overlap=True``): inferences never wait.
 
 Per design: the time to the first result, the time to finish N inferences, the median latency
-of the first and of the last 10 inferences, the swaps made, and when the tuning ended.
+of the first and of the last 10 inferences, the best call, the swaps made, and when the tuning
+ended.
 
     python bench/bench_overlap.py [--network resnet18] [--full] [--n 2000] [--trials 4]
 """
@@ -15,6 +16,7 @@ of the first and of the last 10 inferences, the swaps made, and when the tuning 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -59,7 +61,8 @@ def run_design(design: str, graph: tc.Graph, x: np.ndarray, n: int, trials: int,
     exe.close()  # the rest of the tuning, if any, is not counted
     return [design, f"{first:.2f}", f"{total:.2f}",
             f"{statistics.median(latencies[:10]) * 1e3:.2f}",
-            f"{statistics.median(latencies[-10:]) * 1e3:.2f}", str(len(exe.swaps)),
+            f"{statistics.median(latencies[-10:]) * 1e3:.2f}", f"{min(latencies) * 1e3:.2f}",
+            str(len(exe.swaps)),
             "-" if tuned_at is None else f"{tuned_at:.1f}"]
 
 
@@ -81,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     print_table(f"{args.network} ({'full' if args.full else 'small'}), {args.n} inferences, "
                 f"{args.trials} trials per compute, {cpu}",
                 ["design", "first result s", f"{args.n} done s", "first 10 ms (median)",
-                 "last 10 ms (median)", "swaps", "tuning ended s"], rows)
+                 "last 10 ms (median)", "best call ms", "swaps", "tuning ended s"], rows)
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}; on a busy 2-core "
+          "machine a call's latency swings between its best and ~15 ms (a parallel kernel "
+          "waiting for a descheduled thread), with or without swaps")
     base = float(rows[0][2])
     for row in rows[1:]:
         print(f"{row[0]}: first result {float(rows[0][1]) / float(row[1]):.1f}x sooner, "
