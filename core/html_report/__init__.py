@@ -184,6 +184,8 @@ def tuning_curves(database: str, graph: Graph, target: str
                 if not records:
                     continue
                 work, best, curve = flop_count(program), math.inf, []
+                if not work:
+                    break  # data movement only: no GFLOP/s to follow
                 for trial, record in enumerate(records, start=1):
                     cost = record.median_cost
                     if cost is not None and record.error_kind is None and cost < best:
@@ -205,8 +207,9 @@ def tuning_png(curves: Mapping[str, list[tuple[int, float]]]) -> str:
     for name, curve in ranked:
         axes.step([t for t, _ in curve], [g for _, g in curve], where="post", label=name)
     axes.set_xlabel("trial")
+    axes.set_yscale("log")
     axes.set_ylabel("best GFLOP/s so far")
-    axes.set_title("tuning curves (best against trials)")
+    axes.set_title("tuning curves (best against trials; computes with FLOPs, most trials first)")
     axes.legend(fontsize=7, ncol=2)
     axes.grid(True, alpha=0.3)
     return _png(figure)
