@@ -299,6 +299,9 @@ def test_mma_sync_gathers_are_counted_lane_by_lane(a100):
     assert profile.tensor_issues == {"mma_m16n8k16_f16_f32": 256 * 4 * 64 * 8}
     assert profile.tensor_macs == 1024 ** 3
     assert profile.shared_wavefronts == 256 * (6144 + 2048 + 256 + 256)
+    # B's panels hold two m16n8 tiles side by side (16 halves + 8 of padding), as WMMA's:
+    # A_s and B_s 2 x 12 KB, C_s 8 panels x 64 rows x 9 floats
+    assert profile.shared_bytes_per_block == 2 * 12288 + 8 * 64 * 9 * 4
     # A 2x4 outer product of m16n8 tiles: 2 x 4 + 4 x 2 + 8 x 4 registers of fragments
     from tilecraft_nvidia_tc.model.profile import REGISTER_OVERHEAD
 

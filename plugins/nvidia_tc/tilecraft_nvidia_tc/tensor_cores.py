@@ -229,6 +229,11 @@ class _WmmaKernelBuilder:
         self.tiles = WmmaTiles(warps_m, warps_n, tiles.fm, tiles.fn, tiles.bk, stages)
         self.bm = warps_m * tiles.fm * self.fm
         self.bn = warps_n * tiles.fn * self.fn
+        #: the width of B's shared panels: one fragment (WMMA); two m16n8 tiles side by side
+        #: for mma.sync where the block has an even count (8 halves plus padding against the
+        #: lanes' bank conflicts would triple the panel's bytes)
+        self.b_panel = 2 * self.fn if self.mma_sync and (self.bn // self.fn) % 2 == 0 \
+            else self.fn
         self.threads = warps_m * warps_n * self.subgroup
         spatial = [loop for loop in virtual.outer if loop in self.product.axes]
         self.batch_loops = spatial
@@ -282,7 +287,7 @@ class _WmmaKernelBuilder:
         operand's rows are contiguous in memory (:meth:`_chunked`), 16-byte cp.async copies;
         element by element otherwise."""
         panels, first = buffer.shape[1], buffer.shape[2]
-        inner = self.fk if panel_rows else self.fn
+        inner = self.fk if panel_rows else self.b_panel
         chunk = self._chunked(operand, spatial, panel_rows, buffer) \
             if self.tiles.stages == 2 else None
         if chunk is not None:
@@ -294,7 +299,7 @@ class _WmmaKernelBuilder:
             if panel_rows:  # A_s[s][kf][m][k]
                 s_pos, k_pos = spatial_base + outer, k_base + panel * self.fk + lane
             else:           # B_s[s][np][k][n]
-                s_pos, k_pos = spatial_base + panel * self.fn + lane, k_base + outer
+                s_pos, k_pos = spatial_base + panel * self.b_panel + lane, k_base + outer
             local = dict(values)
             local.update(self._clamped(spatial, s_pos))
             local.update(self._clamped(self.reduce, k_pos))
@@ -331,7 +336,7 @@ class _WmmaKernelBuilder:
             return None
         chunk = self.async_bytes // buffer.dtype.bytes
         (loop,) = along.software
-        inner = self.fk if panel_rows else self.fn
+        inner = self.fk if panel_rows else self.b_panel
         others = [node for index in load.indices[:-1] for node in walk_expr(index)]
         if load.indices[-1] != loop or loop in others \
                 or load.tensor.shape[-1] != loop.extent or loop.extent % chunk \
@@ -349,7 +354,7 @@ class _WmmaKernelBuilder:
         load = self._source_load(operand)
         assert load is not None
         panels, first = buffer.shape[1], buffer.shape[2]
-        inner = self.fk if panel_rows else self.fn
+        inner = self.fk if panel_rows else self.b_panel
         along, across = (self.reduce, spatial) if panel_rows else (spatial, self.reduce)
         (loop,) = along.software
         param = self.params[load.tensor.name]
@@ -360,7 +365,8 @@ class _WmmaKernelBuilder:
             if panel_rows:  # A_s[s][kf][m][k]: rows along k
                 along_pos, across_pos = k_base + panel * self.fk + lane, spatial_base + outer
             else:           # B_s[s][np][k][n]: rows along n
-                along_pos, across_pos = spatial_base + panel * self.fn + lane, k_base + outer
+                along_pos, across_pos = (spatial_base + panel * self.b_panel + lane,
+                                         k_base + outer)
             local = dict(values)
             local.update(self._clamped(across, across_pos))
             local[loop] = tf.min(along_pos // chunk, const(loop.extent // chunk - 1)) * chunk
@@ -393,7 +399,7 @@ class _WmmaKernelBuilder:
         from tilecraft_nvidia_tc.codegen.mma_sync import padded_row
 
         return (padded_row("matrix_a", fk, self.src1.dtype.bytes),
-                padded_row("matrix_b", fn, self.src2.dtype.bytes),
+                padded_row("matrix_b", self.b_panel, self.src2.dtype.bytes),
                 padded_row("accumulator", fn, self.dst.dtype.bytes))
 
     def _check_resources(self, name: str, shared: tuple[Buffer, ...]) -> None:
@@ -440,8 +446,8 @@ class _WmmaKernelBuilder:
         rows = self._padded_rows()
         a_s = Buffer("A_s", (tiles.stages, kf_count, self.bm, rows[0]), src1.dtype,
                      level=self.shared)
-        b_s = Buffer("B_s", (tiles.stages, self.bn // fn, tiles.bk, rows[1]), src2.dtype,
-                     level=self.shared)
+        b_s = Buffer("B_s", (tiles.stages, self.bn // self.b_panel, tiles.bk, rows[1]),
+                     src2.dtype, level=self.shared)
         c_s = Buffer("C_s", (self.bn // fn, self.bm, rows[2]), dst.dtype, level=self.shared)
         self._check_resources(name, (a_s, b_s, c_s))
         a_frags = [Buffer(f"a_frag{i}", (fm, fk), src1.dtype, level=self.fragment)
@@ -475,10 +481,13 @@ class _WmmaKernelBuilder:
             row = (warp_m * tiles.fm + i) * fm
             loads.append(Copy(Region(frag, (zero, zero), (fm, fk)),
                               Region(a_s, (stage, kf, row, zero), (1, 1, fm, fk))))
+        per_panel = self.b_panel // fn
         for j, frag in enumerate(b_frags):
-            panel = warp_n * tiles.fn + j
+            tile = warp_n * tiles.fn + j
+            panel, column = (tile // per_panel, tile % per_panel * fn) if per_panel > 1 \
+                else (tile, zero)
             loads.append(Copy(Region(frag, (zero, zero), (fk, fn)),
-                              Region(b_s, (stage, panel, kf * fk, zero), (1, 1, fk, fn))))
+                              Region(b_s, (stage, panel, kf * fk, column), (1, 1, fk, fn))))
         calls = [IntrinsicCall(self.decl.name, (Region(a_frags[i], (zero, zero), (fm, fk)),
                                                 Region(b_frags[j], (zero, zero), (fk, fn)),
                                                 Region(accs[i][j], (zero, zero), (fm, fn))),
