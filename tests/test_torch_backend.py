@@ -142,3 +142,46 @@ def test_the_converter_covers_the_core_operators():
     for op in ("aten.addmm.default", "aten.convolution.default", "aten._softmax.default",
                "aten.native_layer_norm.default", "aten.bmm.default", "aten.gelu.default"):
         assert op in names
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.a = nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
+                               nn.BatchNorm2d(cout), nn.ReLU(),
+                               nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
+        self.down = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        return torch.relu(self.a(x) + (x if self.down is None else self.down(x)))
+
+
+def resnet18_small() -> nn.Module:
+    """ResNet-18's structure (7x7/2 stem, 3x3/2 max pool, four stages of two basic blocks),
+    narrow: widths 8-64."""
+    layers = [nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+              nn.MaxPool2d(3, 2, 1)]
+    widths = [8, 16, 32, 64]
+    cin = 8
+    for stage, width in enumerate(widths):
+        for block in range(2):
+            layers.append(BasicBlock(cin, width, 2 if stage and not block else 1))
+            cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10)]
+    return nn.Sequential(*layers)
+
+
+@pytest.mark.slow
+def test_a_small_resnet18_equals_eager():
+    torch.manual_seed(0)
+    model = resnet18_small().eval()
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.2, 0.2)
+            module.running_var.uniform_(0.5, 1.5)
+    x = torch.randn(1, 3, 45, 37)  # odd sizes through every stride-2 stage
+    with torch.no_grad():
+        got = torch.compile(model, backend="tilecraft")(x)
+        torch.testing.assert_close(got, model(x), rtol=1e-3, atol=1e-3)
+    assert [d.mode for d in DECISIONS] == ["tilecraft"]
