@@ -282,6 +282,7 @@ MMA_GEMMS = [  # M, N, K, intrinsic, input dtype, output dtype
     (35, 45, 40, "mma_m16n8k16_f16_f32", "float16", "float32"),
     (19, 37, 41, "mma_m16n8k16_bf16_f32", "bfloat16", "float32"),
     (17, 32, 48, "mma_m16n8k16_i8_i32", "int8", "int32"),
+    (13, 29, 7, "mma_m16n8k16_f16_f16", "float16", "float16"),  # f16x2 accumulators
 ]
 
 
@@ -302,7 +303,7 @@ def test_mma_sync_inline_ptx_equals_reference(m, n, k, intrinsic, dtype, out_dty
         np.testing.assert_array_equal(arrays["C"].astype(np.float64), expected)
     source = TARGET.codegen(kernel)
     ptx_types = {"float16": "f16", "bfloat16": "bf16", "int8": "s8"}[dtype]
-    accumulator = {"float32": "f32", "int32": "s32"}[out_dtype]
+    accumulator = {"float32": "f32", "int32": "s32", "float16": "f16"}[out_dtype]
     assert (f'asm volatile("mma.sync.aligned.m16n8k16.row.col.{accumulator}.{ptx_types}.'
             f'{ptx_types}.{accumulator}') in source.text
     assert "#if defined(__CUDA_ARCH__)" in source.text and "nvcuda::wmma" not in source.text
@@ -342,11 +343,15 @@ def test_mma_sync_builds_for_sm80_and_sm90():
     assert "spill 0 B stored" in summary
 
 
-def test_mma_sync_fp16_accumulator_is_refused_by_name():
-    C, _ = _gemm(16, 8, 16, "float16", "float16")
-    kernel = _kernel(C, "mma_m16n8k16_f16_f16")
-    with pytest.raises(CodegenError, match="mma_m16n8k16_f16_f16.*float16 accumulator.*WMMA"):
-        TARGET.codegen(kernel)
+def test_mma_sync_variants_it_cannot_emit_are_refused_by_name():
+    from tilecraft_nvidia_tc.codegen.mma_sync import check
+    from tilecraft_nvidia_tc.codegen.wmma import Fragment
+
+    bf16 = [Fragment(use, 16, 8, 16, DType.BFLOAT16, "mma_sync")
+            for use in ("matrix_a", "matrix_b", "accumulator")]
+    with pytest.raises(CodegenError, match="kernel K: .* bfloat16 inputs and a bfloat16 "
+                                           "accumulator.*WMMA"):
+        check(tuple(bf16), "kernel K")
 
 
 def test_fragment_buffers_hold_the_intrinsic_dtypes():

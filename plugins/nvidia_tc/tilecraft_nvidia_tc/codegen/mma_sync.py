@@ -16,7 +16,7 @@ lays the fragments out ("Matrix Fragments for mma.m16n8k16"): with ``g = lane >>
   ``2q + (i & 1) + 8 * (i >= 2)``, column ``g``; int8 in 1 register, row ``4q + i``,
   column ``g``;
 - C / D (16 x 8, f32 or s32): 4 registers, element ``i`` at row ``g + 8 * (i >> 1)``,
-  column ``2q + (i & 1)``.
+  column ``2q + (i & 1)``; f16: the same elements packed two per register (f16x2).
 
 The generated unit defines the per-lane helpers (:func:`helpers`; ordinary CUDA C, the same on
 a GPU and under emulation) that gather a lane's registers from a row-major tile in shared
@@ -32,7 +32,7 @@ per-lane register semantics. So:
   ``tc_mma_store_d(&C_s[..], ldm, d)``;
 - the ``IntrinsicCall``: ``tc_mma_m16n8k16_f32_bf16(d, a, b)`` (D = A x B + D).
 
-The fp16-accumulator variant and every other shape are refused by name.
+Every other shape or type is refused by name.
 
 >>> from tilecraft.dtypes import DType
 >>> f = Fragment("matrix_a", 16, 8, 16, DType.INT8, form="mma_sync")
@@ -54,12 +54,13 @@ SHAPE = (16, 8, 16)
 #: the PTX type of each element dtype
 PTX_TYPES = {DType.FLOAT16: "f16", DType.BFLOAT16: "bf16", DType.INT8: "s8",
              DType.FLOAT32: "f32", DType.INT32: "s32"}
-#: the accumulator dtypes this lowering takes, per input dtype
-ACCUMULATORS = {DType.FLOAT16: DType.FLOAT32, DType.BFLOAT16: DType.FLOAT32,
-                DType.INT8: DType.INT32}
+#: the (input, accumulator) dtypes this lowering takes
+VARIANTS = {(DType.FLOAT16, DType.FLOAT32), (DType.BFLOAT16, DType.FLOAT32),
+            (DType.INT8, DType.INT32), (DType.FLOAT16, DType.FLOAT16)}
 #: the emulation header's name of each input type
 EMULATION_INPUTS = {DType.FLOAT16: "F16", DType.BFLOAT16: "BF16", DType.INT8: "S8"}
-ACCUMULATOR_TYPES = {DType.FLOAT32: "float", DType.INT32: "int"}
+#: a lane's accumulator registers: 4 floats or ints, or 2 of packed halves (f16x2)
+ACCUMULATOR_TYPES = {DType.FLOAT32: "float", DType.INT32: "int", DType.FLOAT16: "unsigned"}
 
 
 def mma_dims(decl: IntrinsicDecl) -> tuple[int, int, int] | None:
@@ -88,10 +89,10 @@ def gather(use: str, element_bytes: int, ldm: int) -> list[list[tuple[int, int]]
     ([32, 32, 32, 32], (121, 1))
     """
     lanes = [(lane >> 2, lane & 3) for lane in range(32)]
-    if use == "accumulator":  # 32-bit elements
-        return [[(((g + 8 * (i >> 1)) * ldm + 2 * q + (i & 1)) * 4, 4) for g, q in lanes]
-                for i in range(4)]
     b = element_bytes
+    if use == "accumulator":  # one store per element
+        return [[(((g + 8 * (i >> 1)) * ldm + 2 * q + (i & 1)) * b, b) for g, q in lanes]
+                for i in range(4)]
     if use == "matrix_a" and b == 2:
         return [[(((g + 8 * (r & 1)) * ldm + 2 * q + 8 * (r >> 1)) * b, 4) for g, q in lanes]
                 for r in range(4)]
@@ -124,7 +125,7 @@ def padded_row(use: str, elements: int, element_bytes: int) -> int:
     >>> padded_row("matrix_b", 8, 2), padded_row("matrix_a", 16, 1)
     (24, 48)
     """
-    gathered = 4 if use == "accumulator" else element_bytes
+    gathered = element_bytes
     # the accumulator's tile is read back element by element, never with cp.async: any
     # 4-byte step will do there
     paddings = range(4, 68, 4) if use == "accumulator" else PADDINGS_BYTES
@@ -154,9 +155,10 @@ def load_call(fragment: Fragment, name: str, pointer: str, ldm: int) -> str:
     return f"tc_mma_load_{which}_{_suffix(fragment.dtype)}({name}, {pointer}, {ldm});"
 
 
-def store_call(name: str, pointer: str, ldm: int) -> str:
+def store_call(fragment: Fragment, name: str, pointer: str, ldm: int) -> str:
     """The per-lane scatter of an accumulator into the row-major tile at ``pointer``."""
-    return f"tc_mma_store_d({pointer}, {ldm}, {name});"
+    packed = "_b16" if fragment.dtype.bytes == 2 else ""
+    return f"tc_mma_store_d{packed}({pointer}, {ldm}, {name});"
 
 
 def function_name(inputs: DType, accumulator: DType) -> str:
@@ -166,12 +168,12 @@ def function_name(inputs: DType, accumulator: DType) -> str:
 def check(fragments: tuple[Fragment, Fragment, Fragment], what: str) -> None:
     """A CodegenError unless the fragments are an m16n8k16 this lowering emits."""
     a, b, d = fragments
-    if (a.m, a.n, a.k) != SHAPE or a.dtype != b.dtype or ACCUMULATORS.get(a.dtype) != d.dtype:
+    if (a.m, a.n, a.k) != SHAPE or a.dtype != b.dtype or (a.dtype, d.dtype) not in VARIANTS:
         raise CodegenError(
             f"{what}: mma.sync m{a.m}n{a.n}k{a.k} with {a.dtype.value} inputs and a "
             f"{d.dtype.value} accumulator; the inline-PTX lowering emits m16n8k16 with "
-            "float16 / bfloat16 -> float32 and int8 -> int32 only: map onto a WMMA intrinsic "
-            "for the others")
+            "float16 -> float32 / float16, bfloat16 -> float32 and int8 -> int32 only: map "
+            "onto a WMMA intrinsic for the others")
 
 
 def mma_call(fragments: tuple[Fragment, Fragment, Fragment], names: tuple[str, str, str]
@@ -184,18 +186,19 @@ def _mma_function(inputs: DType, accumulator: DType) -> list[str]:
     a_regs = 16 * 16 * inputs.bytes // 128
     b_regs = 16 * 8 * inputs.bytes // 128
     ctype = ACCUMULATOR_TYPES[accumulator]
+    d_regs = 16 * 8 * accumulator.bytes // 128
     constraint = "f" if accumulator is DType.FLOAT32 else "r"
-    d_list = ", ".join(f"%{i}" for i in range(4))
-    a_list = ", ".join(f"%{4 + i}" for i in range(a_regs))
-    b_list = ", ".join(f"%{4 + a_regs + i}" for i in range(b_regs))
+    d_list = ", ".join(f"%{i}" for i in range(d_regs))
+    a_list = ", ".join(f"%{d_regs + i}" for i in range(a_regs))
+    b_list = ", ".join(f"%{d_regs + a_regs + i}" for i in range(b_regs))
     instruction = (f"mma.sync.aligned.m16n8k16.row.col.{PTX_TYPES[accumulator]}."
                    f"{PTX_TYPES[inputs]}.{PTX_TYPES[inputs]}.{PTX_TYPES[accumulator]}")
-    outputs = ", ".join(f'"+{constraint}"(d[{i}])' for i in range(4))
+    outputs = ", ".join(f'"+{constraint}"(d[{i}])' for i in range(d_regs))
     sources = ", ".join([f'"r"(a[{i}])' for i in range(a_regs)]
                         + [f'"r"(b[{i}])' for i in range(b_regs)])
     name = function_name(inputs, accumulator)
     return [
-        f"static __device__ __forceinline__ void {name}({ctype} (&d)[4], "
+        f"static __device__ __forceinline__ void {name}({ctype} (&d)[{d_regs}], "
         f"const unsigned (&a)[{a_regs}], const unsigned (&b)[{b_regs}]) {{",
         "#if defined(__CUDA_ARCH__)",
         f'  asm volatile("{instruction} {{{d_list}}}, {{{a_list}}}, {{{b_list}}}, '

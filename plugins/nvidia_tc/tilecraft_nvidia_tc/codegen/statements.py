@@ -443,7 +443,7 @@ class StatementEmitter(KernelVisitor[None]):
             from tilecraft_nvidia_tc.codegen.mma_sync import load_call, store_call
 
             self.line(load_call(fragment, name, pointer, ldm) if loading
-                      else store_call(name, pointer, ldm))
+                      else store_call(fragment, name, pointer, ldm))
         elif loading:
             self.line(f"nvcuda::wmma::load_matrix_sync({name}, {pointer}, {ldm});")
         else:

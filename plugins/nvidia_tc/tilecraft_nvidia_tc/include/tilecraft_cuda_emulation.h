@@ -912,8 +912,8 @@ inline void mma_sync(D& d, const A& a, const B& b, const C& c) {
  * mma.m16n8k16"), a warp collective: each lane passes its A, B and C/D registers; the last lane
  * to arrive gathers the 16 x 16 A, the 16 x 8 B and the 16 x 8 C from every lane's registers by
  * the fragment layouts (g = lane >> 2, q = lane & 3), computes D = A x B + C (float sums for
- * f16 / bf16, 64-bit integer sums wrapped to s32 for s8) and scatters D into each lane's
- * registers. The generated source calls it where a GPU would run the asm. */
+ * f16 / bf16, rounded once to f16 for an f16 accumulator; 64-bit integer sums wrapped to s32
+ * for s8) and scatters D into each lane's registers. The generated source calls it where a GPU would run the asm. */
 namespace tc_emu {
 enum class MmaInput { F16, BF16, S8 };
 
@@ -959,6 +959,45 @@ bool complete_mma_m16n8k16(Collective* const* lanes, unsigned, std::string&) {
                   : static_cast<Acc>(c[g + 8 * (i >> 1)][2 * q + (i & 1)]);
   }
   return true;
+}
+
+/* the f16 accumulator: C / D elements packed two per register (f16x2), same positions */
+inline bool complete_mma_m16n8k16_f16(Collective* const* lanes, unsigned, std::string&) {
+  float a[16][16], b[16][8], c[16][8];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, q = lane & 3;
+    const unsigned* ra = static_cast<const unsigned*>(lanes[lane]->fragments[1]);
+    const unsigned* rb = static_cast<const unsigned*>(lanes[lane]->fragments[2]);
+    const unsigned* rd = static_cast<const unsigned*>(lanes[lane]->fragments[0]);
+    for (int i = 0; i < 8; ++i)
+      a[g + 8 * ((i >> 1) & 1)][2 * q + (i & 1) + 8 * (i >= 4)] = mma_element<MmaInput::F16>(ra, i);
+    for (int i = 0; i < 4; ++i) b[2 * q + (i & 1) + 8 * (i >= 2)][g] = mma_element<MmaInput::F16>(rb, i);
+    for (int i = 0; i < 4; ++i) c[g + 8 * (i >> 1)][2 * q + (i & 1)] = mma_element<MmaInput::F16>(rd, i);
+  }
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 16; ++k) c[i][j] += a[i][k] * b[k][j];
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane >> 2, q = lane & 3;
+    unsigned* rd = static_cast<unsigned*>(lanes[lane]->fragments[0]);
+    for (int r = 0; r < 2; ++r)
+      rd[r] = static_cast<unsigned>(float_to_half_bits(c[g + 8 * r][2 * q])) |
+              (static_cast<unsigned>(float_to_half_bits(c[g + 8 * r][2 * q + 1])) << 16);
+  }
+  return true;
+}
+
+template <MmaInput In>
+inline void mma_m16n8k16(unsigned (&d)[2], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  static_assert(In == MmaInput::F16, "mma.sync m16n8k16 with an f16 accumulator takes f16 inputs");
+  Collective mine{};
+  mine.name = "mma.sync.aligned.m16n8k16";
+  mine.complete = complete_mma_m16n8k16_f16;
+  mine.mask = 0xffffffffu;
+  mine.fragments[0] = d;
+  mine.fragments[1] = const_cast<unsigned*>(a);
+  mine.fragments[2] = const_cast<unsigned*>(b);
+  arrive(mine);
 }
 
 /* D = A x B + D for this lane's registers (the inline PTX's operands) */
