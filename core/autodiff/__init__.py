@@ -7,8 +7,11 @@ per-operator gradients. ``compute_gradient`` is the one-compute step a graph-lev
 chains.
 """
 
+from tilecraft.autodiff.backward import BackwardGraph, backward
 from tilecraft.autodiff.grad import grad, zeros_like
 from tilecraft.autodiff.operator import compute_gradient
 from tilecraft.autodiff.smith import smith_normal_form
+from tilecraft.autodiff.training import TrainingStep, compile_step, sgd_step
 
-__all__ = ["compute_gradient", "grad", "smith_normal_form", "zeros_like"]
+__all__ = ["BackwardGraph", "TrainingStep", "backward", "compile_step", "compute_gradient", "grad",
+           "sgd_step", "smith_normal_form", "zeros_like"]

@@ -49,24 +49,11 @@ def zeros_like(tensor: Tensor, name: str) -> Tensor:
     return compute(tensor.shape, lambda *z: Const(0.0, tensor.dtype), name=name)
 
 
-def grad(output: Tensor, wrt: Sequence[Tensor], grad_output: Tensor | None = None, *,
-         strict: bool = False) -> list[Tensor]:
-    """One gradient compute per tensor of ``wrt``: ``d(sum(output * grad_output))/d(t)``.
-
-    ``grad_output`` defaults to a placeholder ``grad_<output>`` of the output's shape and
-    dtype. A tensor of ``wrt`` that ``output`` does not depend on gets zeros and an
-    :class:`~tilecraft.errors.AutodiffWarning` (an :class:`~tilecraft.errors.AutodiffError`
-    with ``strict=True``). Integer or non-differentiable computes on the way raise an
-    ``AutodiffError`` naming them.
-    """
-    if isinstance(wrt, Tensor):
-        wrt = [wrt]
-    if grad_output is None:
-        grad_output = placeholder(output.shape, output.dtype, name=f"grad_{output.name}")
-    if grad_output.shape != output.shape:
-        raise AutodiffError(f"grad_output {grad_output.name} has shape {grad_output.shape}, "
-                            f"but {output.name} has shape {output.shape}; pass the gradient "
-                            "of the output, of the output's shape")
+def gradient_totals(output: Tensor, wrt: Sequence[Tensor],
+                    grad_output: Tensor) -> dict[int, Tensor]:
+    """The gradient of every tensor on a path from ``wrt`` to ``output`` (by ``id``), each
+    the sum of its consumers' contributions (``grad_<name>``); what :func:`grad` and the
+    graph-level :func:`tilecraft.autodiff.backward` read."""
     order = _topological(output)
     on_path = {id(t) for t in wrt}
     for tensor in order:  # producers first: a tensor is on a path if it reads one
@@ -97,6 +84,28 @@ def grad(output: Tensor, wrt: Sequence[Tensor], grad_output: Tensor | None = Non
             piece = compute_gradient(tensor, total, producer, name=name)
             if piece is not None:
                 contributions.setdefault(id(producer), []).append(piece)
+    return totals
+
+
+def grad(output: Tensor, wrt: Sequence[Tensor], grad_output: Tensor | None = None, *,
+         strict: bool = False) -> list[Tensor]:
+    """One gradient compute per tensor of ``wrt``: ``d(sum(output * grad_output))/d(t)``.
+
+    ``grad_output`` defaults to a placeholder ``grad_<output>`` of the output's shape and
+    dtype. A tensor of ``wrt`` that ``output`` does not depend on gets zeros and an
+    :class:`~tilecraft.errors.AutodiffWarning` (an :class:`~tilecraft.errors.AutodiffError`
+    with ``strict=True``). Integer or non-differentiable computes on the way raise an
+    ``AutodiffError`` naming them.
+    """
+    if isinstance(wrt, Tensor):
+        wrt = [wrt]
+    if grad_output is None:
+        grad_output = placeholder(output.shape, output.dtype, name=f"grad_{output.name}")
+    if grad_output.shape != output.shape:
+        raise AutodiffError(f"grad_output {grad_output.name} has shape {grad_output.shape}, "
+                            f"but {output.name} has shape {output.shape}; pass the gradient "
+                            "of the output, of the output's shape")
+    totals = gradient_totals(output, wrt, grad_output)
     results = []
     for tensor in wrt:
         if tensor is output:

@@ -47,7 +47,8 @@ class FoldConstants:
                 continue
             value = evaluate(tensor, values)  # type: ignore[arg-type]
             values[tensor] = value
-            replacements[tensor] = constant(value, tensor.dtype, name=tensor.name)
+            if tensor.ndim:  # a 0-d result (a loss's seed gradient) stays a compute
+                replacements[tensor] = constant(value, tensor.dtype, name=tensor.name)
         return rebuild_graph(graph, replacements)
 
 
