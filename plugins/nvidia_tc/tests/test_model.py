@@ -270,13 +270,14 @@ def test_the_build_line_of_a_wmma_kernel_predicts_microseconds(a100):
 
 def test_mma_sync_gathers_are_counted_lane_by_lane(a100):
     """The mma.sync kernel of a 1024^3 fp16 GEMM (64x64x32 block tiles, 2x2 warps of 2x4
-    m16n8k16 tiles, 128 threads): each lane gathers its registers, so the model counts the
-    wavefronts of those accesses, bank conflicts included, and a Tensor Core issue per warp
+    m16n8k16 tiles, 128 threads): lanes gather their registers with ldmatrix (8x8 matrices of
+    16-byte rows), so the model counts the wavefronts of those accesses, bank conflicts
+    included, and a Tensor Core issue per warp
     and m16n8k16 call. Per block, by hand:
 
-    - fragment loads: per warp and 16-wide k step 2 A (4 conflict-free 32-bit loads, rows of
-      24 halves) + 4 B (4 conflict-free 16-bit loads, rows of 24 halves) = 24 wavefronts:
-      4 warps x 64 k steps x 24 = 6144;
+    - fragment loads: per warp and 16-wide k step 2 A (ldmatrix.x4: 4 conflict-free 8x8
+      matrices, rows of 24 halves) + 4 B (ldmatrix.x2.trans: 2) = 16 wavefronts:
+      4 warps x 64 k steps x 16 = 4096;
     - staging: cp.async as for WMMA, A_s and B_s 32 wavefronts each per k slice: 32 x 64;
     - epilogue: 8 accumulators per warp scattered by 4 32-bit stores each 2-way conflicted
       (2q + (i & 1) with rows g apart: no row length avoids it) = 4 x 64; 4096 floats read
@@ -287,7 +288,7 @@ def test_mma_sync_gathers_are_counted_lane_by_lane(a100):
     from tilecraft.intrin import generate, match
 
     assert [shared_wavefronts(use, b, padded_row(use, n, b)) for use, n, b in
-            (("matrix_a", 16, 2), ("matrix_b", 8, 2), ("accumulator", 8, 4))] == [4, 4, 8]
+            (("matrix_a", 16, 2), ("matrix_b", 16, 2), ("accumulator", 8, 4))] == [4, 2, 8]
     A = te.placeholder((1024, 1024), "float16", name="A")
     B = te.placeholder((1024, 1024), "float16", name="B")
     C = ops.matmul(A, B, out_dtype="float32", name="C")
@@ -298,7 +299,7 @@ def test_mma_sync_gathers_are_counted_lane_by_lane(a100):
     assert profile.blocks == 256 and profile.threads_per_block == 128
     assert profile.tensor_issues == {"mma_m16n8k16_f16_f32": 256 * 4 * 64 * 8}
     assert profile.tensor_macs == 1024 ** 3
-    assert profile.shared_wavefronts == 256 * (6144 + 2048 + 256 + 256)
+    assert profile.shared_wavefronts == 256 * (4096 + 2048 + 256 + 256)
     # B's panels hold two m16n8 tiles side by side (16 halves + 8 of padding), as WMMA's:
     # A_s and B_s 2 x 12 KB, C_s 8 panels x 64 rows x 9 floats
     assert profile.shared_bytes_per_block == 2 * 12288 + 8 * 64 * 9 * 4

@@ -18,12 +18,14 @@ lays the fragments out ("Matrix Fragments for mma.m16n8k16"): with ``g = lane >>
 - C / D (16 x 8, f32 or s32): 4 registers, element ``i`` at row ``g + 8 * (i >> 1)``,
   column ``2q + (i & 1)``; f16: the same elements packed two per register (f16x2).
 
-The generated unit defines the per-lane helpers (:func:`helpers`; ordinary CUDA C, the same on
-a GPU and under emulation) that gather a lane's registers from a row-major tile in shared
-memory and scatter its accumulator back, and one function per intrinsic whose body is the
-``asm volatile("mma.sync.aligned.m16n8k16.row.col...")`` a user would ship, under
-``__CUDA_ARCH__``; compiled for the host under ``TILECRAFT_CUDA_EMULATION`` it calls the
-emulation header's ``tc_emu::mma_m16n8k16`` instead, a warp collective with the same
+The generated unit defines the helpers (:func:`helpers`) that gather a lane's registers from
+a row-major tile in shared memory — ``ldmatrix.sync.aligned.m8n8`` (``.x4`` for a 16-bit A,
+``.x2.trans`` for a 16-bit B, ``.x2`` for an int8 A; per-lane byte loads for an int8 B, which
+ldmatrix cannot transpose) — and scatter its accumulator back, and one function per
+intrinsic whose body is the ``asm volatile("mma.sync.aligned.m16n8k16.row.col...")`` a user
+would ship, under ``__CUDA_ARCH__``; compiled for the host under
+``TILECRAFT_CUDA_EMULATION`` the ldmatrix and mma functions call the emulation header's
+``tc_emu::ldmatrix`` and ``tc_emu::mma_m16n8k16`` instead, warp collectives with the same
 per-lane register semantics. So:
 
 - ``Allocate`` of a fragment: ``unsigned a[4] = {};`` (an accumulator ``float d[4] = {};``);
@@ -87,20 +89,23 @@ def gather(use: str, element_bytes: int, ldm: int) -> list[list[tuple[int, int]]
 
     >>> [len(i) for i in gather("matrix_a", 2, 24)], gather("matrix_b", 1, 24)[1][5]
     ([32, 32, 32, 32], (121, 1))
+    >>> gather("matrix_b", 2, 24)[1][:2]   # ldmatrix.x2.trans: matrix 1 = rows 8-15
+    [(384, 4), (388, 4)]
     """
     lanes = [(lane >> 2, lane & 3) for lane in range(32)]
     b = element_bytes
     if use == "accumulator":  # one store per element
         return [[(((g + 8 * (i >> 1)) * ldm + 2 * q + (i & 1)) * b, b) for g, q in lanes]
                 for i in range(4)]
-    if use == "matrix_a" and b == 2:
-        return [[(((g + 8 * (r & 1)) * ldm + 2 * q + 8 * (r >> 1)) * b, 4) for g, q in lanes]
-                for r in range(4)]
-    if use == "matrix_a":
-        return [[((g + 8 * r) * ldm + 4 * q, 4) for g, q in lanes] for r in range(2)]
-    if b == 2:
-        return [[(((2 * q + 8 * r + e) * ldm + g) * b, b) for g, q in lanes]
-                for r in range(2) for e in range(2)]
+
+    def ldmatrix(rows: list[int], column: int) -> list[tuple[int, int]]:
+        """One 8x8 matrix of ldmatrix: eight 16-byte rows, as 4-byte words."""
+        return [((row * ldm + column) * b + 4 * w, 4) for row in rows for w in range(4)]
+
+    if use == "matrix_a" and b == 2:  # ldmatrix.x4: rows 0-7 / 8-15 x columns 0-7 / 8-15
+        return [ldmatrix([8 * (j & 1) + r for r in range(8)], 8 * (j >> 1)) for j in range(4)]
+    if b == 2 or use == "matrix_a":  # ldmatrix.x2 (.trans for B): rows 0-7 / 8-15
+        return [ldmatrix([8 * j + r for r in range(8)], 0) for j in range(2)]
     return [[((4 * q + e) * ldm + g, 1) for g, q in lanes] for e in range(4)]
 
 

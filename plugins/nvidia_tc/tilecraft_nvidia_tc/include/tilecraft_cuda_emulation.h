@@ -1000,6 +1000,40 @@ inline void mma_m16n8k16(unsigned (&d)[2], const unsigned (&a)[4], const unsigne
   arrive(mine);
 }
 
+/* ldmatrix.sync.aligned.m8n8.xX[.trans].shared.b16: lanes 8j .. 8j + 7 pass the rows of
+ * matrix j; lane t receives in register j the pair (t / 4, 2 (t % 4) .. + 1) of matrix j, or
+ * transposed the pair (2 (t % 4) .. + 1, t / 4) */
+template <int X, bool Trans>
+bool complete_ldmatrix(Collective* const* lanes, unsigned, std::string& error) {
+  for (int lane = 0; lane < 8 * X; ++lane)
+    if (reinterpret_cast<uintptr_t>(lanes[lane]->pointer) % 16) {
+      error = "lane " + std::to_string(lane) + " passes a row address that is not 16-byte aligned";
+      return false;
+    }
+  for (int t = 0; t < 32; ++t) {
+    unsigned* registers = static_cast<unsigned*>(lanes[t]->fragments[0]);
+    for (int j = 0; j < X; ++j) {
+      unsigned short pair[2];
+      for (int e = 0; e < 2; ++e) {
+        const int row = Trans ? 2 * (t % 4) + e : t / 4, col = Trans ? t / 4 : 2 * (t % 4) + e;
+        memcpy(&pair[e], static_cast<const unsigned char*>(lanes[8 * j + row]->pointer) + 2 * col, 2);
+      }
+      registers[j] = static_cast<unsigned>(pair[0]) | (static_cast<unsigned>(pair[1]) << 16);
+    }
+  }
+  return true;
+}
+
+template <int X, bool Trans> inline void ldmatrix(unsigned (&r)[X], const void* row) {
+  Collective mine{};
+  mine.name = Trans ? "ldmatrix.sync.aligned.m8n8.trans" : "ldmatrix.sync.aligned.m8n8";
+  mine.complete = complete_ldmatrix<X, Trans>;
+  mine.mask = 0xffffffffu;
+  mine.fragments[0] = r;
+  mine.pointer = row;
+  arrive(mine);
+}
+
 /* D = A x B + D for this lane's registers (the inline PTX's operands) */
 template <MmaInput In, class Acc, int AR, int BR>
 inline void mma_m16n8k16(Acc (&d)[4], const unsigned (&a)[AR], const unsigned (&b)[BR]) {
