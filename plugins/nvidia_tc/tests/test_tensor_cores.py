@@ -308,8 +308,9 @@ def test_mma_sync_inline_ptx_equals_reference(m, n, k, intrinsic, dtype, out_dty
             f'{ptx_types}.{accumulator}') in source.text
     assert "#if defined(__CUDA_ARCH__)" in source.text and "nvcuda::wmma" not in source.text
     # operands loaded with ldmatrix (x4 for a 16-bit A, x2.trans for its B, x2 for int8 A)
-    assert ('asm volatile("ldmatrix.sync.aligned.m8n8.x2' in source.text) \
-        and (("m8n8.x4" in source.text) == (dtype != "int8"))
+    assert 'asm volatile("ldmatrix.sync.aligned.m8n8.x4' in source.text
+    kind = "b8" if dtype == "int8" else "b16"
+    assert f"tc_mma_load_a_{kind}(a_frag0, &A_s[" in source.text
     if not emulate_status()[0]:
         pytest.skip("no host C++ compiler")
     arrays["C"][...] = 0
