@@ -116,7 +116,7 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_",
         kernel[k] = list(echelon[position]) if free else []
 
     params: list[LinExpr] = []
-    axes: list[IterVar] = []
+    axes: list[tuple[int, IterVar]] = []  # (the unknown it walks, the axis)
     divisions: dict[Expr, tuple[LinExpr, int, Expr]] = {}
     walked_values: dict[int, LinExpr] = {}
     for col in range(free):
@@ -141,7 +141,7 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_",
         low, high = system.ranges[unknowns[k]]
         if _walks(dilate, unknowns[k], coef):  # walk u: t = (u - known) / coef
             axis = reduce_axis(iterations, name=f"{axis_prefix}{unknowns[k].name}")
-            axes.append(axis)
+            axes.append((k, axis))
             walked = LinExpr.of(axis) + low
             numerator = walked - known if coef > 0 else known - walked
             step = numerator.floordiv(abs(coef))
@@ -162,7 +162,7 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_",
             continue
         # named after the forward variable it walks: r_j walks the j of the forward compute
         axis = reduce_axis(iterations, name=f"{axis_prefix}{unknowns[k].name}")
-        axes.append(axis)
+        axes.append((k, axis))
         params.append(start + LinExpr.of(axis))
 
     values: dict[IterVar | Var, LinExpr] = {}
@@ -184,7 +184,10 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_",
         if checks:
             range_conditions[unknown] = checks
             conditions.extend(checks)
-    return Solution(values, tuple(axes), conditions, range_conditions, divisions)
+    # the new reduce loops in the forward's loop order (a conv's data gradient sums over the
+    # output channels, then the taps, as the forward sums over input channels then taps)
+    ordered = tuple(axis for _, axis in sorted(axes, key=lambda pair: pair[0]))
+    return Solution(values, ordered, conditions, range_conditions, divisions)
 
 
 def _walks(dilate: bool, unknown: IterVar | Var, coef: int) -> bool:
