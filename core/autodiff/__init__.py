@@ -3,8 +3,10 @@
 ``grad(output, wrt)`` derives each gradient as new te computes from the forward index
 functions — Smith normal form over the integers, floordiv/mod pairs recombined, free
 solutions as new reduce loops, the chain rule through the body — not from a table of
-per-operator gradients. ``compute_gradient`` is the one-compute step a graph-level backward
-chains.
+per-operator gradients. ``compute_gradient`` is the one-compute step the graph-level
+``backward(graph, loss)`` chains (the forward activations it reads kept as outputs);
+``sgd_step`` makes forward + backward + update one graph and ``compile_step`` compiles it with
+the training fusion decisions of §4.6.2 (:mod:`tilecraft.autodiff.fusion`) in the report.
 """
 
 from tilecraft.autodiff.backward import BackwardGraph, backward
