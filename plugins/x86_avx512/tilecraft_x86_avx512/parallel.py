@@ -7,6 +7,14 @@ between calls before they sleep, so back-to-back kernels (a pack, then the main 
 in microseconds. One ctypes call releases the GIL for the whole loop. When gcc or OpenMP is
 missing, :func:`parallel_for` is ``None`` and the runtime uses its thread pool.
 
+How long the threads spin is bounded (:data:`SPIN_COUNT`, unless the user set
+``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``): libgomp's default, 300000 ``pause`` iterations, is
+~15 ms on Sapphire Rapids (``pause`` ~140 cycles). On a machine shared with other work every
+parallel kernel of a network then cost ~16 ms however small (a BERT-base layer, 42 kernels,
+2 threads: 520-700 ms against 230-270 ms on one thread): the spinning workers use up their
+time slices and the scheduler leaves the next region's barrier waiting for them. Bounded,
+the same layer took 137-275 ms (2-core Xeon, load 5-6; bench/bench_networks.py).
+
 >>> import ctypes
 >>> fn = parallel_for()
 >>> fn is None or callable(fn)
@@ -43,6 +51,10 @@ void tilecraft_parallel_for(entry_t fn, void **args, int64_t extent, int threads
 
 #: ``fn(entry_address, args, extent, threads)``
 ParallelFor = Callable[[int, object, int, int], None]
+
+#: ``GOMP_SPINCOUNT`` set before libgomp loads: ~0.5 ms of spinning on Sapphire Rapids, still
+#: far more than the few microseconds of Python between two kernels of a network
+SPIN_COUNT = 10000
 
 _UNSET = object()
 _SHIM: ParallelFor | None | object = _UNSET  # the loaded entry, None, or not yet tried
@@ -98,6 +110,7 @@ def _build() -> ParallelFor | None:
         finally:
             for leftover in (source, partial):
                 leftover.unlink(missing_ok=True)
+    _bound_spinning()
     try:
         shim = ctypes.CDLL(str(library))
     except OSError:
@@ -107,6 +120,21 @@ def _build() -> ParallelFor | None:
     function.restype = None
     function._keepalive = shim  # type: ignore[attr-defined]
     return function
+
+
+def _bound_spinning() -> None:
+    """Set ``GOMP_SPINCOUNT`` to :data:`SPIN_COUNT` before libgomp is loaded (it reads its
+    environment once, when loaded), unless the user chose a wait policy or a spin count, or
+    libgomp is already in this process (then its settings stand)."""
+    if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
+        return
+    try:
+        with open("/proc/self/maps") as maps:
+            if "libgomp" in maps.read():
+                return
+    except OSError:
+        pass
+    os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
 
 
 __all__ = ["parallel_for"]
