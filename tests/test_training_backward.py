@@ -112,3 +112,20 @@ def test_backward_refusals_name_the_culprit() -> None:
         backward(graph, stranger)
     with pytest.raises(AutodiffError, match="takes a tilecraft Graph"):
         backward(loss, loss)  # type: ignore[arg-type]
+
+
+def test_fusion_planner_treats_the_backward_graph_like_any_graph() -> None:
+    from tilecraft.fusion import plan_fusion
+    from tilecraft.fusion.planner import GroupKind
+    from tilecraft.target.registry import get_target
+
+    model = _cnn()
+    bw = backward(model.graph, model.loss, model.params)
+    plan = plan_fusion(bw.graph, get_target("x86_avx512").spec)
+    planned = {name for group in plan.groups for name in group.computes}
+    assert planned == {t.name for t in bw.graph.computes}
+    weight = plan.group_of("grad_w2")  # a contraction: its own tile analysis, as conv2 has
+    assert weight.kind is GroupKind.COMPUTE and weight.solution is not None
+    assert plan.group_of("conv2").solution is not None
+    # relu' and the batch norm's gradient run in one memory-bound kernel (Eq. 4.10 said so)
+    assert plan.group_of("grad_bn1_via_relu1") is plan.group_of("grad_relu1_via_conv2_pad")
