@@ -44,6 +44,7 @@ class FusionPlanning:
     def run(self, state: CompileState) -> CompileState:
         state.fusion_plan = chain_plan(state.graph, state.target.spec)
         state.groups = list(state.target.fuse(state.graph, state.options, state.fusion_plan))
+        state.notes.extend(dataflow_notes(state.graph, state.target.spec))
         return state
 
     def describe(self, state: CompileState) -> str:
@@ -58,4 +59,26 @@ class FusionPlanning:
             kernels = ", ".join(kernel.name for kernel in group.kernels)
             lines.append(f"  {' -> '.join(group.computes)}: kernels {kernels}")
         lines.extend(f"note: {note}" for group in state.groups for note in group.notes)
+        lines.extend(f"note: {note}" for note in state.notes if note.startswith(_TILEFLOW))
         return "\n".join(lines)
+
+
+_TILEFLOW = "TileFlow: "
+
+
+def dataflow_notes(graph: Graph, spec: TargetSpec) -> list[str]:
+    """TileFlow's choice (:func:`tilecraft.dataflow.graph_plan.plan_shared_inputs`) for each
+    pair of compute-intensive computes sharing an input, with both trees' predicted traffic;
+    a decision of the model, reported (no target lowers such a pair as one kernel yet)."""
+    from tilecraft.dataflow.graph_plan import plan_shared_inputs, shared_input_pairs
+    from tilecraft.errors import TilecraftError
+
+    if not shared_input_pairs(graph) or not any(
+            level.size_bytes is not None and level.kind in (MemoryKind.CACHE,
+                                                            MemoryKind.SCRATCHPAD)
+            for level in spec.memory.levels):
+        return []
+    try:
+        return [f"{_TILEFLOW}{choice}" for choice in plan_shared_inputs(graph, spec)]
+    except TilecraftError as err:
+        return [f"{_TILEFLOW}shared-input dataflows not modelled: {err}"]
