@@ -24,8 +24,6 @@ from common import geomean, median_seconds, print_table  # noqa: E402
 import tilecraft as tc  # noqa: E402
 import tilecraft.models as models  # noqa: E402
 
-CONV_NETS = {"resnet18", "resnet50", "mobilenet_v2"}
-
 
 def measure(name: str, small: bool, threads: int) -> list[str]:
     import onnxruntime as ort
@@ -34,10 +32,7 @@ def measure(name: str, small: bool, threads: int) -> list[str]:
     model = models.to_onnx(name, small=small)
     x = np.random.default_rng(1).standard_normal(graph.inputs[0].shape).astype(np.float32)
     started = time.perf_counter()
-    # fold_batch_norm is off for the conv nets until its rebuild bug is fixed (see
-    # tests/test_networks.py)
-    exe = tc.compile(graph, target="x86_avx512",
-                     passes={"fold_batch_norm": False} if name in CONV_NETS else None)
+    exe = tc.compile(graph, target="x86_avx512")
     compile_s = time.perf_counter() - started
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads

@@ -17,11 +17,6 @@ import tilecraft as tc  # noqa: E402
 import tilecraft.models as models  # noqa: E402
 
 RTOL = ATOL = 1e-3
-CONV_NETS = {"resnet18", "resnet50", "mobilenet_v2"}
-# fold_batch_norm rebuilds a graph with stale copies of tensors upstream of a second folded
-# conv (GraphError "two different tensors are both named ..."), reported to the passes' owner;
-# the conv nets compile without it until rebuild_graph relinks replacement values.
-WITHOUT_BN_FOLDING = {"fold_batch_norm": False}
 
 
 def _input(graph: tc.Graph, seed: int = 1) -> np.ndarray:
@@ -34,8 +29,7 @@ def _onnxruntime(model, x: np.ndarray) -> np.ndarray:
 
 
 def _compile(name: str, graph: tc.Graph):
-    return tc.compile(graph, target="x86_avx512",
-                      passes=WITHOUT_BN_FOLDING if name in CONV_NETS else None)
+    return tc.compile(graph, target="x86_avx512")
 
 
 @pytest.mark.parametrize("name", list(models.NETWORKS))

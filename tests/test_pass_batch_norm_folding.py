@@ -66,3 +66,24 @@ def test_left_alone_when_weights_are_inputs_or_the_conv_is_shared():
                              *_stats(rng, 3, "c"), name="bn3")
     graph = tc.Graph.from_outputs([relu_bn])
     assert fold_batch_norm(graph) is graph
+
+
+def test_two_folded_convs_in_a_row_read_the_rebuilt_graph():
+    """The second conv's replacement (built from the old graph) and its bias (reading that
+    replacement, not in the graph) both relinked to the first fold's output: no stale copy of
+    the first block (was GraphError "two different tensors are both named 'r1'")."""
+    rng = np.random.default_rng(11)
+    x = te.placeholder((1, 3, 7, 5), name="x")
+    y = x
+    for k, channels in enumerate((4, 3), start=1):
+        w = te.constant(rng.standard_normal((channels, y.shape[1], 3, 3)), "float32",
+                        name=f"w{k}")
+        y = ops.conv2d(y, w, padding=1, name=f"c{k}")
+        y = ops.relu(ops.batch_norm(y, *_stats(rng, channels, f"bn{k}"), name=f"bn{k}"),
+                     name=f"r{k}")
+    graph = tc.Graph.from_outputs([y])
+    after = fold_batch_norm(graph)
+    assert sorted(t.name for t in after.constants) == ["bn1_bias", "bn2_bias", "w1_folded",
+                                                       "w2_folded"]
+    assert after.tensor("c2_pad").inputs[0] is after.tensor("r1")
+    _check(graph, after, rng)

@@ -55,17 +55,29 @@ def relink(tensor: Tensor, new: Mapping[Tensor, Tensor]) -> Tensor:
 
 def rebuild_graph(graph: Graph, replacements: Mapping[Tensor, Tensor]) -> Graph:
     """``graph`` with each key of ``replacements`` replaced by its value. A value may read
-    tensors of the old graph (they are relinked too); a replaced output must keep its name.
-    Returns ``graph`` itself when there is nothing to replace."""
+    tensors of the old graph (they are relinked too), also through tensors of its own that
+    are not in the graph (e.g. a folded conv's bias reading the folded conv, which reads the
+    old graph); a replaced output must keep its name. Returns ``graph`` itself when there is
+    nothing to replace."""
     if not replacements:
         return graph
+    in_graph = set(graph.topological_order())
     new: dict[Tensor, Tensor] = {}
+    linked: dict[Tensor, Tensor] = {}  # tensors of the values, outside the graph, relinked
+
+    def link(tensor: Tensor) -> Tensor:
+        """``tensor`` (a value or a tensor it reads) reading the rebuilt graph."""
+        if tensor in in_graph:  # rebuilt already: the topological order reaches it first
+            return new.get(tensor, tensor)
+        done = linked.get(tensor)
+        if done is None:
+            swaps = {t: linked_t for t in tensor.inputs if (linked_t := link(t)) is not t}
+            done = linked[tensor] = relink(tensor, swaps) if swaps else tensor
+        return done
+
     for tensor in graph.topological_order():
         replaced = replacements.get(tensor, tensor)
-        if replaced is not tensor and replaced in new:  # aliased to a tensor replaced too
-            replaced = new[replaced]
-        else:
-            replaced = relink(replaced, new)
+        replaced = relink(tensor, new) if replaced is tensor else link(replaced)
         if replaced is not tensor:
             new[tensor] = replaced
     for out in graph.outputs:
