@@ -70,15 +70,24 @@ class Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory) -> tuple[str, list[float]]:
-    """Records of the softmax F, isolated as an overlapped compile tunes it: costs known."""
+    """Records of the softmax F, isolated as tuning tunes it: costs known. Their schedules
+    are points of F's space (compile with the database lowers the best one)."""
+    import numpy as np
+
+    from tilecraft.target.registry import get_target
+    from tilecraft.tuning.tuner import task_space
+
     graph = chain_and_tail()
     program = isolate(graph, graph.outputs[0])
+    template, _ = task_space(program.outputs[0], get_target("x86_avx512"))
+    rng = np.random.default_rng(0)
     path = str(tmp_path_factory.mktemp("db") / "tuning.sqlite")
     costs = [4e-5, 6e-5, 2e-5, 3e-5, 1e-5]
     db = TuningDatabase(path)
     for index, cost in enumerate(costs):
+        config = template.decode(template.space.random_point(rng))
         db.add(TuningRecord(workload_key=workload_key(describe_graph(program)),
-                            target="x86_avx512", schedule={"F": {"point": index}},
+                            target="x86_avx512", schedule={"F": config},
                             costs=(cost,), timestamp=1000.0 + index))
     db.close()
     return path, costs

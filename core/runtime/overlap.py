@@ -119,35 +119,27 @@ class OverlappedExecutable(Executable):
         self._error: BaseException | None = None
         self._error_raised = False
         self._started = time.monotonic()
-        # finding the tunable computes builds their search spaces: in the background, unless
-        # their recorded schedules are to be installed first
+        # finding the tunable computes builds their search spaces: in the background
         self._tunable: list[tuple[str, Graph]] | None = None
         if options.database is not None:
-            self._tunable = tunable_computes(state)
-            self._install_recorded(str(options.database))
+            self._recorded_costs(str(options.database))
         self._sink, self._writer = _user_sink(options.events)
         self._thread = threading.Thread(target=self._tune, name="tilecraft-overlap",
                                         daemon=True)
         self._thread.start()
 
-    def _install_recorded(self, database: str) -> None:
-        """The best recorded schedule of every tunable compute (as tuned here: isolated)."""
-        from tilecraft.tuning.database import TuningDatabase
-        from tilecraft.tuning.record import workload_key
-        from tilecraft.tuning.workload import describe_graph
+    def _recorded_costs(self, database: str) -> None:
+        """The recorded median cost of every compute whose schedule the compile took from the
+        database (the same task keys as tuning: :mod:`tilecraft.tuning.tasks`): a candidate
+        replaces those kernels only when it beats their record."""
+        from tilecraft.tuning.tuner import best_records
 
-        db = TuningDatabase(database)
-        try:
-            for name, graph in self._tunable or ():
-                best = db.best(workload_key(describe_graph(graph)), self.target_name, k=1)
-                config = best[0].schedule.get(name) if best else None
-                if config is not None:
-                    self._segments[name] = _build_compute(self._state, name, dict(config))
-                    self._costs[name] = best[0].median_cost or math.inf
-        finally:
-            db.close()
-        self.install([k for kernels, _ in self._segments.values() for k in kernels],
-                     [r for _, rows in self._segments.values() for r in rows])
+        taken = {name for name, choice in self._state.schedules.items()
+                 if choice.source == "database"}
+        for name, record in best_records(self._state.graph, self._state.target,
+                                         database).items():
+            if name in taken and name in self._segments:
+                self._costs[name] = record.median_cost or math.inf
 
     # the background thread -------------------------------------------------------------------
     def _tune(self) -> None:
@@ -322,8 +314,8 @@ class OverlappedExecutable(Executable):
 
 
 def isolate(graph: Graph, tensor: Tensor) -> Graph:
-    """``tensor`` alone: a graph computing it from placeholders named, shaped and typed like
-    the computes it reads (what the thesis tunes: one operator, not the network up to it).
+    """``tensor`` alone (:func:`tilecraft.tuning.tasks.isolate`, which tuning, the database
+    keys and compile share; ``graph`` is not needed and kept for callers).
 
     >>> from tilecraft import te
     >>> A = te.placeholder((4,), name="A")
@@ -333,19 +325,17 @@ def isolate(graph: Graph, tensor: Tensor) -> Graph:
     graph(B: float32[4]) -> (C):
       C[i] = B[i] + 1.0
     """
-    from tilecraft.passes.rewriting import rebuild_graph
-    from tilecraft.te.tensor import placeholder
+    from tilecraft.tuning.tasks import isolate as isolate_task
 
-    own = Graph.from_outputs([tensor])
-    cut = {producer: placeholder(producer.shape, producer.dtype, name=producer.name)
-           for producer in tensor.inputs if not producer.is_placeholder}
-    return rebuild_graph(own, cut) if cut else own
+    return isolate_task(tensor)
 
 
 def tunable_computes(state: Any) -> list[tuple[str, Graph]]:
     """The computes of a compile state that tuning may improve (not fused, not tensorized,
-    with a search space), each isolated (:func:`isolate`), in execution order."""
+    with a search space), each alone (:func:`tilecraft.tuning.tasks.isolate`), in execution
+    order."""
     from tilecraft.pipeline.state import ScheduleKind
+    from tilecraft.tuning.tasks import isolate as isolate_task
     from tilecraft.tuning.tuner import task_space
 
     found = []
@@ -353,7 +343,7 @@ def tunable_computes(state: Any) -> list[tuple[str, Graph]]:
         choice = state.schedules.get(tensor.name)
         if choice is None or choice.kind in (ScheduleKind.FUSED, ScheduleKind.TENSORIZED):
             continue
-        graph = isolate(state.graph, tensor)
+        graph = isolate_task(tensor)
         if task_space(graph.outputs[0], state.target)[0] is not None:
             found.append((tensor.name, graph))
     return found

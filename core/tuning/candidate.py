@@ -370,6 +370,9 @@ def prepare_candidate(candidate: MeasureInput, on_stage: StageCallback = lambda 
     # inputs of the candidates after it
     arrays = {name: np.array(array, order="C", copy=True)
               for name, array in instance.inputs.items()}
+    # constants are no inputs: their kernels read the bound values, as an Executable passes them
+    arrays.update((t.name, np.array(t.constant_value, order="C", copy=True))
+                  for t in instance.graph.constants if t.name not in arrays)
     tensors = {t.name: t for t in instance.graph.computes}
     for kernel in kernels:
         for buffer in kernel.params:
@@ -402,8 +405,9 @@ def check_candidate(prepared: PreparedCandidate, on_stage: StageCallback = lambd
     instance = prepared.instance
     # the reference is the workload's business: its failure is not the candidate's run
     expected = _step(Stage.WORKLOAD, on_stage, lambda: instance.expected)
+    given = set(instance.inputs) | {t.name for t in instance.graph.constants}
     for name, array in prepared.arrays.items():
-        if name not in instance.inputs:
+        if name not in given:
             _poison(array)
     _step(Stage.CHECK, on_stage, prepared.run)
     worst = 0.0

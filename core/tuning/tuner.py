@@ -1,8 +1,10 @@
 """The tuning loop (thesis §4.4-4.5): search engine × isolated measurement × tuning database.
 
-For every compute of a program, one *task* in the target's schedule-template space
-(:meth:`~tilecraft.target.base.Target.template_space`) where it has one, else in FlexTensor's
-generic schedule space (:func:`tilecraft.search.generate_space`): the engine named in the
+For every compute of a program, one *task* — the compute alone, its producers placeholders
+(:mod:`tilecraft.tuning.tasks`: what a candidate measures, and the database key) — in the
+target's schedule-template space (:meth:`~tilecraft.target.base.Target.template_space`)
+where it has one, else in FlexTensor's generic schedule space
+(:func:`tilecraft.search.generate_space`): the engine named in the
 :class:`~tilecraft.tuning.budget.TuningOptions` explores the template's space; each batch of
 points is decoded to template configs and handed to a measurement runner
 (:class:`~tilecraft.tuning.runners.MeasureRunner`: this machine's isolated worker processes by
@@ -13,8 +15,10 @@ stream as soon as it is final, so a run killed at any moment (even by SIGKILL) l
 the candidates being measured. Points already in
 the database (an interrupted run) are not measured again: their recorded cost is reused.
 
-:func:`best_configs` reads the database back: the best known config per compute, which
-``tilecraft.compile(..., database=...)`` uses.
+:func:`best_configs` reads the database back under the same keys: the best known config per
+compute, which ``tilecraft.compile(..., database=...)`` uses (records keyed by the whole
+producer graph, as written before tasks were isolated, are not found: see
+:mod:`tilecraft.tuning.tasks`).
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ from tilecraft.tuning.budget import TuningOptions, open_event_stream
 from tilecraft.tuning.builders import SCHEDULE_BUILDER, TEMPLATE_BUILDER
 from tilecraft.tuning.candidate import MeasureInput, MeasureResult
 from tilecraft.tuning.database import TuningDatabase
-from tilecraft.tuning.record import canonical_json
+from tilecraft.tuning.record import TuningRecord, canonical_json
 from tilecraft.tuning.runners.local import LocalRunner
 from tilecraft.tuning.runners.protocol import MeasureRunner
-from tilecraft.tuning.workload import Workload, describe_graph
+from tilecraft.tuning.tasks import isolate, task_key
+from tilecraft.tuning.workload import Workload
 
-__all__ = ["TaskResult", "TuningResult", "best_configs", "compute_workload",
+__all__ = ["TaskResult", "TuningResult", "best_configs", "best_records", "compute_workload",
            "is_schedule_config", "task_space", "tune", "unpickle_program"]
 
 
@@ -49,9 +54,10 @@ def unpickle_program(data: str) -> Graph:
 
 
 def compute_workload(tensor: Tensor) -> Workload:
-    """The workload of one compute: its small graph (producers included), rebuildable in a
-    worker process."""
-    graph = Graph.from_outputs([tensor])
+    """The workload of one compute: the compute alone (:func:`~tilecraft.tuning.tasks.isolate`:
+    its producers placeholders), rebuildable in a worker process; its key is
+    :func:`~tilecraft.tuning.tasks.task_key` of ``tensor``."""
+    graph = isolate(tensor)
     data = base64.b64encode(pickle.dumps(graph)).decode()
     return Workload("tilecraft.tuning.tuner:unpickle_program", (data,), name=tensor.name)
 
@@ -126,10 +132,11 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
             for tensor in graph.computes:
                 if tensor.name in skip:
                     continue
-                template, builder = task_space(tensor, target)
+                alone = isolate(tensor).outputs[0]  # its space and workload: it alone
+                template, builder = task_space(alone, target)
                 if template is None:
                     continue
-                tasks.append(_tune_task(tensor, template, builder, target, target_ref or
+                tasks.append(_tune_task(alone, template, builder, target, target_ref or
                                         _target_ref(target), opts, measurer, database, events,
                                         get_engine(opts.engine, manager=plugins),
                                         deadline))
@@ -146,7 +153,9 @@ def task_space(tensor: Tensor, target: Target) -> tuple[Any, str]:
     """The space one compute is tuned in, and the builder its points are lowered with: the
     target's schedule template where it has one, else FlexTensor's generic schedule space
     (:func:`tilecraft.search.generate_space`, §4.3.2) applied through the schedule primitives.
-    ``(None, "")`` when neither exists (e.g. a compute with a single possible schedule)."""
+    ``(None, "")`` when neither exists (e.g. a compute with a single possible schedule). The
+    tuner passes the compute alone (:func:`~tilecraft.tuning.tasks.isolate`), so the generic
+    space offers no inlining of producers that its workload does not hold."""
     template = target.template_space(tensor)
     if template is not None:
         return template, TEMPLATE_BUILDER
@@ -233,25 +242,26 @@ def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, targ
     return task
 
 
-def best_configs(graph: Graph, target: Target, database: str | TuningDatabase
-                 ) -> dict[str, dict[str, Any]]:
-    """The best recorded template config per compute of ``graph`` on ``target``."""
+def best_records(graph: Graph, target: Target, database: str | TuningDatabase
+                 ) -> dict[str, TuningRecord]:
+    """The best recorded measurement per compute of ``graph`` on ``target`` (computes without
+    a successful record left out), each looked up under its task's key
+    (:func:`~tilecraft.tuning.tasks.task_key`)."""
     db = database if isinstance(database, TuningDatabase) else TuningDatabase(database)
     try:
-        configs = {}
+        found = {}
         for tensor in graph.computes:
-            key = _key(tensor)
-            best = db.best(key, target.name, k=1)
+            best = db.best(task_key(tensor), target.name, k=1)
             if best and tensor.name in best[0].schedule:
-                configs[tensor.name] = dict(best[0].schedule[tensor.name])
-        return configs
+                found[tensor.name] = best[0]
+        return found
     finally:
         if db is not database:
             db.close()
 
 
-def _key(tensor: Tensor) -> str:
-    from tilecraft.tuning.record import workload_key
-
-    return workload_key(describe_graph(Graph.from_outputs([tensor])))
-
+def best_configs(graph: Graph, target: Target, database: str | TuningDatabase
+                 ) -> dict[str, dict[str, Any]]:
+    """The best recorded template config per compute of ``graph`` on ``target``."""
+    return {name: dict(record.schedule[name])
+            for name, record in best_records(graph, target, database).items()}
