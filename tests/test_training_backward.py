@@ -129,3 +129,24 @@ def test_fusion_planner_treats_the_backward_graph_like_any_graph() -> None:
     assert plan.group_of("conv2").solution is not None
     # relu' and the batch norm's gradient run in one memory-bound kernel (Eq. 4.10 said so)
     assert plan.group_of("grad_bn1_via_relu1") is plan.group_of("grad_relu1_via_conv2_pad")
+
+
+def test_reshape_gradients_are_gathers_without_loops() -> None:
+    """Attention's head split (tokens, hidden) -> (tokens, heads, d) and merge: each gradient
+    reads the output gradient once per element (the floordiv/mod pair known from z, the
+    flat index a mixed-radix number), no reduce loop, no padded copy."""
+    from tilecraft.autodiff import grad
+
+    q = te.placeholder((7, 15), name="q")
+    split = ops.reshape(q, (7, 3, 5), name="split")
+    merged = ops.reshape(ops.transpose(split, (1, 0, 2), name="heads"), (3, 35), name="merged")
+    rng = np.random.default_rng(0)
+    for out, shape in ((split, (7, 3, 5)), (merged, (3, 35))):
+        (dq,) = grad(out, [q])
+        computes = Graph.from_outputs([dq]).computes
+        assert all(not t.reduce_axes for t in computes), [t.statement() for t in computes]
+        g = rng.standard_normal(shape).astype(np.float32)
+        expected = g.reshape(7, 3, 5) if out is split else \
+            g.reshape(3, 7, 5).transpose(1, 0, 2)
+        np.testing.assert_array_equal(tc.reference.run(dq, **{f"grad_{out.name}": g}),
+                                      expected.reshape(7, 15))

@@ -69,8 +69,23 @@ def solve(system: IndexSystem, z: Sequence[IterVar], axis_prefix: str = "r_",
     unknowns = system.unknowns
     conditions: list[Expr] = []
     rows: list[tuple[LinExpr, LinExpr]] = []
+    # an unknown a row sets to a point's index outright (a floordiv/mod pair of a reshape:
+    # q = z0, m = z1) is known in the pair rows: i0*12 + i1*4 + i2 = 12*z0 + z1 is then a
+    # mixed-radix number whose digits follow from z alone (no new loop)
+    direct = {form.terms[0][0]: LinExpr.of(z[index]) - form.constant
+              for form, index in system.rows
+              if index is not None and len(form.terms) == 1 and form.terms[0][1] == 1}
     for form, index in system.rows:
         target = (LinExpr.of(z[index]) if index is not None else LinExpr.of(0)) - form.constant
+        known = [(u, c) for u, c in form.terms if u in direct] if index is None else []
+        if known and len(known) < len(form.terms):
+            rest = LinExpr.build({u: c for u, c in form.terms if u not in direct}, 0)
+            digits = _mixed_radix(system, rest)
+            if digits is not None:
+                for u, c in known:
+                    target = target - direct[u] * c
+                rows.extend(_split_digits(digits, target, conditions))
+                continue
         digits = _mixed_radix(system, form)
         if digits is None:
             rows.append((form - form.constant, target))
