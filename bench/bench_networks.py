@@ -1,16 +1,20 @@
-"""Whole networks (tilecraft.models) on this x86: per network the compile time (no tuning), the
-tilecraft x86 run time and onnxruntime's (CPU, ``--threads`` intra-op threads) on the same
-ONNX export, medians measured side by side in one run, and whether the outputs match
-(rtol = atol = 1e-3).
+"""Whole networks (tilecraft.models) on this x86: per network the compile time (no tuning) and,
+at 1 and 2 threads side by side in one run, the tilecraft x86 run time against onnxruntime
+(CPU, same ONNX export), PyTorch eager and torch.compile (inductor) on the same seeded
+weights, medians, the speed-ups (their time / ours: > 1 means tilecraft is faster) and
+whether every output matches onnxruntime's (rtol = atol = 1e-3).
 
-    python bench/bench_networks.py [--small] [--threads N] [NAME ...]
+    python bench/bench_networks.py [--small] [--threads 1,2] [--no-torch] [--no-inductor] [NAME ...]
 
-The small configurations take seconds; the full sizes (batch 1, sequence 512, 224^2) minutes.
+tilecraft is compiled once per thread count (the x86 target plans its blocking for its
+threads); torch columns are left out when torch is not installed. The small configurations
+take seconds; the full sizes (batch 1, sequence 512, 224^2) minutes (inductor's compile most).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -25,42 +29,100 @@ import tilecraft as tc  # noqa: E402
 import tilecraft.models as models  # noqa: E402
 
 
-def measure(name: str, small: bool, threads: int) -> list[str]:
+def _torch_runs(name: str, small: bool, x: np.ndarray, inductor: bool):
+    """(eager, compiled or None) callables on a torch tensor of x, or None without torch."""
+    try:
+        import torch
+        from torch_networks import torch_network
+    except ImportError:
+        return None
+    forward = torch_network(name, small=small)
+    xt = torch.from_numpy(x)
+    compiled = None
+    if inductor:
+        compiled_forward = torch.compile(forward, backend="inductor")
+        compiled = lambda: compiled_forward(xt)  # noqa: E731
+    return torch, (lambda: forward(xt)), compiled
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f}" if seconds >= 0.01 else f"{seconds * 1e3:.3f}"
+
+
+def measure(name: str, small: bool, threads: list[int], use_torch: bool,
+            inductor: bool) -> tuple[list[str], dict[str, dict[int, float]]]:
     import onnxruntime as ort
+    from tilecraft_x86_avx512.target import X86Avx512Target
 
     graph = models.build(name, small=small)
     model = models.to_onnx(name, small=small)
     x = np.random.default_rng(1).standard_normal(graph.inputs[0].shape).astype(np.float32)
-    started = time.perf_counter()
-    exe = tc.compile(graph, target="x86_avx512")
-    compile_s = time.perf_counter() - started
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    expected = session.run(None, {"x": x})[0]
-    matches = np.allclose(exe(x), expected, rtol=1e-3, atol=1e-3)
-    ours = median_seconds(lambda: exe(x), repeat=7, min_seconds=0.5)
-    theirs = median_seconds(lambda: session.run(None, {"x": x}), repeat=7, min_seconds=0.5)
-    return [name, f"{compile_s:.1f}", f"{ours * 1e3:.2f}", f"{theirs * 1e3:.2f}",
-            f"{theirs / ours:.2f}", "yes" if matches else "NO"]
+    torch_runs = _torch_runs(name, small, x, inductor) if use_torch else None
+    times: dict[str, dict[int, float]] = {"tilecraft": {}, "onnxruntime": {}}
+    matches, compile_s = True, []
+    for n in threads:
+        started = time.perf_counter()
+        exe = tc.compile(graph, target=X86Avx512Target(threads=n))
+        compile_s.append(time.perf_counter() - started)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = n
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        expected = session.run(None, {"x": x})[0]
+        matches &= bool(np.allclose(exe(x), expected, rtol=1e-3, atol=1e-3))
+        times["tilecraft"][n] = median_seconds(lambda: exe(x), repeat=7, min_seconds=0.5)
+        times["onnxruntime"][n] = median_seconds(lambda: session.run(None, {"x": x}),
+                                                 repeat=7, min_seconds=0.5)
+        if torch_runs is not None:
+            torch, eager, compiled = torch_runs
+            torch.set_num_threads(n)
+            for column, run in (("torch eager", eager), ("torch.compile", compiled)):
+                if run is None:
+                    continue
+                matches &= bool(np.allclose(run().numpy(), expected, rtol=1e-3, atol=1e-3))
+                times.setdefault(column, {})[n] = median_seconds(run, repeat=7, min_seconds=0.5)
+    row = [name, f"{compile_s[0]:.1f}"]
+    for n in threads:
+        ours = times["tilecraft"][n]
+        row.append(_ms(ours))
+        for column in times:
+            if column != "tilecraft" and n in times[column]:
+                row.append(f"{_ms(times[column][n])} ({times[column][n] / ours:.2f}x)")
+    row.append("yes" if matches else "NO")
+    return row, times
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="networks (default all)")
     parser.add_argument("--small", action="store_true", help="the small test configurations")
-    parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    parser.add_argument("--threads", default="1,2",
+                        help="comma-separated thread counts for every framework (default 1,2)")
+    parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
+    parser.add_argument("--no-inductor", action="store_true",
+                        help="leave torch.compile out (its compile takes minutes at full size)")
     args = parser.parse_intermixed_args(argv)
+    threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
-    rows = [measure(name, args.small, args.threads) for name in names]
+    results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor)
+               for name in names]
+    columns = list(results[0][1])
+    header = ["network", "compile s"]
+    for n in threads:
+        header.append(f"tilecraft {n}t ms")
+        header += [f"{c} {n}t ms (x)" for c in columns[1:] if n in results[0][1][c]]
+    header.append("match")
     cpu = platform.processor() or platform.machine()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print_table(f"networks ({'small' if args.small else 'full size'}), {cpu}, "
-                f"onnxruntime {args.threads} thread(s)",
-                ["network", "compile s", "tilecraft ms", "onnxruntime ms", "speed-up", "match"],
-                rows)
-    print(f"geomean speed-up over onnxruntime: {geomean([float(r[4]) for r in rows]):.2f}")
-    return 0 if all(r[5] == "yes" for r in rows) else 1
+                f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
+                header, [row for row, _ in results])
+    for column in columns[1:]:
+        for n in threads:
+            ratios = [t[column][n] / t["tilecraft"][n] for _, t in results if n in t[column]]
+            if ratios:
+                print(f"geomean speed-up over {column}, {n} thread(s): {geomean(ratios):.2f}x")
+    return 0 if all(row[-1] == "yes" for row, _ in results) else 1
 
 
 if __name__ == "__main__":
