@@ -166,3 +166,41 @@ def test_compile_report_records_the_choice_and_its_traffic():
                                                                      (40, 24)))
     a, b = exe(x, w1, w2)  # the decision is reported; the kernels still compute the graph
     assert np.allclose(a, x @ w1, atol=1e-4) and np.allclose(b, x @ w2, atol=1e-4)
+
+
+def _attention_with_residual(batch, seq, dim):
+    from tilecraft.fusion.examples import attention_tensors
+    _, out, graph = attention_tensors(batch, seq, dim)
+    (q,) = [t for t in graph.dag.nodes if getattr(t, "name", "") == "Q"]
+    return Graph.from_outputs([ops.add(out, q, name="R")])
+
+
+def test_attention_residual_fused_keeps_the_result_in_the_level():
+    from tilecraft.dataflow.graph_plan import plan_residuals, residual_sites
+    graph = _attention_with_residual(3, 96, 16)
+    (site,) = residual_sites(graph)
+    assert [t.name for t in site] == ["S", "O", "R", "Q"]
+    (choice,) = plan_residuals(graph, X86)
+    assert choice.fused and "O stays in L2" in choice.reason
+    fused = choice.fused_cost.movement.per_tensor("L2")
+    apart = choice.apart_cost.movement.per_tensor("L2")
+    assert "O" not in fused and apart["O"] == 2 * 3 * 96 * 16  # stored, then read back
+    assert choice.traffic(choice.fused_cost) < choice.traffic(choice.apart_cost)
+
+
+def test_residual_of_a_chain_that_does_not_fit_is_left_out():
+    from tilecraft.dataflow.graph_plan import plan_residuals
+    from tilecraft.target.spec import load_spec
+    tiny = X86.model_dump()
+    for level in tiny["memory"]["levels"]:
+        if level["size_bytes"] is not None:
+            level["size_bytes"] = (level["associativity"] or 1) * (level["line_bytes"] or 64)
+    assert plan_residuals(_attention_with_residual(1, 40, 8), load_spec(tiny)) == ()
+
+
+def test_compile_report_records_the_residual_choice():
+    import tilecraft as tc
+    graph = _attention_with_residual(2, 24, 8)
+    exe = tc.compile(list(graph.outputs), target="x86_avx512")
+    notes = [n for n in exe.report.notes if n.startswith("TileFlow: ")]
+    assert notes == [n for n in notes if "S -> O + R (residual Q): fused" in n] and notes

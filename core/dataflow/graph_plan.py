@@ -28,14 +28,15 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
 from tilecraft.dataflow.cost import TreeCost, analyze_tree
 from tilecraft.dataflow.errors import DataflowError
 from tilecraft.dataflow.tree import DataflowTree, Loop, OpNode, ScopeKind, ScopeNode, TileNode
-from tilecraft.fusion.chain import Chain, FusionError
+from tilecraft.dtypes import DType
+from tilecraft.fusion.chain import Chain, ChainOp, FusionError, TensorAccess, TensorRole
 from tilecraft.fusion.classify import is_compute_intensive
 from tilecraft.fusion.derive import chain_from_computes
 from tilecraft.graph import Graph
@@ -124,8 +125,8 @@ def default_level(spec: TargetSpec) -> str:
     return own[0] if own else bounded[-1]
 
 
-def _choices(extent: int) -> list[int]:
-    powers = [1 << e for e in range(4, 14) if (1 << e) < extent]
+def _choices(extent: int, smallest: int = 16) -> list[int]:
+    powers = [p for p in (1 << e for e in range(14)) if smallest <= p < extent]
     return [*powers, extent]
 
 
@@ -147,7 +148,16 @@ def _search(chain: Chain, spec: TargetSpec, level: str, build, loops: Sequence[s
     fewest cycles) over power-of-two tiles (from 16) of ``loops``: every combination when there
     are at most ``budget``, else coordinate descent from ``starts``, the smallest and the
     largest tiles."""
-    grids = {lp: _choices(chain.extents[lp]) for lp in loops}
+    best = _search_grid(chain, spec, level, build, loops, budget, starts, 16)
+    # tiles below 16 only where nothing larger fits (they multiply the search)
+    return best if best is not None else _search_grid(chain, spec, level, build, loops,
+                                                      budget, starts, 1)
+
+
+def _search_grid(chain: Chain, spec: TargetSpec, level: str, build, loops: Sequence[str],
+                 budget: int, starts: Sequence[dict[str, int]],
+                 smallest: int) -> TreeCost | None:
+    grids = {lp: _choices(chain.extents[lp], smallest) for lp in loops}
     if math.prod(len(g) for g in grids.values()) <= budget:
         return _best([build(dict(zip(loops, vals)))
                       for vals in itertools.product(*(grids[lp] for lp in loops))], spec, level)
@@ -274,7 +284,7 @@ def _per_tensor(cost: TreeCost, level: str) -> dict[str, int]:
     return result
 
 
-_CHOICES: dict[tuple, DataflowChoice] = {}
+_CHOICES: dict[tuple, object] = {}
 
 
 def _cached_choice(chain: Chain, tensor: str, spec: TargetSpec,
@@ -287,18 +297,172 @@ def _cached_choice(chain: Chain, tensor: str, spec: TargetSpec,
     return _CHOICES[key]
 
 
-def plan_shared_inputs(graph: Graph, spec: TargetSpec,
-                       level: str | None = None) -> tuple[DataflowChoice, ...]:
-    """TileFlow's choice for every pair of :func:`shared_input_pairs` it can model."""
+def plan_shared_inputs(graph: Graph, spec: TargetSpec, level: str | None = None,
+                       max_loops: int | None = None) -> tuple[DataflowChoice, ...]:
+    """TileFlow's choice for every pair of :func:`shared_input_pairs` it can model (of at most
+    ``max_loops`` loops together)."""
     choices = []
     for first, second, tensor in shared_input_pairs(graph):
         try:
             chain = pair_chain(graph, first, second, tensor.name)
+            if max_loops is not None and len(chain.loops) > max_loops:
+                continue
+            choices.append(_cached_choice(chain, tensor.name, spec, level))
         except (DataflowError, FusionError):
             continue
-        choices.append(_cached_choice(chain, tensor.name, spec, level))
     return tuple(choices)
 
 
-__all__ = ["DataflowChoice", "apart_tree", "choose", "default_level", "fused_tree",
-           "pair_chain", "plan_shared_inputs", "shared_input_pairs"]
+# --- a chain with a residual ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResidualChoice:
+    """TileFlow's verdict on adding ``residual`` (reading the chain's result and ``tensor``
+    elementwise) inside the chain's fused tree, or after it."""
+
+    chain: str
+    residual: str
+    tensor: str
+    level: str
+    fused: bool
+    reason: str
+    fused_cost: TreeCost | None
+    apart_cost: TreeCost
+
+    def traffic(self, cost: TreeCost | None) -> int | None:
+        return None if cost is None else cost.traffic_bytes(self.level)
+
+    def __str__(self) -> str:
+        return (f"{self.chain} + {self.residual} (residual {self.tensor}): "
+                f"{'fused' if self.fused else 'apart'} - {self.reason}")
+
+
+def residual_sites(graph: Graph) -> list[tuple[Tensor, Tensor, Tensor, Tensor]]:
+    """``(producer, consumer, add, other)``: an elementwise compute ``add`` reading the result
+    of a two-operator chain ``producer -> consumer`` and a tensor ``other`` of its shape."""
+    from tilecraft.fusion.classify import is_elementwise_of
+
+    sites = []
+    for add in graph.computes:
+        if is_compute_intensive(add):
+            continue
+        inputs = list(dict.fromkeys(add.inputs))
+        if len(inputs) != 2:
+            continue
+        for result, other in (inputs, inputs[::-1]):
+            if result.is_placeholder or not is_compute_intensive(result) or \
+                    tuple(other.shape) != tuple(add.shape) or \
+                    tuple(result.shape) != tuple(add.shape) or \
+                    not is_elementwise_of(add, result) or not is_elementwise_of(add, other):
+                continue
+            producers = _intensive_above(graph, result)
+            if len(producers) == 1:
+                sites.append((producers[0], result, add, other))
+                break
+    return sites
+
+
+def _intensive_above(graph: Graph, tensor: Tensor) -> list[Tensor]:
+    found, stack, seen = [], [i for i in tensor.inputs if not i.is_placeholder], set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if is_compute_intensive(node):
+            found.append(node)
+        else:
+            stack.extend(i for i in node.inputs if not i.is_placeholder)
+    return found
+
+
+def residual_chain(graph: Graph, producer: Tensor, consumer: Tensor, add: Tensor,
+                   other: Tensor) -> Chain:
+    """The chain ``producer -> consumer`` with the residual as a third operator: it reads the
+    consumer's result (now an intermediate) and ``other`` at the result's index."""
+    chain = chain_from_computes([producer, consumer], graph)
+    last = chain.ops[-1]
+    out = last.output
+    inner = replace(out, role=TensorRole.INTERMEDIATE)
+    accesses = tuple(inner if a.tensor == out.tensor else a for a in last.accesses)
+    residual = ChainOp(add.name, tuple(lp for lp in chain.loop_names if lp in out.loops), (), (
+        inner, TensorAccess(other.name, out.indices, TensorRole.INPUT, DType(other.dtype)),
+        TensorAccess(add.name, out.indices, TensorRole.OUTPUT, DType(add.dtype))))
+    return Chain((*chain.ops[:-1], replace(last, accesses=accesses), residual), chain.loops)
+
+
+def residual_trees(chain: Chain, level: str, tiles: dict[str, int]) -> tuple[DataflowTree,
+                                                                               DataflowTree]:
+    """The fused tree (the residual's tile node beside the chain's operators, under the
+    loops they share) and the apart one (the chain's tree, then the residual's own)."""
+    ext = chain.extents
+    free = [lp for lp in chain.loop_names if not chain.loop(lp).full_extent]
+    shared = [lp for lp in free if all(lp in chain.op_loops(i) for i in range(len(chain.ops)))]
+    own = [TileNode(level, _loops([lp for lp in free if lp in chain.op_loops(i)
+                                   and lp not in shared], tiles, ext), OpNode(op.name),
+                    name=op.name) for i, op in enumerate(chain.ops)]
+    fused = DataflowTree(chain, TileNode(level, _loops(shared, tiles, ext),
+                                         ScopeNode(ScopeKind.SEQ, tuple(own)), name="shared"),
+                         name="residual fused")
+    pair = TileNode(level, _loops(shared, tiles, ext), ScopeNode(ScopeKind.SEQ, tuple(own[:-1])),
+                    name="chain")
+    alone = TileNode(level, _loops([lp for lp in free if lp in chain.op_loops(len(own) - 1)],
+                                   tiles, ext), OpNode(chain.ops[-1].name), name="residual")
+    apart = DataflowTree(chain, ScopeNode(ScopeKind.SEQ, (pair, alone)), name="residual apart")
+    return fused, apart
+
+
+def choose_residual(chain: Chain, other: str, spec: TargetSpec,
+                    level: str | None = None) -> ResidualChoice:
+    """Fused or apart for the residual (the chain's last operator) — see :func:`choose`."""
+    level = level or default_level(spec)
+    free = [lp for lp in chain.loop_names if not chain.loop(lp).full_extent]
+    apart = _search(chain, spec, level, lambda t: residual_trees(chain, level, t)[1], free)
+    names = " -> ".join(op.name for op in chain.ops[:-1])
+    residual = chain.ops[-1].name
+    if apart is None:
+        raise DataflowError(f"chain {names}: no tiling fits level {level} even with the "
+                            f"residual {residual} apart (field size_bytes)")
+    starts = [{lp: _step(apart.tree, lp, chain.extents[lp]) for lp in free}]
+    fused = _search(chain, spec, level, lambda t: residual_trees(chain, level, t)[0], free,
+                    starts=starts)
+    unit = f"B between DRAM and {level}"
+    if fused is None:
+        return ResidualChoice(names, residual, other, level, False,
+                              f"no fused tiling fits {level}", None, apart)
+    moved, alone = fused.traffic_bytes(level), apart.traffic_bytes(level)
+    figures = f"{moved:,} {unit} fused vs {alone:,} apart"
+    result = chain.ops[-2].output.tensor
+    if moved < alone:
+        reason = f"{result} stays in {level} for the residual ({figures})"
+    else:
+        ours, theirs = _per_tensor(fused, level), _per_tensor(apart, level)
+        grew = [t for t in ours if ours[t] > theirs.get(t, 0)]
+        reason = (f"keeping {result}'s tile for the residual shrinks the other tiles: "
+                  f"{', '.join(grew) or 'nothing'} reloaded more than {result}'s store and "
+                  f"load save ({figures})")
+    return ResidualChoice(names, residual, other, level, moved < alone, reason, fused, apart)
+
+
+def plan_residuals(graph: Graph, spec: TargetSpec, level: str | None = None,
+                   max_loops: int | None = None) -> tuple[ResidualChoice, ...]:
+    """TileFlow's choice for every :func:`residual_sites` entry it can model (chains of at
+    most ``max_loops`` loops: a convolution chain's ten make the tile search seconds long)."""
+    choices = []
+    for producer, consumer, add, other in residual_sites(graph):
+        try:
+            chain = residual_chain(graph, producer, consumer, add, other)
+            if max_loops is not None and len(chain.loops) > max_loops:
+                continue
+            key = (chain, other.name, hash(spec.model_dump_json()), level)
+            if key not in _CHOICES:
+                _CHOICES[key] = choose_residual(chain, other.name, spec, level)
+        except (DataflowError, FusionError):
+            continue
+        choices.append(_CHOICES[key])
+    return tuple(choices)
+
+
+__all__ = ["DataflowChoice", "ResidualChoice", "apart_tree", "choose", "choose_residual",
+           "default_level", "fused_tree", "pair_chain", "plan_residuals", "plan_shared_inputs",
+           "residual_chain", "residual_sites", "residual_trees", "shared_input_pairs"]

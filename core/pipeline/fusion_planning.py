@@ -67,18 +67,27 @@ _TILEFLOW = "TileFlow: "
 
 
 def dataflow_notes(graph: Graph, spec: TargetSpec) -> list[str]:
-    """TileFlow's choice (:func:`tilecraft.dataflow.graph_plan.plan_shared_inputs`) for each
-    pair of compute-intensive computes sharing an input, with both trees' predicted traffic;
-    a decision of the model, reported (no target lowers such a pair as one kernel yet)."""
-    from tilecraft.dataflow.graph_plan import plan_shared_inputs, shared_input_pairs
+    """TileFlow's choices (:mod:`tilecraft.dataflow.graph_plan`) for the topologies that are not
+    chains — two compute-intensive computes sharing an input, a GEMM chain with a residual —
+    with both trees' predicted traffic: decisions of the model, reported (no target lowers a
+    shared-input pair as one kernel yet). Chains of more than 6 loops (convolutions) are left
+    out: their tile search would take seconds per site."""
+    from tilecraft.dataflow.graph_plan import (
+        plan_residuals,
+        plan_shared_inputs,
+        residual_sites,
+        shared_input_pairs,
+    )
     from tilecraft.errors import TilecraftError
 
-    if not shared_input_pairs(graph) or not any(
+    if not (shared_input_pairs(graph) or residual_sites(graph)) or not any(
             level.size_bytes is not None and level.kind in (MemoryKind.CACHE,
                                                             MemoryKind.SCRATCHPAD)
             for level in spec.memory.levels):
         return []
     try:
-        return [f"{_TILEFLOW}{choice}" for choice in plan_shared_inputs(graph, spec)]
+        choices = [*plan_shared_inputs(graph, spec, max_loops=6),
+                   *plan_residuals(graph, spec, max_loops=6)]
     except TilecraftError as err:
-        return [f"{_TILEFLOW}shared-input dataflows not modelled: {err}"]
+        return [f"{_TILEFLOW}dataflows beyond chains not modelled: {err}"]
+    return [f"{_TILEFLOW}{choice}" for choice in choices]
