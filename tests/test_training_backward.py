@@ -150,3 +150,19 @@ def test_reshape_gradients_are_gathers_without_loops() -> None:
             g.reshape(3, 7, 5).transpose(1, 0, 2)
         np.testing.assert_array_equal(tc.reference.run(dq, **{f"grad_{out.name}": g}),
                                       expected.reshape(7, 15))
+
+
+def test_a_vector_loss_is_seeded_with_ones() -> None:
+    """A loss of shape (3,) differentiates as its sum: the seed is a te.constant of ones,
+    so the backward graph needs no input beyond the forward's."""
+    x = te.placeholder((3, 2), name="x")
+    w = te.placeholder((2, 2), name="w")
+    loss = ops.reduce_sum(ops.dense(x, w, name="y"), axes=1, name="loss")
+    bw = backward(Graph.from_outputs([loss]), loss)
+    assert [t.name for t in bw.wrt] == ["x", "w"] and bw.seed.is_constant
+    assert {t.name for t in bw.graph.inputs} == {"x", "w"}
+    xs = np.arange(6, dtype=np.float32).reshape(3, 2)
+    ws = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    _, dx, dw = tc.reference.run(bw.graph, x=xs, w=ws)
+    np.testing.assert_allclose(dx, np.tile(ws.sum(0), (3, 1)))
+    np.testing.assert_allclose(dw, np.tile(xs.sum(0), (2, 1)))
