@@ -1,7 +1,9 @@
 """Training on x86 (issue 18): backward graphs derived by tilecraft.autodiff and compiled with
 the default schedules (no tuning) against PyTorch autograd, medians measured side by side in
 one run at 1 and 2 PyTorch threads, ratio torch / tilecraft (> 1: tilecraft faster), results
-compared (rtol = atol = 1e-3 relative to the largest value):
+compared (rtol = atol = 1e-3 relative to the largest value). At each thread count n tilecraft
+is compiled for n threads (``TILECRAFT_X86_THREADS``) and timed back to back with PyTorch at n
+intra-op threads:
 
 1. conv2d backward, ResNet-18 layers: data and weight gradients (one program);
 2. a BERT encoder layer's backward: input and all 16 weight gradients from an output gradient
@@ -13,7 +15,8 @@ compared (rtol = atol = 1e-3 relative to the largest value):
 
 ``--small`` halves the conv images, uses BERT's 128-token layer at hidden 256 and a batch-8
 CNN; without it BERT-base's 128-token layer (768 hidden, 12 heads, 3072 GELU) and a batch-32
-CNN. tilecraft's kernels use the x86 target's own parallel split (both cores).
+CNN. On a shared machine whose load exceeds its cores, 2-thread timings of both sides swing
+wildly (a parallel region waits for a descheduled thread); quote the load printed with them.
 """
 
 from __future__ import annotations
@@ -53,21 +56,35 @@ def timed_compile(graph: Graph):
     return exe, time.perf_counter() - started
 
 
-def torch_columns(threads: list[int], ours_s: float, run, ratios: dict[int, list[float]]):
-    row = []
+def paired(threads: list[int], graph: Graph, arrays: dict, torch_run, ratios, repeat=15):
+    """Per thread count n: tilecraft compiled for n threads (TILECRAFT_X86_THREADS) and
+    PyTorch at n intra-op threads, timed back to back. Returns the row's cells, the compile
+    time of the first and the first Executable's results."""
+    cells, first = [], None
     for n in threads:
-        torch = load_torch(n)
-        if torch is None:
-            row += ["-", "-"]
-            continue
-        theirs_s = median_seconds(run)
+        os.environ["TILECRAFT_X86_THREADS"] = str(n)
+        exe, compile_s = timed_compile(graph)
+        if first is None:
+            first = (compile_s, exe(**arrays))
+        ours_s = median_seconds(lambda exe=exe: exe(**arrays), repeat=repeat)
+        load_torch(n)
+        theirs_s = median_seconds(torch_run, repeat=repeat)
         ratios[n].append(theirs_s / ours_s)
-        row += [f"{theirs_s * 1e3:.2f}", f"{theirs_s / ours_s:.2f}"]
-    return row
+        cells += [f"{ours_s * 1e3:.2f}", f"{theirs_s * 1e3:.2f}", f"{theirs_s / ours_s:.2f}"]
+    os.environ.pop("TILECRAFT_X86_THREADS", None)
+    return cells, first[0], first[1]
+
+
+def header_for(first: list[str], threads: list[int]) -> list[str]:
+    header = list(first)
+    for n in threads:
+        header += [f"ours {n}t ms", f"torch {n}t ms", f"x{n}t"]
+    return header + ["match"]
 
 
 def bench_convs(args, threads) -> None:
     rows, ratios = [], {n: [] for n in threads}
+    torch = load_torch(threads[0])
     for name, cin, size, cout, kernel, stride, padding in LAYERS:
         size = max(kernel, size // 2) if args.small else size
         x = te.placeholder((args.batch, cin, size, size), name="x")
@@ -77,10 +94,6 @@ def bench_convs(args, threads) -> None:
         rng = np.random.default_rng(0)
         arrays = {t.name: rng.standard_normal(t.shape).astype(np.float32)
                   for t in program.inputs}
-        exe, compile_s = timed_compile(program)
-        ours_s = median_seconds(lambda: exe(**arrays))
-        dx, dw = exe(**arrays)
-        torch = load_torch(threads[0])
         xt = torch.tensor(arrays["x"], requires_grad=True)
         wt = torch.tensor(arrays["w"], requires_grad=True)
         yt = torch.nn.functional.conv2d(xt, wt, stride=stride, padding=padding)
@@ -89,17 +102,15 @@ def bench_convs(args, threads) -> None:
         def run(yt=yt, xt=xt, wt=wt, gt=gt):
             return torch.autograd.grad(yt, [xt, wt], gt, retain_graph=True)
 
+        cells, compile_s, (dx, dw) = paired(threads, program, arrays, run, ratios)
         tx, tw = run()
         ok = close(dx, tx.numpy()) and close(dw, tw.numpy())
-        row = [name, f"{args.batch}x{cin}x{size}x{size}", f"{compile_s:.1f}s",
-               f"{ours_s * 1e3:.2f}"]
-        rows.append(row + torch_columns(threads, ours_s, run, ratios) + ["yes" if ok else "NO"])
-    header = ["layer", "input", "compile", "tilecraft ms"]
-    for n in threads:
-        header += [f"torch {n}t ms", f"x{n}t"]
-    print_table("conv2d backward (data + weight gradients), ResNet-18 layers", header + ["match"],
-                rows + [["geomean", "", "", ""] + sum(([" ", f"{geomean(ratios[n]):.2f}"]
-                                                       for n in threads), []) + [""]])
+        rows.append([name, f"{args.batch}x{cin}x{size}x{size}", f"{compile_s:.1f}s", *cells,
+                     "yes" if ok else "NO"])
+    rows.append(["geomean", "", ""] + sum((["", "", f"{geomean(ratios[n]):.2f}"]
+                                           for n in threads), []) + [""])
+    print_table("conv2d backward (data + weight gradients), ResNet-18 layers",
+                header_for(["layer", "input", "compile"], threads), rows)
 
 
 def bert_layer(config: EncoderConfig):
@@ -147,9 +158,6 @@ def bench_bert(args, threads) -> None:
               .astype(np.float32),
               f"grad_{out.name}": rng.standard_normal(out.shape).astype(np.float32)}
     arrays = {t.name: values[t.name] for t in program.inputs}
-    exe, compile_s = timed_compile(program)
-    ours_s = median_seconds(lambda: exe(**arrays), repeat=7)
-    ours = exe(**arrays)
     torch = load_torch(threads[0])
     leaves = {t.name: torch.tensor(values[t.name], requires_grad=True) for t in wrt}
     yt = torch_bert(torch, leaves["x"], leaves, config)
@@ -158,16 +166,13 @@ def bench_bert(args, threads) -> None:
     def run():
         return torch.autograd.grad(yt, list(leaves.values()), gt, retain_graph=True)
 
-    ok = all(close(a, b.numpy()) for a, b in zip(ours, run()))
     ratios = {n: [] for n in threads}
+    cells, compile_s, ours = paired(threads, program, arrays, run, ratios, repeat=7)
+    ok = all(close(a, b.numpy()) for a, b in zip(ours, run()))
     row = [f"{config.tokens}x{config.hidden}, {config.heads} heads, ffn {config.ffn}",
-           str(len(program.computes)), f"{compile_s:.1f}s", f"{ours_s * 1e3:.2f}"]
-    row += torch_columns(threads, ours_s, run, ratios) + ["yes" if ok else "NO"]
-    header = ["BERT layer", "computes", "compile", "tilecraft ms"]
-    for n in threads:
-        header += [f"torch {n}t ms", f"x{n}t"]
-    print_table("BERT encoder layer backward (input + 16 weight gradients)", header + ["match"],
-                [row])
+           str(len(program.computes)), f"{compile_s:.1f}s", *cells, "yes" if ok else "NO"]
+    print_table("BERT encoder layer backward (input + 16 weight gradients)",
+                header_for(["BERT layer", "computes", "compile"], threads), [row])
 
 
 def bench_step(args, threads) -> None:
@@ -175,10 +180,7 @@ def bench_step(args, threads) -> None:
     model = small_cnn(batch=batch, image=image, channels=channels, classes=10)
     lr = 0.05
     step = sgd_step(model.graph, model.loss, model.params, lr=lr)
-    exe, compile_s = timed_compile(step.graph)
     arrays = {**model.init(0), **model.batch(0)}
-    ours_s = median_seconds(lambda: exe(**arrays), repeat=9)
-    ours = exe(**arrays)
     torch = load_torch(threads[0])
     F = torch.nn.functional
     names = [p.name for p in model.params]
@@ -197,16 +199,13 @@ def bench_step(args, threads) -> None:
         with torch.no_grad():
             return [loss] + [p[n] - lr * p[n].grad for n in names]
 
-    ok = all(close(a, b.detach().numpy()) for a, b in zip(ours, run()))
     ratios = {n: [] for n in threads}
+    cells, compile_s, ours = paired(threads, step.graph, arrays, run, ratios, repeat=9)
+    ok = all(close(a, b.detach().numpy()) for a, b in zip(ours, run()))
     row = [f"batch {batch}, {image}x{image}, channels {channels}", str(len(step.graph.computes)),
-           f"{compile_s:.1f}s", f"{ours_s * 1e3:.2f}"]
-    row += torch_columns(threads, ours_s, run, ratios) + ["yes" if ok else "NO"]
-    header = ["small CNN step", "computes", "compile", "tilecraft ms"]
-    for n in threads:
-        header += [f"torch {n}t ms", f"x{n}t"]
+           f"{compile_s:.1f}s", *cells, "yes" if ok else "NO"]
     print_table("one training step (forward + backward + SGD, one Executable)",
-                header + ["match"], [row])
+                header_for(["small CNN step", "computes", "compile"], threads), [row])
 
 
 def main() -> None:
