@@ -185,3 +185,54 @@ def test_a_small_resnet18_equals_eager():
         got = torch.compile(model, backend="tilecraft")(x)
         torch.testing.assert_close(got, model(x), rtol=1e-3, atol=1e-3)
     assert [d.mode for d in DECISIONS] == ["tilecraft"]
+
+
+def test_parameters_and_buffers_are_frozen_and_folded(monkeypatch):
+    """The CNN's 10 parameters and buffers become constants: batch norm folds into the conv
+    before it, the weight packing runs once at load; equal to eager either way."""
+    torch.manual_seed(0)
+    model = _cnn().eval()
+    model[1].running_mean.uniform_(-0.5, 0.5)
+    model[1].running_var.uniform_(0.5, 2.0)
+    x = torch.randn(1, 3, 13, 11)
+    kernels = {}
+    for freeze in ("0", "1"):
+        monkeypatch.setenv("TILECRAFT_TORCH_FREEZE", freeze)
+        torch._dynamo.reset()
+        DECISIONS.clear()
+        with torch.no_grad():
+            got = torch.compile(model, backend="tilecraft")(x)
+            torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+        [decision] = DECISIONS
+        assert decision.mode == "tilecraft"
+        assert decision.frozen == (10 if freeze == "1" else 0)
+        kernels[freeze] = decision.kernels
+    assert kernels["1"] < kernels["0"]  # the batch norm's kernel is gone
+
+
+def test_a_changed_parameter_recompiles_with_the_weights_as_inputs(caplog):
+    torch.manual_seed(0)
+    model = CASES["mlp"][0]().eval()
+    compiled = torch.compile(model, backend="tilecraft")
+    x = torch.randn(3, 13)
+    with caplog.at_level(logging.WARNING, logger="tilecraft.torch_backend"), torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+        assert DECISIONS[-1].frozen == 4
+        model[0].weight.mul_(-0.5)  # in place: the version counter moves
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+        assert any("changed since it was compiled" in r.message for r in caplog.records)
+        model[2].bias.add_(1.0)  # the weights are inputs now: read at every call
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+        model[2].weight = nn.Parameter(torch.randn(7, 29))  # another tensor
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_replaced_parameter_is_not_read_from_the_frozen_copy():
+    torch.manual_seed(0)
+    model = CASES["mlp"][0]().eval()
+    compiled = torch.compile(model, backend="tilecraft")
+    x = torch.randn(3, 13)
+    with torch.no_grad():
+        compiled(x)
+        model[0].bias = nn.Parameter(torch.randn(29))
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)

@@ -1,7 +1,10 @@
 """The compiled program: numpy arrays in, numpy arrays out, plus a report.
 
 An Executable holds one compiled kernel per compute of the graph and runs them in topological
-order, allocating intermediate tensors between them.
+order, allocating intermediate tensors between them. A kernel that reads only constants (or
+what such kernels wrote) — a template packing a constant weight, typically: graph computes of
+constants alone are folded before — runs once, when the kernels are installed, and calls read
+what it wrote.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class _Plan:
     checks_memory: bool
     has_workspaces: bool
     idle_workspaces: list[dict[str, np.ndarray]]
+    #: what the kernels that read only constants wrote, run once when the plan was made
+    precomputed: Mapping[str, np.ndarray]
 
 
 class Executable:
@@ -127,13 +132,49 @@ class Executable:
                             else tuple(p.shape)) for p in entry.kernel.params)
             steps.append(_Step(entry.runner, report, tuple(allocations),
                                tuple(workspaces), params))
+        steps, precomputed = self._precompute(compiled, steps)
         # what a call may allocate: its fresh tensors, and workspaces not yet in its set
         allocations = tuple(item for step in steps
                             for item in (*step.allocations, *step.workspaces))
         return _Plan(tuple(compiled), tuple(steps), allocations,
                      sum(tensor_bytes(shape, dtype) for _, shape, dtype
                          in allocations) >= CHECK_ABOVE_BYTES,
-                     any(step.workspaces for step in steps), [])
+                     any(step.workspaces for step in steps), [],
+                     MappingProxyType(precomputed) if precomputed else _NO_WORKSPACES)
+
+    def _precompute(self, compiled: Sequence[CompiledKernel], steps: list[_Step]
+                    ) -> tuple[list[_Step], dict[str, np.ndarray]]:
+        """Run, once, each kernel that reads only constants and what such kernels wrote, and
+        writes nothing that is a graph output or that another kernel writes too: the steps
+        left for calls, and the arrays those kernels wrote (calls only read them)."""
+        if self._unavailable_reason is not None or not self._constants:
+            return steps, {}
+        writers: dict[str, int] = {}
+        for entry in compiled:
+            for name in entry.kernel.outputs:
+                writers[name] = writers.get(name, 0) + 1
+        outputs = set(self._output_names)
+        known: dict[str, np.ndarray] = dict(self._constants)
+        precomputed: dict[str, np.ndarray] = {}
+        left = []
+        for entry, step in zip(compiled, steps):
+            written = entry.kernel.outputs
+            reads = [p.name for p in entry.kernel.params if p.name not in written]
+            if step.runner is None or not written or not reads \
+                    or any(name not in known for name in reads) \
+                    or any(name in outputs or writers[name] > 1 for name in written):
+                left.append(step)
+                continue
+            values = dict(known)
+            for name, shape, dtype in (*step.allocations, *step.workspaces):
+                values[name] = np.empty(shape, dtype=dtype)
+            start = time.perf_counter()
+            step.runner({name: values[name] if shape is None else values[name].reshape(shape)
+                         for name, shape in step.params})
+            step.report.run_seconds.append(time.perf_counter() - start)
+            for name in written:
+                known[name] = precomputed[name] = values[name]
+        return left, precomputed
 
     @property
     def compiled(self) -> list[CompiledKernel]:
@@ -166,6 +207,7 @@ class Executable:
         values: dict[str, np.ndarray] = self._bind(args, kwargs)
         values.update(self._constants)
         plan = self._plan  # read once: a swap (install) never changes a running call's kernels
+        values.update(plan.precomputed)
         if not plan.has_workspaces:
             self._check_memory(plan, _NO_WORKSPACES)
             self._run(plan, values, _NO_WORKSPACES)

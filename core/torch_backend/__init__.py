@@ -7,10 +7,25 @@
 
 Registered through the ``torch_dynamo_backends`` entry point. Each graph dynamo captures is
 traced to ATen operators (``make_fx`` with the core ATen decompositions), converted to a
-tilecraft Graph (:mod:`tilecraft.torch_backend.convert`; the weights stay inputs, read from
-the model at every call) and compiled for the host's best target (``TILECRAFT_TORCH_TARGET``
-names another). Calls convert tensors to numpy arrays and back, without copies where the
-tensors are contiguous CPU float tensors.
+tilecraft Graph (:mod:`tilecraft.torch_backend.convert`) and compiled for the host's best
+target (``TILECRAFT_TORCH_TARGET`` names another). Calls convert tensors to numpy arrays and
+back, without copies where the tensors are contiguous CPU float tensors.
+
+The module's parameters and buffers are frozen (inference): the FX placeholders dynamo lifted
+from them (their source is a module's ``_parameters`` / ``_buffers``) become ``te.constant``
+tensors holding a copy of their values at compile time, so the graph passes fold what reads
+only them (transposed weights, batch norm into the convolution before it) once, and the
+Executable runs each kernel that reads only constants (a template's weight packing) once,
+at load. Dynamo's guards recompile when the module's structure, a parameter's shape, dtype,
+stride or ``requires_grad`` change, not when its *values* do; so each call also checks that
+every frozen parameter is still the same tensor, at the same address, with the same version
+counter (``Tensor._version``, which every in-place write bumps: ``optimizer.step()``,
+``load_state_dict``, ``p.mul_(2)`` under ``no_grad``, writes through views). On the first
+difference, the graph is compiled again with the weights as inputs, read from the module at
+every call (logged at WARNING), and that version serves from then on. A write through
+``p.data`` (which has its own version counter) to the same storage goes unseen: after such a
+write, call ``torch._dynamo.reset()``. ``TILECRAFT_TORCH_FREEZE=0`` keeps the weights inputs
+from the start.
 
 Where some nodes cannot be converted, the ATen graph is split
 (``torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner``): each region of two or
@@ -47,6 +62,8 @@ class Decision:
     reason: str = ""
     kernels: int = 0
     regions: int = 0
+    #: the module's parameters and buffers the compiled graph holds as constants
+    frozen: int = 0
 
 
 #: one entry per graph the backend was given, in order
@@ -74,6 +91,70 @@ def _aten_graph(gm: Any, example_inputs: Sequence[Any]) -> Any:
         # traced on the example inputs themselves ("real"): fake tracing would add symbols
         # to dynamo's shape environment that its guards cannot source
         return make_fx(gm, decomposition_table=core_aten_decompositions())(*example_inputs)
+
+
+def _freeze() -> bool:
+    return os.environ.get("TILECRAFT_TORCH_FREEZE", "1").strip().lower() not in (
+        "0", "false", "no", "off")
+
+
+def _parameter_positions(gm: Any, example_inputs: Sequence[Any]) -> list[int]:
+    """Positions of ``gm``'s placeholders that dynamo lifted from a module's parameters or
+    buffers (empty when freezing is off)."""
+    if not _freeze():
+        return []
+    import torch
+    from torch._dynamo.source import is_from_unspecialized_param_buffer_source
+
+    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+    positions = []
+    for index, node in enumerate(placeholders[:len(example_inputs)]):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        if source is not None and is_from_unspecialized_param_buffer_source(source) and \
+                isinstance(example_inputs[index], torch.Tensor):
+            positions.append(index)
+    return positions
+
+
+def _compiled(aten: Any, examples: Sequence[Any], positions: Sequence[int],
+              label: str) -> tuple[Callable[..., tuple], int]:
+    """``aten`` converted and compiled by tilecraft, its placeholders at ``positions`` frozen
+    (guarded: see the module docstring): the call and its number of kernels. Raises
+    :class:`~tilecraft.torch_backend.convert.UnsupportedGraph` or the compile's error."""
+    from tilecraft.api import compile as tc_compile
+
+    converted = convert_graph(aten, examples, positions)
+    exe = tc_compile(converted.graph, target=_target())
+    call = _tilecraft_call(converted, exe)
+    if positions:
+        call = _guard_frozen(call, examples, positions, label,
+                             lambda: _compiled(aten, examples, (), label)[0])
+    return call, len(exe.compiled)
+
+
+def _guard_frozen(call: Callable[..., tuple], examples: Sequence[Any],
+                  positions: Sequence[int], label: str,
+                  unfrozen: Callable[[], Callable[..., tuple]]) -> Callable[..., tuple]:
+    """``call`` while every frozen argument is the tensor it was compiled with, unchanged;
+    from the first change on, ``unfrozen()`` (compiled once, then kept)."""
+    watched = [(index, examples[index], examples[index]._version, examples[index].data_ptr())
+               for index in positions]
+    current: list[Callable[..., tuple]] = []
+
+    def run(*args: Any) -> tuple:
+        if current:
+            return current[0](*args)
+        for index, tensor, version, address in watched:
+            arg = args[index]
+            if arg is not tensor or arg._version != version or arg.data_ptr() != address:
+                LOGGER.warning("torch.compile backend 'tilecraft': %s: a frozen parameter or "
+                               "buffer (input %d) changed since it was compiled; compiling "
+                               "again with the weights as inputs", label, index)
+                current.append(unfrozen())
+                return current[0](*args)
+        return call(*args)
+
+    return run
 
 
 def _eager(gm: Any, label: str, reason: str) -> Callable[..., Any]:
@@ -104,17 +185,20 @@ def _tilecraft_call(converted: Any, exe: Any) -> Callable[..., tuple]:
     return call
 
 
-def _split(aten: Any, problems: Sequence[tuple[str, str, str]]) -> tuple[Any, int, int]:
+def _split(aten: Any, problems: Sequence[tuple[str, str, str]], example_inputs: Sequence[Any],
+           frozen: Sequence[int], label: str) -> tuple[Any, int, int]:
     """``aten`` with its convertible regions (of two nodes or more) compiled by tilecraft, as
     submodules, the rest left to PyTorch: the module, the regions compiled and their kernels.
-    A region that fails to convert or compile stays eager."""
+    A region that fails to convert or compile stays eager. A region argument that is one of
+    ``aten``'s placeholders at a ``frozen`` position is frozen in that region."""
     import torch
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupportBase
 
-    from tilecraft.api import compile as tc_compile
     from tilecraft.torch_backend.convert import supported_targets
 
+    placeholders = {node.name: index for index, node in enumerate(
+        n for n in aten.graph.nodes if n.op == "placeholder")}
     bad = {node for node, _, _ in problems}
     known = set(supported_targets())
 
@@ -131,15 +215,20 @@ def _split(aten: Any, problems: Sequence[tuple[str, str, str]]) -> tuple[Any, in
         if node.op != "call_module" or not str(node.target).startswith("fused_"):
             continue
         sub = getattr(fused, node.target)
-        examples = [arg.meta.get("val") for arg in node.args]
+        examples, positions = [], []
+        for position, arg in enumerate(node.args):
+            index = placeholders.get(arg.name) if arg.op == "placeholder" else None
+            if index is not None and index in frozen:
+                examples.append(example_inputs[index])
+                positions.append(position)
+            else:
+                examples.append(arg.meta.get("val"))
         try:
-            converted = convert_graph(sub, examples)
-            exe = tc_compile(converted.graph, target=_target())
+            call, count = _compiled(sub, examples, positions, f"{label}, {node.target}")
         except Exception as err:  # noqa: BLE001 - this region stays eager, said why
             LOGGER.warning("torch.compile backend 'tilecraft': region %s stays eager: %s: %s",
                            node.target, type(err).__name__, err)
             continue
-        call = _tilecraft_call(converted, exe)
         single = not isinstance(sub.graph.output_node().args[0], (list, tuple))
 
         class Region(torch.nn.Module):
@@ -149,15 +238,16 @@ def _split(aten: Any, problems: Sequence[tuple[str, str, str]]) -> tuple[Any, in
 
         setattr(fused, node.target, Region())
         regions += 1
-        kernels += len(exe.compiled)
+        kernels += count
     fused.recompile()
     return fused, regions, kernels
 
 
-def convert_graph(gm: Any, example_inputs: Sequence[Any]) -> Any:
+def convert_graph(gm: Any, example_inputs: Sequence[Any], constants: Sequence[int] = ()
+                  ) -> Any:
     from tilecraft.torch_backend.convert import convert
 
-    return convert(gm, example_inputs)
+    return convert(gm, example_inputs, constants)
 
 
 def tilecraft_backend(gm: Any, example_inputs: Sequence[Any], **_: Any) -> Callable[..., Any]:
@@ -166,7 +256,6 @@ def tilecraft_backend(gm: Any, example_inputs: Sequence[Any], **_: Any) -> Calla
     with the reason logged (see the module docstring)."""
     import torch
 
-    from tilecraft.api import compile as tc_compile
     from tilecraft.errors import TilecraftError
     from tilecraft.torch_backend.convert import UnsupportedGraph
 
@@ -178,11 +267,12 @@ def tilecraft_backend(gm: Any, example_inputs: Sequence[Any], **_: Any) -> Calla
         aten = _aten_graph(gm, example_inputs)
     except Exception as err:  # noqa: BLE001 - tracing failures of any kind fall back
         return _eager(gm, label, f"tracing to ATen failed: {type(err).__name__}: {err}")
+    frozen = _parameter_positions(gm, example_inputs)
     try:
-        converted = convert_graph(aten, example_inputs)
+        call, kernels = _compiled(aten, example_inputs, frozen, label)
     except UnsupportedGraph as err:
         try:
-            split, regions, kernels = _split(aten, err.problems)
+            split, regions, kernels = _split(aten, err.problems, example_inputs, frozen, label)
         except Exception as split_err:  # noqa: BLE001 - the whole graph falls back
             return _eager(gm, label, f"{err}; splitting failed: {split_err}")
         if not regions:
@@ -192,14 +282,13 @@ def tilecraft_backend(gm: Any, example_inputs: Sequence[Any], **_: Any) -> Calla
                        "(%d kernels), the rest runs eagerly in PyTorch: %s", label, regions,
                        kernels, err)
         return _guarded(gm, split.forward, label)
-    try:
-        exe = tc_compile(converted.graph, target=_target())
     except TilecraftError as err:
         return _eager(gm, label, f"compile failed: {type(err).__name__}: {err}")
-    DECISIONS.append(Decision(label, "tilecraft", kernels=len(exe.compiled), regions=1))
-    LOGGER.info("torch.compile backend 'tilecraft': %s compiled, %d kernels", label,
-                len(exe.compiled))
-    return _guarded(gm, _tilecraft_call(converted, exe), label)
+    DECISIONS.append(Decision(label, "tilecraft", kernels=kernels, regions=1,
+                              frozen=len(frozen)))
+    LOGGER.info("torch.compile backend 'tilecraft': %s compiled, %d kernels, %d parameters "
+                "and buffers frozen", label, kernels, len(frozen))
+    return _guarded(gm, call, label)
 
 
 def _guarded(gm: Any, compiled: Callable[..., Any], label: str) -> Callable[..., Any]:

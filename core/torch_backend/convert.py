@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from tilecraft import ops, te
 from tilecraft.errors import TilecraftError
@@ -391,9 +393,13 @@ class _Converter:
         return rule(node, self.arg(node.args), self.arg(dict(node.kwargs)))
 
 
-def convert(gm: Any, example_inputs: Sequence[Any]) -> ConvertedGraph:
+def convert(gm: Any, example_inputs: Sequence[Any],
+            constants: Collection[int] = ()) -> ConvertedGraph:
     """``gm`` (an ATen-level ``torch.fx.GraphModule`` with shapes in ``node.meta["val"]``) as
-    a tilecraft Graph; :class:`UnsupportedGraph` lists every node it cannot convert."""
+    a tilecraft Graph; :class:`UnsupportedGraph` lists every node it cannot convert. The FX
+    placeholders at the positions in ``constants`` (a module's parameters and buffers) become
+    ``te.constant`` tensors bound to a copy of their example's value (their input name is
+    ``None``: calls do not pass them), so the graph passes fold them at compile time."""
     converter = _Converter()
     problems: list[tuple[str, str, str]] = []
     input_names: list[str | None] = []
@@ -409,9 +415,17 @@ def convert(gm: Any, example_inputs: Sequence[Any]) -> ConvertedGraph:
                     problems.append((node.name, "input", f"input of type "
                                      f"{getattr(value, 'dtype', type(value).__name__)}"))
                 continue
+            shape = tuple(int(s) for s in value.shape) or (1,)
+            if index in constants:
+                held = value.detach().cpu()
+                if dtype == "bfloat16":  # numpy has no bfloat16: through float32, exactly
+                    held = held.float()
+                array = np.array(held.numpy(), copy=True).reshape(shape)
+                converter.values[node] = te.constant(array, dtype, name=f"const{index}")
+                input_names.append(None)
+                continue
             name = f"arg{index}"
-            converter.values[node] = te.placeholder(tuple(int(s) for s in value.shape) or (1,),
-                                                    dtype, name=name)
+            converter.values[node] = te.placeholder(shape, dtype, name=name)
             input_names.append(name)
         elif node.op == "call_function":
             if not node.users:
