@@ -6,7 +6,9 @@
 - :mod:`.from_chimera`: the tree of a Chimera solution;
 - :mod:`.movement`: data movement per tensor per level (Eq. 3.8-3.11);
 - :mod:`.cost`: footprint, PEs, latency, energy on a target spec (Eq. 3.12, 3.13, 3.22);
-- :mod:`.search`: genetic algorithm over order and binding, MCTS over tile sizes (§3.5.2).
+- :mod:`.search`: genetic algorithm over order and binding, MCTS over tile sizes (§3.5.2);
+- :mod:`.graph_plan`: fused or apart for topologies that are not chains (two computes sharing
+  an input, a chain with a residual), the fusion stage's ``TileFlow:`` notes.
 """
 
 from tilecraft.dataflow.cost import TreeCost, analyze_tree
