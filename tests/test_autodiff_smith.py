@@ -122,8 +122,11 @@ def test_a_read_at_one_element_sums_everything_into_it() -> None:
 
 @pytest.mark.parametrize("stride", [1, 2, 3])
 def test_a_conv_data_gradient_is_a_plain_contraction_of_the_spread_gradient(stride: int) -> None:
-    """Padded with zeros (and dilated by the stride): no test inside the loops, the kernel
-    read in place — the transposed convolution as a contraction like the forward's."""
+    """Stride 1: the output gradient padded with zeros, no test inside the loops, the kernel
+    read in place — the transposed convolution as a contraction like the forward's. Strided:
+    the scatter form instead (a spread copy would multiply stride**2 times as many zeros): a
+    contraction over the output channels alone, then a gather of the ceil(K / s) taps per
+    axis that reach each input element."""
     from tilecraft import ops
     from tilecraft.te import Reduce, Select
     from tilecraft.te.visit import walk
@@ -133,9 +136,17 @@ def test_a_conv_data_gradient_is_a_plain_contraction_of_the_spread_gradient(stri
     out = ops.conv2d(x, w, stride=stride, name="out")  # no padding: the gradient needs one
     (dx,) = grad(out, [x])
     body = dx.body
-    assert isinstance(body, Reduce) and not any(isinstance(n, Select) for n in walk(body))
-    assert sorted(t.name for t in dx.inputs) == ["grad_x_via_out_spread_grad_out", "w"]
-    assert str(body.body.b).startswith("w[r_k, j, ")  # the kernel read in place
+    if stride == 1:
+        assert isinstance(body, Reduce) and not any(isinstance(n, Select) for n in walk(body))
+        assert sorted(t.name for t in dx.inputs) == ["grad_x_via_out_spread_grad_out", "w"]
+        assert str(body.body.b).startswith("w[r_k, j, ")  # the kernel read in place
+    else:
+        (cols,) = dx.inputs
+        assert cols.name == "grad_x_via_out_cols" and [a.extent for a in cols.reduce_axes] == [4]
+        assert not any(isinstance(n, Select) for n in walk(cols.body))
+        assert sorted(t.name for t in cols.inputs) == ["grad_out", "w"]
+        taps = [-(-3 // stride), -(-2 // stride)]  # a single tap is no loop
+        assert [a.extent for a in dx.reduce_axes] == [t for t in taps if t > 1]
     rng = np.random.default_rng(stride)
     xv, wv = (rng.standard_normal(t.shape).astype(np.float32) for t in (x, w))
     g = rng.standard_normal(out.shape).astype(np.float32)

@@ -115,8 +115,10 @@ def compute_gradient(out: Tensor, grad_out: Tensor, wrt: Tensor,
             value = Select(inner_grad_scale, value, Const(0.0, value.dtype))
         piece_name = name if len(reads) == 1 else f"{name}_read{index}"
         paddable = inner_grad_scale is None and _finite_product(partial)
-        pieces.append(_read_gradient(out, load, value, wrt, piece_name,
-                                     grad_out if paddable else None))
+        scattered = _scatter_gradient(out, load, value, wrt, grad_out, piece_name) \
+            if paddable else None
+        pieces.append(scattered if scattered is not None else _read_gradient(
+            out, load, value, wrt, piece_name, grad_out if paddable else None))
     return add_all(pieces, name)
 
 
@@ -180,6 +182,53 @@ def _read_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, name: str,
         return result
 
     return compute(wrt.shape, body, name=name)
+
+
+def _scatter_gradient(out: Tensor, load: Load, value: Expr, wrt: Tensor, grad_out: Tensor,
+                      name: str) -> Tensor | None:
+    """A strided contraction read's gradient in scatter form (the transposed convolution as a
+    matrix product and a col2im gather), or ``None`` where it does not apply.
+
+    The loop variables the read's indices use (``V_A``: a conv's n, c, h, w and taps) and the
+    others (``V_r``: its output channel) split the work: ``cols[V_A] = sum_{V_r} value`` is a
+    contraction over ``V_r`` only, and the gradient is the gradient of the gather
+    ``G[V_A] = wrt[f(V_A)]`` given ``cols`` (solved like any read: each point sums the
+    ``ceil(K / s)`` taps that reach it, the exact divisions as conditions). The spread form
+    would multiply ``s**d`` times as many zeros. It applies where a spatial axis of ``out`` is
+    read with a stride (a coefficient > 1), the read is affine (no floordiv/mod) and some loop
+    variable is not in the read."""
+    system = IndexSystem.of(out, load)
+    if system.pairs or system.clamps:
+        return None
+    loops = list(out.axes) + list(out.reduce_axes)
+    used = {term for form, _ in system.rows for term, _ in form.terms}
+    strided = any(abs(coef) > 1 and term in out.axes
+                  for form, _ in system.rows for term, coef in form.terms)
+    rest = [v for v in loops if v not in used]
+    if not strided or not rest or not all(v in loops for v in used):
+        return None
+    by_other = {v for n in walk(value) if isinstance(n, Load)
+                and n.tensor is not wrt and n.tensor is not grad_out
+                for i in n.indices for v in walk(i) if isinstance(v, IterVar)}
+    kept = [v for v in loops if v in used]
+    # the axes the other operand reads first (a conv: c, taps), then the rest (n, h, w): the
+    # matrix product's rows, then its columns
+    kept.sort(key=lambda v: (v not in by_other, loops.index(v)))
+    sums = [IterVar(f"r_{v.name}", v.extent, AxisKind.REDUCE) for v in rest]
+
+    def cols_body(*axes: IterVar) -> Expr:
+        mapping: dict = dict(zip(kept, axes))
+        mapping.update(zip(rest, sums))
+        return te_sum(substitute(value, mapping), axis=sums)
+
+    cols = compute(tuple(v.extent for v in kept), cols_body, name=f"{name}_cols")
+
+    def gather_body(*axes: IterVar) -> Expr:
+        return substitute(load, dict(zip(kept, axes)))
+
+    gather = compute(cols.shape, gather_body, name=f"{name}_gather")
+    (gather_load,) = reads_of(gather.op.body, wrt)  # type: ignore[union-attr]
+    return _read_gradient(gather, gather_load, Load(cols, gather.axes), wrt, name, None)
 
 
 @dataclass(frozen=True)
