@@ -7,9 +7,11 @@ body equals the result. The points come from :func:`~tilecraft.autodiff.solve.so
 loop variables become linear forms over ``z`` and new reduce axes, the ranges conditions of
 a select. Reads whose contributions differ are separate computes, added together. Where the
 rest of the derivative is a product of loads (contractions: matmul, conv), the output gradient
-is read from a copy padded with zeros and dilated by the stride instead of testing each point,
-so that a convolution's data gradient is a contraction like its forward (the zero-insertion
-transposed convolution), which targets map to their micro-kernels.
+is read from a copy padded with zeros instead of testing each point, so that a convolution's
+data gradient is a contraction like its forward, which targets map to their micro-kernels; a
+strided read takes the scatter form instead (:func:`_scatter_gradient`: a contraction over
+the variables the read does not use, then a gather of the taps that reach each element), as
+a zero-dilated copy would multiply ``stride**d`` times as many zeros.
 
 This is the building block of a graph-level backward: it takes the output's gradient as a
 tensor and returns the input's gradient as a tensor, reading the forward tensors it needs.
