@@ -69,10 +69,15 @@ def test_fused_kernel_matches_the_reference(target, case):
     assert kernel.attrs["fused"][0] == "T" and kernel.attrs["fused"][-1] == "E"
     assert any(note.startswith("fused T") for note in exe.report.notes), exe.report.notes
     (source,) = exe.sources.values()
-    # the outer product: fm x fn mma_sync per micro-kernel step, two micro-kernels
-    tiles = kernel.attrs["fused_chain"].tiles
+    # the outer product: fm x fn mma_sync per micro-kernel step, in each micro-kernel the body
+    # calls (S zero-filled; S's later K slices and O in shared accumulated; O in registers)
+    config = kernel.attrs["fused_chain"]
+    tiles = config.tiles
     assert min(tiles.fm, tiles.fn) >= 2
-    assert source.text.count("nvcuda::wmma::mma_sync(") == 2 * tiles.fm * tiles.fn
+    micro_kernels = 1 + (config.k_chunks > 1 or not tiles.o_frags) + bool(tiles.o_frags)
+    assert source.text.count("nvcuda::wmma::mma_sync(") == micro_kernels * tiles.fm * tiles.fn
+    assert ("o_acc[" in source.text) == bool(tiles.o_frags)
+    assert not (tiles.o_frags and softmax)   # the online softmax rescales O in shared memory
     assert ("tc_cp_async_16(" in source.text) == (k % 8 == l_ % 8 == n % 8 == 0)
     assert ("expf(" in source.text) == softmax
     (report,) = exe.report.kernels
@@ -169,10 +174,66 @@ def test_gemm_relu_gemm(target):
     graph = _graph(2, 19, 24, 40, 16, relu=True)
     exe = tc.compile(graph, target=target)
     assert exe.kernels[0].attrs["fused"] == ("T", "R", "E")
+    # the register level's N tile holds each warp's share of O: the accumulator in registers
+    assert exe.kernels[0].attrs["fused_chain"].tiles.o_frags >= 1
     inputs = _inputs(graph, seed=11)
     np.testing.assert_allclose(exe(**inputs).astype(np.float32),
                                tc.reference.run(graph, inputs).astype(np.float32),
                                rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("softmax", [False, True], ids=["plain", "softmax"])
+def test_k_and_n_beyond_whole_tiles(target, softmax):
+    """K = 1500 and N = 1100: neither A's TM x K tile with B's nor O's TM x N tile fits a
+    block's shared memory whole, so the solver's block tiles slice K (S accumulated over the
+    slices) and N (blocks over N, each recomputing its rows' intermediate and softmax)."""
+    graph = _graph(1, 20, 1500, 21, 1100, softmax=softmax)
+    chain = match_chain(graph.computes[-1])
+    whole = ChainTiles(32, 32, warps=1)
+    with pytest.raises(FusedResourceError, match="bytes of shared memory"):
+        lower_fused_chain(chain, whole, target.spec)
+    exe = tc.compile(graph, target=target)
+    (kernel,) = exe.kernels
+    config = kernel.attrs["fused_chain"]
+    assert 0 < config.tiles.tk < 1500 and config.k_chunks >= 2
+    assert 0 < config.tiles.tn < 1100 and config.n_blocks >= 2
+    assert "K in slices" in kernel.attrs["schedule"] or "TK=" in kernel.attrs["schedule"]
+    inputs = _inputs(graph, seed=7)
+    inputs["A"] = (inputs["A"] / 8).astype(np.float16)   # keeps T's 1500-term sums modest
+    got = exe(**inputs).astype(np.float32)
+    expected = tc.reference.run(graph, inputs).astype(np.float32)
+    np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
+
+
+def test_occupancy_weighs_in_the_choice():
+    """Each fragment grid's tiles planned for 1 and for 2 blocks per SM; the choice is the plan
+    the model predicts fastest (those with a warp per sub-partition first). G12-like with odd
+    sizes (1x1024x61x509x61, softmax): its 32-row tiles leave 2 blocks resident per SM, and
+    they beat the grids whose tiles hold 1 block per SM, as the model predicts."""
+    from tilecraft_nvidia_tc.fusion import FRAGMENT_GRIDS, choose_chain_tiles
+    from tilecraft_nvidia_tc.fusion.choice import _partitions, _s_tiles, _with_idle_tensor_cores
+    from tilecraft_nvidia_tc.model import estimate_profile
+
+    spec = NvidiaTcTarget().spec
+    chain = match_chain(_graph(1, 1024, 61, 509, 61, softmax=True).computes[-1])
+
+    def predicted(tiles):
+        estimate = estimate_profile(fused_profile(lower_fused_chain(chain, tiles, spec)), spec)
+        return (min(tiles.warps, _s_tiles(tiles)) < _partitions(spec),
+                _with_idle_tensor_cores(estimate, tiles, spec)), \
+            estimate.occupancy.blocks_per_core
+
+    options = {}
+    for fm, fn in FRAGMENT_GRIDS:
+        for resident in (1, 2):
+            tiles, _ = plan_chain_tiles(chain, spec, fm, fn, blocks_per_sm=resident)
+            if tiles is not None:
+                options[tiles] = predicted(tiles)
+    tiles, why = choose_chain_tiles(chain, spec)
+    key, blocks = predicted(tiles)
+    assert key == min(k for k, _ in options.values()) and "/2:" in why
+    assert blocks >= 2
+    assert any(b == 1 and k > key for k, b in options.values())
 
 
 def _conv_chain(n, c, h, k1, r, s, k2, relu=True):
@@ -203,7 +264,8 @@ def test_conv_relu_conv1x1_fused(target, shape):
 
 def test_fused_source_is_ready_for_the_launch_path(target):
     """What the driver launch reads from the source: parameters in order (E the output), the
-    grid of row blocks x batches, the dynamic shared memory (opted in above 48 KB)."""
+    grid of row blocks x batches x column blocks, the dynamic shared memory (opted in above
+    48 KB)."""
     from tilecraft_nvidia_tc.build import LaunchShape
     from tilecraft_nvidia_tc.launch.arguments import check_arrays, parameters_from_meta
 
@@ -216,7 +278,9 @@ def test_fused_source_is_ready_for_the_launch_path(target):
     assert [p.name for p in params] == ["A", "B", "D", "E"]
     assert [p.name for p in params if p.output] == ["E"]
     launch = LaunchShape.from_meta(source.meta)
-    assert launch.grid == (-(-130 // tiles.tm), 3, 1) and launch.block == (tiles.threads, 1, 1)
+    n_tiles = -(-64 // tiles.tn) if tiles.tn else 1
+    assert launch.grid == (-(-130 // tiles.tm), 3, n_tiles)
+    assert launch.block == (tiles.threads, 1, 1)
     assert launch.dynamic_shared_bytes == kernel.launch.shared_bytes
     assert source.meta["needs_smem_optin"] == (launch.dynamic_shared_bytes > 48 * 1024)
     check_arrays(kernel.name, params, _inputs(graph, 0) | {

@@ -10,6 +10,14 @@ own warps: with fewer warps issuing ``mma_sync`` resident on an SM (the warps wi
 block has a warp per sub-partition issuing ``mma_sync`` come first (fewer warps leave the
 latency of shared memory and of the softmax's shuffles exposed, which the model does not see).
 
+Occupancy: each grid's tiles are planned for 1 and for 2 blocks per SM (:data:`BLOCKS_PER_SM`:
+the solver's budgets are the SM's shared memory and registers shared out, its blocks spread
+over twice the units at half the rate). The model sees what a second resident block buys: a
+wave holds ``SMs x blocks/SM`` blocks, so the global round trips' latency (one per wave,
+not per block) is paid half as often, and more warps feed the four sub-partitions' Tensor
+Cores (the correction below); smaller tiles cost shared-memory and L2 traffic. The faster
+prediction wins.
+
 >>> from tilecraft import ops, te
 >>> from tilecraft_nvidia_tc.fusion.chain import match_chain
 >>> from tilecraft_nvidia_tc.target import load_target_spec
@@ -33,6 +41,9 @@ __all__ = ["FRAGMENT_GRIDS", "choose_chain_tiles"]
 
 #: the micro-kernel's fragment grids per warp (rows x columns of 16x16 fragments)
 FRAGMENT_GRIDS = ((2, 2), (2, 4), (4, 2), (4, 4))
+#: the blocks per SM the tiles are planned for (each gets the SM's shared memory and
+#: registers divided by it)
+BLOCKS_PER_SM = (1, 2)
 
 
 def _partitions(spec: TargetSpec) -> int:
@@ -65,23 +76,27 @@ def choose_chain_tiles(chain: FusedChain, spec: TargetSpec) -> tuple[ChainTiles 
     partitions = _partitions(spec)
     reasons = []
     for fm, fn in FRAGMENT_GRIDS:
-        tiles, reason = plan_chain_tiles(chain, spec, fm, fn)
-        if tiles is None:
-            reasons.append(f"{fm}x{fn}: {reason}")
-            continue
-        try:
-            estimate = estimate_profile(fused_profile(lower_fused_chain(chain, tiles, spec)),
-                                        spec)
-        except TargetError as err:
-            reasons.append(f"{fm}x{fn}: {err}")
-            continue
-        seconds = _with_idle_tensor_cores(estimate, tiles, spec)
-        few_warps = min(tiles.warps, _s_tiles(tiles)) < partitions
-        reasons.append(f"{fm}x{fn}: {seconds * 1e6:.3g} us"
-                       + (f" ({min(tiles.warps, _s_tiles(tiles))} mma warps)" if few_warps
-                          else ""))
-        if best is None or (few_warps, seconds) < best[:2]:
-            best = (few_warps, seconds, tiles, reason)
+        for resident in BLOCKS_PER_SM:
+            tiles, reason = plan_chain_tiles(chain, spec, fm, fn, blocks_per_sm=resident)
+            label = f"{fm}x{fn}/{resident}"
+            if tiles is None:
+                reasons.append(f"{label}: {reason}")
+                continue
+            try:
+                estimate = estimate_profile(fused_profile(lower_fused_chain(chain, tiles, spec)),
+                                            spec)
+            except TargetError as err:
+                reasons.append(f"{label}: {err}")
+                continue
+            seconds = _with_idle_tensor_cores(estimate, tiles, spec)
+            few_warps = min(tiles.warps, _s_tiles(tiles)) < partitions
+            reasons.append(f"{label}: {seconds * 1e6:.3g} us, "
+                           f"{estimate.occupancy.blocks_per_core} block(s)/SM"
+                           + (f" ({min(tiles.warps, _s_tiles(tiles))} mma warps)" if few_warps
+                              else ""))
+            if best is None or (few_warps, seconds) < best[:2]:
+                best = (few_warps, seconds, tiles, reason)
     if best is None:
         return None, "; ".join(reasons)
-    return best[2], f"{best[3]}; fragment grids predicted {', '.join(reasons)}"
+    return best[2], (f"{best[3]}; fragment grids / blocks per SM planned for, predicted "
+                     f"{', '.join(reasons)}")

@@ -31,7 +31,12 @@ from tilecraft.target.base import Source
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.expr import const
 from tilecraft_nvidia_tc.fusion.chain import ConvGeometry, FusedChain
-from tilecraft_nvidia_tc.fusion.tiles import ChainTiles, SharedLayout, check_resources
+from tilecraft_nvidia_tc.fusion.tiles import (
+    ChainTiles,
+    FusedResourceError,
+    SharedLayout,
+    check_resources,
+)
 
 __all__ = ["FUSED_CHAIN", "FusedKernelConfig", "fused_config", "fused_profile", "fused_source",
            "lower_fused_chain"]
@@ -59,7 +64,18 @@ class FusedKernelConfig:
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        return (math.ceil(self.m / self.tiles.tm), self.batch, 1)
+        """Row tiles, batches, column tiles of ``E``."""
+        return (math.ceil(self.m / self.tiles.tm), self.batch, self.n_blocks)
+
+    @property
+    def k_chunks(self) -> int:
+        """The slices of ``K`` staged one after the other per step (1: ``A``'s tile whole)."""
+        return math.ceil(self.k / self.layout.kp) if self.tiles.tk else 1
+
+    @property
+    def n_blocks(self) -> int:
+        """The blocks over ``N`` (each recomputes the intermediate of its rows)."""
+        return math.ceil(self.n / self.layout.np_) if self.tiles.tn else 1
 
     @property
     def vector(self) -> bool:
@@ -79,13 +95,20 @@ def lower_fused_chain(chain: FusedChain, tiles: ChainTiles, spec: TargetSpec,
     kernel_name = name or f"{chain.computes[0].name}_{chain.e.name}_fused"
     layout = SharedLayout.of(tiles, chain.k, chain.n, chain.softmax)
     check_resources(kernel_name, tiles, layout, spec)
+    if tiles.stages == 2 and tiles.tk and tiles.tk < chain.k:
+        raise FusedResourceError(f"kernel {kernel_name}: B and D are double-buffered only with "
+                                 f"A's tile whole (TK={tiles.tk} < K={chain.k}); use stages=1")
+    if tiles.o_frags and chain.softmax:
+        raise FusedResourceError(f"kernel {kernel_name}: O stays in shared memory with a "
+                                 "softmax (its rows are rescaled); use o_frags=0")
     buffers = tuple(Buffer(t.name, t.shape, DType.FLOAT16) for t in (chain.a, chain.b, chain.d,
                                                                        chain.e))
     config = FusedKernelConfig(chain.batch, chain.m, chain.k, chain.l, chain.n, chain.softmax,
                                chain.scale, tiles, layout, chain.relu, chain.conv)
     regions = tuple(Region(b, tuple(const(0) for _ in b.shape), b.shape) for b in buffers)
     params = (("tm", tiles.tm), ("tl", tiles.tl), ("fm", tiles.fm), ("fn", tiles.fn),
-              ("warps", tiles.warps), ("stages", tiles.stages), ("softmax", chain.softmax),
+              ("warps", tiles.warps), ("stages", tiles.stages), ("tk", tiles.tk),
+              ("tn", tiles.tn), ("o_frags", tiles.o_frags), ("softmax", chain.softmax),
               ("scale", chain.scale))
     body = MicroKernelCall(FUSED_CHAIN, regions, params)
     scaled = f"{chain.scale:g} * " if chain.scale is not None else ""
@@ -93,10 +116,14 @@ def lower_fused_chain(chain: FusedChain, tiles: ChainTiles, spec: TargetSpec,
     if chain.conv is not None:
         middle += f" (T: {chain.conv.kernel_h}x{chain.conv.kernel_w}/{chain.conv.stride} conv " \
                   "as implicit GEMM, D: the 1x1 conv)"
+    k_part = f"TK={tiles.tk}" if tiles.tk and tiles.tk < chain.k else f"K={chain.k} whole"
+    n_part = f"TN={tiles.tn}" if tiles.tn and tiles.tn < chain.n else f"N={chain.n} whole"
+    o_part = f"O in registers ({tiles.o_frags} tile(s) per warp)" if tiles.o_frags else \
+        "O in shared"
     schedule = (f"Chimera fused chain on Tensor Cores: E = {middle} @ D, TM={tiles.tm} "
-                f"TL={tiles.tl} (K={chain.k}, N={chain.n} whole), {tiles.warps} warp(s) of "
-                f"{tiles.fm}x{tiles.fn} WMMA fragments, {tiles.stages} stage(s) of B/D, "
-                f"{layout.total_bytes} B shared")
+                f"TL={tiles.tl} ({k_part}, {n_part}), {tiles.warps} warp(s) of "
+                f"{tiles.fm}x{tiles.fn} WMMA fragments, {o_part}, {tiles.stages} stage(s) of "
+                f"B/D, {layout.total_bytes} B shared")
     return Kernel(kernel_name, buffers, (chain.e.name,), body,
                   launch=LaunchConfig(config.grid, (tiles.threads, 1, 1), layout.total_bytes),
                   attrs={"schedule": schedule, "fused_chain": config,
@@ -127,9 +154,17 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
     env, tiles, layout = _environment(), config.tiles, config.layout
     micro = env.get_template("wmma_outer_product.cu.j2")
     mk_zero = f"tc_wmma_outer_{tiles.fm}x{tiles.fn}"
-    mk_acc = f"{mk_zero}_acc"
-    micro_kernels = (micro.render(name=mk_zero, fm=tiles.fm, fn=tiles.fn, accumulate=False)
-                     + micro.render(name=mk_acc, fm=tiles.fm, fn=tiles.fn, accumulate=True))
+    mk_acc, mk_reg = f"{mk_zero}_acc", f"{mk_zero}_regs"
+    # the micro-kernels the body calls: S's first slice zero-filled, S's further slices and O
+    # in shared memory accumulated there, O in registers accumulated in the warp's fragments
+    micro_kernels = micro.render(name=mk_zero, fm=tiles.fm, fn=tiles.fn, accumulate=False,
+                                 registers=False)
+    if config.k_chunks > 1 or not tiles.o_frags:
+        micro_kernels += micro.render(name=mk_acc, fm=tiles.fm, fn=tiles.fn, accumulate=True,
+                                      registers=False)
+    if tiles.o_frags:
+        micro_kernels += micro.render(name=mk_reg, fm=tiles.fm, fn=tiles.fn, accumulate=True,
+                                      registers=True)
     rows, cols = 16 * tiles.fm, 16 * tiles.fn
     grid = list(config.grid)
     access = _accessors(config)
@@ -143,7 +178,8 @@ def fused_source(kernel: Kernel, spec: TargetSpec, target: str = "nvidia_tc",
         lda=layout.lda, ldb=layout.ldb, lds=layout.lds, ldp=layout.ldp, ldd=layout.ldd,
         ldo=layout.ldo, s_tiles_r=tiles.tm // rows, s_tiles_c=tiles.tl // cols,
         o_tiles_r=tiles.tm // rows, o_tiles_c=layout.np_ // cols, mk_zero=mk_zero,
-        mk_acc=mk_acc, micro_kernels=micro_kernels, steps=config.steps,
+        mk_acc=mk_acc, mk_reg=mk_reg, micro_kernels=micro_kernels, steps=config.steps,
+        k_chunks=config.k_chunks, o_frags=tiles.o_frags,
         stages=tiles.stages, vec=config.vector, relu=config.relu, helpers=access.pop("helpers"),
         **access)
     params = [{"name": b.name, "dtype": b.dtype.value, "shape": list(b.shape),
@@ -188,32 +224,42 @@ def fused_profile(kernel: Kernel) -> Any:
     if config is None:
         raise ValueError(f"kernel {kernel.name} is not a fused chain kernel")
     t, lay = config.tiles, config.layout
-    blocks = config.grid[0] * config.batch
-    steps = config.steps
+    blocks = config.grid[0] * config.batch * config.n_blocks
+    steps, chunks = config.steps, config.k_chunks
     rows, cols = 16 * t.fm, 16 * t.fn
     s_tiles, o_tiles = (t.tm // rows) * (t.tl // cols), (t.tm // rows) * (lay.np_ // cols)
     # Tensor Core issues per block: both products, all their fragment pairs
-    issues = steps * (s_tiles * t.fm * t.fn * (lay.kp // 16)
+    issues = steps * (s_tiles * t.fm * t.fn * chunks * (lay.kp // 16)
                       + o_tiles * t.fm * t.fn * (t.tl // 16))
     fragment_waves = 4      # a 16x16 float16 fragment: 512 bytes, 4 wavefronts of 128
     accumulator_waves = 8   # a 16x16 float32 fragment
     # a float16 staged per lane and step: 32 x 2 bytes per wavefront; 16-byte chunks: 64
     per_wave = 64 if config.vector else 32
-    shared = (t.tm * lay.kp / per_wave + t.tm * lay.np_ / 32        # A staged, O zeroed
-              + steps * ((lay.kp * t.tl + t.tl * lay.np_) / per_wave  # B and D staged
-                         + s_tiles * ((lay.kp // 16) * (t.fm + t.fn) * fragment_waves
-                                      + t.fm * t.fn * accumulator_waves)
-                         + o_tiles * ((t.tl // 16) * (t.fm + t.fn) * fragment_waves
-                                      + 2 * t.fm * t.fn * accumulator_waves))
-              + t.tm * config.n / 32)                            # O read for the store
+    # S's micro-kernel: fragments of each slice, its accumulators stored (and loaded again
+    # for every slice after the first)
+    s_waves = s_tiles * (chunks * (lay.kp // 16) * (t.fm + t.fn) * fragment_waves
+                         + (2 * chunks - 1) * t.fm * t.fn * accumulator_waves)
+    # O's: fragments of P and D; in shared memory its accumulators loaded and stored per step,
+    # in registers stored once at the end
+    o_waves = o_tiles * ((t.tl // 16) * (t.fm + t.fn) * fragment_waves
+                         + (0 if t.o_frags else 2 * t.fm * t.fn * accumulator_waves))
+    staged_a = t.tm * lay.kp * chunks / per_wave          # A (or its slices) per step
+    shared = ((0 if chunks > 1 else staged_a)                # A staged once
+              + (0 if t.o_frags else t.tm * lay.np_ / 32)   # O zeroed
+              + steps * ((staged_a if chunks > 1 else 0)
+                         + (chunks * lay.kp * t.tl + t.tl * lay.np_) / per_wave  # B and D
+                         + s_waves + o_waves)
+              + (o_tiles * t.fm * t.fn * accumulator_waves if t.o_frags else 0)
+              + t.tm * lay.np_ / 32)                          # O read for the store
     if config.softmax:
         shared += steps * (t.tm * t.tl * 4 / 32 + 2 * t.tm * lay.np_ / 32)
         elementwise = steps * (t.tm * t.tl * 12 + t.tm * lay.np_)
     else:
         shared += steps * t.tm * t.tl * 2 / 32
         elementwise = steps * t.tm * t.tl
-    global_bytes = 2 * (t.tm * config.k + config.k * config.l + config.l * config.n
-                        + t.tm * config.n)
+    width = min(lay.np_, config.n)
+    global_bytes = 2 * (t.tm * config.k * (steps if chunks > 1 else 1) + config.k * config.l
+                        + config.l * width + t.tm * width)
     dram = sum(2 * b.size for b in kernel.params)   # each operand once
     return KernelProfile(
         kernel.name, blocks=blocks, threads_per_block=t.threads,
@@ -224,5 +270,5 @@ def fused_profile(kernel: Kernel) -> Any:
         l2_bytes=float(blocks * global_bytes), global_bytes_requested=float(blocks * global_bytes),
         dram_bytes=float(dram),
         # the double buffer has the next step's tiles in flight during this one
-        global_rounds=float(2 if t.stages == 2 else 1 + steps),
+        global_rounds=float(2 if t.stages == 2 else 1 + steps * chunks),
         shared_bytes_per_block=lay.total_bytes, registers_per_thread=t.registers_per_thread)
