@@ -1,19 +1,25 @@
-"""A native parallel-for for the kernels' PARALLEL loop: an OpenMP shim built once with gcc.
+"""A native parallel-for for the kernels' PARALLEL loop: a small pthread pool built once with gcc.
 
 Python's thread pool wakes its sleeping workers through a condition variable; on a busy or
 virtualised machine that costs up to a millisecond per parallel kernel — more than a whole
-small GEMM. The shim runs ``entry(args, begin, end)`` on OpenMP threads, which spin a while
-between calls before they sleep, so back-to-back kernels (a pack, then the main kernel) start
-in microseconds. One ctypes call releases the GIL for the whole loop. When gcc or OpenMP is
-missing, :func:`parallel_for` is ``None`` and the runtime uses its thread pool.
+small GEMM. The shim runs ``entry(args, begin, end)`` on native worker threads, which spin a
+short while (:data:`SPIN_COUNT` ``pause`` instructions, ~0.1-0.3 ms) between calls before they
+sleep on a condition variable, so back-to-back kernels (a pack, then the main kernel) start in
+microseconds. One ctypes call releases the GIL for the whole loop. When gcc is missing,
+:func:`parallel_for` is ``None`` and the runtime uses its thread pool.
 
-How long the threads spin is bounded (:data:`SPIN_COUNT`, unless the user set
-``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``): libgomp's default, 300000 ``pause`` iterations, is
-~15 ms on Sapphire Rapids (``pause`` ~140 cycles). On a machine shared with other work every
-parallel kernel of a network then cost ~16 ms however small (a BERT-base layer, 42 kernels,
-2 threads: 520-700 ms against 230-270 ms on one thread): the spinning workers use up their
-time slices and the scheduler leaves the next region's barrier waiting for them. Bounded,
-the same layer took 137-275 ms (2-core Xeon, load 5-6; bench/bench_networks.py).
+Why not OpenMP (which this shim used before): libgomp spins 300000 ``pause`` iterations after a
+region unless ``GOMP_SPINCOUNT`` says otherwise, ~15 ms on Sapphire Rapids (``pause`` ~140
+cycles); on a machine shared with other work every parallel kernel of a network then cost
+~16 ms however small (BERT-base layer, 42 kernels, 2 threads: 534-908 ms against 176-227 ms with
+the spin bounded). The environment variable cannot be relied on: libgomp reads it once, when
+loaded, and PyTorch loads its own ``libgomp.so.1`` (same soname, so the dynamic loader hands
+the shim that copy) as soon as it is imported.
+
+Regions run one at a time: a second thread launching a region while one runs (several threads
+calling one Executable) runs its whole range on itself rather than waiting. Worker ``t`` of a
+region of ``threads`` runs the ``t``-th of ``threads`` nearly equal contiguous chunks, as
+``split_range`` cuts them; the launching thread runs chunk 0.
 
 >>> import ctypes
 >>> fn = parallel_for()
@@ -32,29 +38,115 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+#: how many ``pause`` iterations an idle worker spins before it sleeps (the launching thread
+#: spins as long, then yields its core, while it waits for the workers)
+SPIN_COUNT = 2000
+
 _SOURCE = r"""
 #include <stdint.h>
-#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 typedef void (*entry_t)(void **, int64_t, int64_t);
-/* [0, extent) cut into `threads` nearly equal contiguous chunks, as split_range does */
-void tilecraft_parallel_for(entry_t fn, void **args, int64_t extent, int threads) {
-    #pragma omp parallel num_threads(threads)
-    {
-        int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
-        int64_t base = extent / n, extra = extent % n;
-        int64_t begin = t * base + (t < extra ? t : extra);
-        int64_t end = begin + base + (t < extra ? 1 : 0);
-        if (begin < end) fn(args, begin, end);
-    }
+
+#define MAX_WORKERS 255
+#define SPIN_COUNT @SPIN@
+#if defined(__x86_64__) || defined(__i386__)
+#define PAUSE() __builtin_ia32_pause()
+#else
+#define PAUSE() ((void)0)
+#endif
+
+static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;  /* one region at a time */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;  /* sleeping workers */
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int workers;                                       /* started, under busy */
+static _Atomic uint64_t generation;                       /* one per region */
+static _Atomic int64_t remaining;                         /* workers yet to finish it */
+static uint64_t first_seen[MAX_WORKERS + 1];
+static entry_t job_fn;
+static void **job_args;
+static int64_t job_extent;
+static int job_threads;
+
+/* chunk t of job_threads nearly equal contiguous pieces of [0, job_extent) */
+static void run_chunk(int64_t t) {
+    int64_t n = job_threads, base = job_extent / n, extra = job_extent % n;
+    int64_t begin = t * base + (t < extra ? t : extra);
+    int64_t end = begin + base + (t < extra ? 1 : 0);
+    if (begin < end) job_fn(job_args, begin, end);
 }
-"""
+
+static void *worker(void *arg) {
+    int t = (int)(intptr_t)arg;
+    uint64_t seen = first_seen[t], now;
+    for (;;) {
+        int spins = 0;
+        while ((now = atomic_load_explicit(&generation, memory_order_acquire)) == seen) {
+            if (++spins < SPIN_COUNT) {
+                PAUSE();
+                continue;
+            }
+            pthread_mutex_lock(&lock);
+            while ((now = atomic_load_explicit(&generation, memory_order_acquire)) == seen)
+                pthread_cond_wait(&wake, &lock);
+            pthread_mutex_unlock(&lock);
+            break;
+        }
+        seen = now;
+        if (t < job_threads) run_chunk(t);
+        atomic_fetch_sub_explicit(&remaining, 1, memory_order_release);
+    }
+    return 0;
+}
+
+static void forget_workers(void) {  /* a forked child has none of the parent's threads */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+    busy = fresh;
+    lock = fresh;
+    wake = fresh_cond;
+    workers = 0;
+}
+
+void tilecraft_parallel_for(entry_t fn, void **args, int64_t extent, int threads) {
+    static int registered;
+    if (threads > MAX_WORKERS + 1) threads = MAX_WORKERS + 1;
+    if (threads < 2 || extent < 2 || pthread_mutex_trylock(&busy) != 0) {
+        fn(args, 0, extent);
+        return;
+    }
+    if (!registered) registered = !pthread_atfork(0, 0, forget_workers);
+    while (workers < threads - 1) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        int t = workers + 1;
+        first_seen[t] = atomic_load(&generation);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int failed = pthread_create(&thread, &attr, worker, (void *)(intptr_t)t);
+        pthread_attr_destroy(&attr);
+        if (failed) break;
+        workers = t;
+    }
+    job_fn = fn;
+    job_args = args;
+    job_extent = extent;
+    job_threads = workers + 1 < threads ? workers + 1 : threads;
+    atomic_store_explicit(&remaining, workers, memory_order_relaxed);
+    pthread_mutex_lock(&lock);
+    atomic_fetch_add_explicit(&generation, 1, memory_order_release);
+    pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&lock);
+    run_chunk(0);
+    for (int spins = 0; atomic_load_explicit(&remaining, memory_order_acquire) > 0;)
+        if (++spins < SPIN_COUNT) PAUSE(); else sched_yield();
+    pthread_mutex_unlock(&busy);
+}
+""".replace("@SPIN@", str(SPIN_COUNT))
 
 #: ``fn(entry_address, args, extent, threads)``
 ParallelFor = Callable[[int, object, int, int], None]
-
-#: ``GOMP_SPINCOUNT`` set before libgomp loads: ~0.5 ms of spinning on Sapphire Rapids, still
-#: far more than the few microseconds of Python between two kernels of a network
-SPIN_COUNT = 10000
 
 _UNSET = object()
 _SHIM: ParallelFor | None | object = _UNSET  # the loaded entry, None, or not yet tried
@@ -75,11 +167,12 @@ _BUILD_LOCK = threading.Lock()
 
 def parallel_for() -> ParallelFor | None:
     """The shim's entry, or ``None`` when it cannot be built here (then: the thread pool).
-    ``TILECRAFT_X86_NO_OPENMP=1`` forces the pool. Built and loaded once per process, under a
-    lock: kernels called from several threads at once would otherwise each build it.
+    ``TILECRAFT_X86_NO_OPENMP=1`` (the name from when the shim was OpenMP) forces the pool.
+    Built and loaded once per process, under a lock: kernels called from several threads at
+    once would otherwise each build it.
 
-    Several threads may run the shim at the same time: libgomp gives each thread that opens a
-    parallel region its own team (checked by tests/test_executable_threads.py)."""
+    Several threads may run the shim at the same time: one region runs on the workers, the
+    others each on their launching thread (checked by tests/test_executable_threads.py)."""
     global _SHIM
     shim = _SHIM
     if shim is _UNSET:
@@ -94,7 +187,7 @@ def _build() -> ParallelFor | None:
     if os.environ.get("TILECRAFT_X86_NO_OPENMP"):
         return None
     digest = hashlib.sha256(_SOURCE.encode()).hexdigest()[:16]
-    library = _cache_dir() / f"tilecraft_parallel_{digest}.so"
+    library = _cache_dir() / f"tilecraft_parallel_pool_{digest}.so"
     if not library.exists():
         # names of this process's own: another process may be building the same library
         unique = f"{os.getpid()}.{threading.get_ident()}"
@@ -102,7 +195,7 @@ def _build() -> ParallelFor | None:
         partial = library.with_suffix(f".{unique}.tmp")
         try:
             source.write_text(_SOURCE)
-            subprocess.run(["gcc", "-O2", "-fopenmp", "-shared", "-fPIC", str(source), "-o",
+            subprocess.run(["gcc", "-O2", "-pthread", "-shared", "-fPIC", str(source), "-o",
                             str(partial)], check=True, capture_output=True, timeout=60)
             os.replace(partial, library)
         except (OSError, subprocess.SubprocessError):
@@ -110,7 +203,6 @@ def _build() -> ParallelFor | None:
         finally:
             for leftover in (source, partial):
                 leftover.unlink(missing_ok=True)
-    _bound_spinning()
     try:
         shim = ctypes.CDLL(str(library))
     except OSError:
@@ -120,21 +212,6 @@ def _build() -> ParallelFor | None:
     function.restype = None
     function._keepalive = shim  # type: ignore[attr-defined]
     return function
-
-
-def _bound_spinning() -> None:
-    """Set ``GOMP_SPINCOUNT`` to :data:`SPIN_COUNT` before libgomp is loaded (it reads its
-    environment once, when loaded), unless the user chose a wait policy or a spin count, or
-    libgomp is already in this process (then its settings stand)."""
-    if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
-        return
-    try:
-        with open("/proc/self/maps") as maps:
-            if "libgomp" in maps.read():
-                return
-    except OSError:
-        pass
-    os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
 
 
 __all__ = ["parallel_for"]
