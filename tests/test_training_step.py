@@ -12,11 +12,11 @@ from tilecraft.autodiff import compile_step, sgd_step
 from tilecraft.autodiff.examples import mlp, small_cnn
 from tilecraft.errors import AutodiffError
 
-torch = pytest.importorskip("torch")
-F = torch.nn.functional
-
 
 def _torch_loss(kind: str, params: dict, data: dict):
+    import torch
+
+    F = torch.nn.functional
     x = torch.tensor(data["x"])
     labels = torch.tensor(data["onehot"]).argmax(1)
     h = x
@@ -49,6 +49,7 @@ def _x86():
     ("cnn", lambda: small_cnn(batch=3, image=7, channels=(3, 5, 6), classes=4)),
 ])
 def test_twenty_sgd_steps_match_pytorch(kind: str, model) -> None:
+    torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
     model = model()
     lr = 0.05
