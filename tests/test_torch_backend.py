@@ -236,3 +236,14 @@ def test_a_replaced_parameter_is_not_read_from_the_frozen_copy():
         compiled(x)
         model[0].bias = nn.Parameter(torch.randn(29))
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_parameters_made_under_inference_mode_are_frozen_too():
+    """Inference tensors have no version counter: the guard checks identity and address."""
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        model = CASES["mlp"][0]().eval()
+        x = torch.randn(3, 13)
+        got = torch.compile(model, backend="tilecraft")(x)
+        torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    assert DECISIONS[-1].mode == "tilecraft" and DECISIONS[-1].frozen == 4

@@ -22,10 +22,11 @@ every frozen parameter is still the same tensor, at the same address, with the s
 counter (``Tensor._version``, which every in-place write bumps: ``optimizer.step()``,
 ``load_state_dict``, ``p.mul_(2)`` under ``no_grad``, writes through views). On the first
 difference, the graph is compiled again with the weights as inputs, read from the module at
-every call (logged at WARNING), and that version serves from then on. A write through
-``p.data`` (which has its own version counter) to the same storage goes unseen: after such a
-write, call ``torch._dynamo.reset()``. ``TILECRAFT_TORCH_FREEZE=0`` keeps the weights inputs
-from the start.
+every call (logged at WARNING), and that version serves from then on. Writes that move no
+version counter go unseen: through ``p.data`` (its own counter) and, inside
+``torch.inference_mode()``, into parameters created there (inference tensors have none);
+after such a write, call ``torch._dynamo.reset()``. ``TILECRAFT_TORCH_FREEZE=0`` keeps the
+weights inputs from the start.
 
 Where some nodes cannot be converted, the ATen graph is split
 (``torch.fx.passes.infra.partitioner.CapabilityBasedPartitioner``): each region of two or
@@ -137,7 +138,7 @@ def _guard_frozen(call: Callable[..., tuple], examples: Sequence[Any],
                   unfrozen: Callable[[], Callable[..., tuple]]) -> Callable[..., tuple]:
     """``call`` while every frozen argument is the tensor it was compiled with, unchanged;
     from the first change on, ``unfrozen()`` (compiled once, then kept)."""
-    watched = [(index, examples[index], examples[index]._version, examples[index].data_ptr())
+    watched = [(index, examples[index], _version(examples[index]), examples[index].data_ptr())
                for index in positions]
     current: list[Callable[..., tuple]] = []
 
@@ -146,7 +147,7 @@ def _guard_frozen(call: Callable[..., tuple], examples: Sequence[Any],
             return current[0](*args)
         for index, tensor, version, address in watched:
             arg = args[index]
-            if arg is not tensor or arg._version != version or arg.data_ptr() != address:
+            if arg is not tensor or _version(arg) != version or arg.data_ptr() != address:
                 LOGGER.warning("torch.compile backend 'tilecraft': %s: a frozen parameter or "
                                "buffer (input %d) changed since it was compiled; compiling "
                                "again with the weights as inputs", label, index)
@@ -155,6 +156,14 @@ def _guard_frozen(call: Callable[..., tuple], examples: Sequence[Any],
         return call(*args)
 
     return run
+
+
+def _version(tensor: Any) -> int | None:
+    """The version counter of ``tensor`` (``None`` for an inference tensor, which has none)."""
+    try:
+        return tensor._version
+    except RuntimeError:
+        return None
 
 
 def _eager(gm: Any, label: str, reason: str) -> Callable[..., Any]:
