@@ -211,7 +211,7 @@ def test_occupancy_weighs_in_the_choice():
     sizes (1x1024x61x509x61, softmax): its 32-row tiles leave 2 blocks resident per SM, and
     they beat the grids whose tiles hold 1 block per SM, as the model predicts."""
     from tilecraft_nvidia_tc.fusion import FRAGMENT_GRIDS, choose_chain_tiles
-    from tilecraft_nvidia_tc.fusion.choice import _partitions, _s_tiles, _with_idle_tensor_cores
+    from tilecraft_nvidia_tc.fusion.choice import _partitions, _s_tiles
     from tilecraft_nvidia_tc.model import estimate_profile
 
     spec = NvidiaTcTarget().spec
@@ -220,7 +220,7 @@ def test_occupancy_weighs_in_the_choice():
     def predicted(tiles):
         estimate = estimate_profile(fused_profile(lower_fused_chain(chain, tiles, spec)), spec)
         return (min(tiles.warps, _s_tiles(tiles)) < _partitions(spec),
-                _with_idle_tensor_cores(estimate, tiles, spec)), \
+                estimate.seconds), \
             estimate.occupancy.blocks_per_core
 
     options = {}

@@ -120,6 +120,18 @@ def test_tensor_core_calls_run_at_the_intrinsic_rate(a100, h100):
     assert h.cycles == pytest.approx(math.ceil(432 / 132) * 4 * 1024 / 0.5)
 
 
+def test_tensor_cores_of_idle_sub_partitions_do_not_count(a100):
+    """One block per SM (108 blocks) of 1, 2 or 4 warps, each warp 1024 calls: a warp feeds
+    its own sub-partition's Tensor Core, 1/16 issue per clock (the SM's 1/4 over 4), so every
+    case takes 1024 x 16 = 16384 cycles. Before issue 12's model change the SM's whole rate
+    counted: 1 warp 1024 / 0.25 = 4096 cycles, 2 warps 8192, 4 warps 16384."""
+    for warps in (1, 2, 4):
+        kernel = _tensor_core_kernel(calls_per_warp=1024, blocks=108, warps=warps)
+        estimate = estimate_kernel(kernel, a100.spec)
+        assert estimate.bound == "tensor core"
+        assert estimate.cycles == pytest.approx(1024 * 16)
+
+
 def _column_reader(stride: int) -> Kernel:
     """One warp reading ``s[t * stride]`` (shared) and ``g[t * stride]`` (global) 1024 times."""
     s = Buffer("s", (32 * stride,), DType.FLOAT32, level="shared")

@@ -3,19 +3,20 @@ grid (2x2, 2x4, 4x2, 4x4 fragments per warp, §3.4.1.2: a larger grid feeds each
 fragment to more ``mma_sync`` but holds more accumulator registers and pads ``M``, ``L`` and
 ``N`` to larger multiples) Chimera's solver picks the tiles
 (:func:`~tilecraft_nvidia_tc.fusion.tiles.plan_chain_tiles`), and the grid whose kernel the
-model predicts fastest wins. The model's Tensor Core rate is the whole SM's, but each of the
-SM's sub-partitions (the spec's shared-level ``fan_out``, 4) has its own Tensor Core fed by its
-own warps: with fewer warps issuing ``mma_sync`` resident on an SM (the warps with a tile of
-``S`` times the blocks per SM) the Tensor Core term is scaled up accordingly, and grids whose
-block has a warp per sub-partition issuing ``mma_sync`` come first (fewer warps leave the
-latency of shared memory and of the softmax's shuffles exposed, which the model does not see).
+model predicts fastest wins. Each of the SM's sub-partitions (the spec's shared-level
+``fan_out``, 4) has its own Tensor Core fed by its own warps: the model scales its Tensor Core
+term up when fewer warps issuing ``mma_sync`` are resident on an SM (the profile's
+``tensor_warps_per_block``, the warps with a micro-kernel tile, times the blocks on the SM),
+and grids whose block has a warp per sub-partition issuing ``mma_sync`` come first (fewer
+warps leave the latency of shared memory and of the softmax's shuffles exposed, which the
+model does not see).
 
 Occupancy: each grid's tiles are planned for 1 and for 2 blocks per SM (:data:`BLOCKS_PER_SM`:
 the solver's budgets are the SM's shared memory and registers shared out, its blocks spread
 over twice the units at half the rate). The model sees what a second resident block buys: a
 wave holds ``SMs x blocks/SM`` blocks, so the global round trips' latency (one per wave,
 not per block) is paid half as often, and more warps feed the four sub-partitions' Tensor
-Cores (the correction below); smaller tiles cost shared-memory and L2 traffic. The faster
+Cores; smaller tiles cost shared-memory and L2 traffic. The faster
 prediction wins.
 
 >>> from tilecraft import ops, te
@@ -56,16 +57,6 @@ def _s_tiles(tiles: ChainTiles) -> int:
     return (tiles.tm // (16 * tiles.fm)) * (tiles.tl // (16 * tiles.fn))
 
 
-def _with_idle_tensor_cores(estimate, tiles: ChainTiles, spec: TargetSpec) -> float:
-    """The predicted seconds with the Tensor Core term scaled by the sub-partitions left
-    without an ``mma_sync``-issuing warp (module docstring)."""
-    partitions = _partitions(spec)
-    issuing = min(tiles.warps, _s_tiles(tiles)) * max(1, estimate.occupancy.blocks_per_core)
-    idle = partitions / min(partitions, issuing)
-    tensor = estimate.detail().get("tensor_core_seconds", 0.0)
-    return max(estimate.seconds, tensor * idle)
-
-
 def choose_chain_tiles(chain: FusedChain, spec: TargetSpec) -> tuple[ChainTiles | None, str]:
     """The tiles with the fastest predicted kernel over :data:`FRAGMENT_GRIDS` (module
     docstring), and why; ``None`` and why when no grid's tiles fit."""
@@ -88,7 +79,7 @@ def choose_chain_tiles(chain: FusedChain, spec: TargetSpec) -> tuple[ChainTiles 
             except TargetError as err:
                 reasons.append(f"{label}: {err}")
                 continue
-            seconds = _with_idle_tensor_cores(estimate, tiles, spec)
+            seconds = estimate.seconds
             few_warps = min(tiles.warps, _s_tiles(tiles)) < partitions
             reasons.append(f"{label}: {seconds * 1e6:.3g} us, "
                            f"{estimate.occupancy.blocks_per_core} block(s)/SM"

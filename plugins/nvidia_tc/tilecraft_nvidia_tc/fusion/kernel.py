@@ -271,4 +271,5 @@ def fused_profile(kernel: Kernel) -> Any:
         dram_bytes=float(dram),
         # the double buffer has the next step's tiles in flight during this one
         global_rounds=float(2 if t.stages == 2 else 1 + steps * chunks),
-        shared_bytes_per_block=lay.total_bytes, registers_per_thread=t.registers_per_thread)
+        shared_bytes_per_block=lay.total_bytes, registers_per_thread=t.registers_per_thread,
+        tensor_warps_per_block=min(t.warps, max(s_tiles, o_tiles)))

@@ -9,17 +9,21 @@ them on the busiest SM, takes (Eq. 5.7, each level the max of the level below an
 traffic, Eq. 5.8 ``R = DataIn / in_bw``)::
 
     L0 (registers: the SM's arithmetic) = k x max(FMA instructions / CUDA-core rate,
-                                                   Tensor Core issues / their rate)
+                                                   Tensor Core issues / their rate x idle)
     L1 (shared)  = max(L0, k x shared wavefronts / wavefronts per clock,
                        global round trips x global latency)      # latency hidden by the k blocks
     L2 (L2)      = max(L1, b x L2 sector bytes / L2 bytes per clock)
     L3 (DRAM)    = max(L2, b / blocks x compulsory bytes / DRAM bytes per clock)
 
-(per block figures: the profile's totals over ``blocks``). Eq. 5.7 divides each level's
-traffic over its serial iterations and multiplies back, so with traffic spread evenly a level
-is the max of totals: a roofline per level. The bound named is the term that sets the
-busiest wave's time: ``compute`` (CUDA cores or Tensor Cores), ``shared``, ``L2``, ``DRAM``
-or ``latency``.
+(per block figures: the profile's totals over ``blocks``). The Tensor Core rate is the SM's,
+its four sub-partitions' (the shared level's ``fan_out``) together; each sub-partition's
+Tensor Core is fed by its own warps, so with ``w`` warps issuing Tensor Core instructions on
+the busiest SM (``k`` times the profile's ``tensor_warps``) fewer than the ``P`` partitions,
+``idle = P / w``: one warp alone on an SM issues at a quarter of the SM's rate. Eq. 5.7
+divides each level's traffic over its serial iterations and multiplies back, so with traffic
+spread evenly a level is the max of totals: a roofline per level. The bound named is the
+term that sets the busiest wave's time: ``compute`` (CUDA cores or Tensor Cores),
+``shared``, ``L2``, ``DRAM`` or ``latency``.
 
 >>> from tilecraft_nvidia_tc.model.profile import KernelProfile
 >>> from tilecraft_nvidia_tc.model.machine import GpuMachine
@@ -112,6 +116,9 @@ def _wave(profile: KernelProfile, machine: GpuMachine, blocks: int) -> WaveCost:
                      for dtype, count in profile.instructions.items())
     tensor = sum(calls / machine.tensor_issue_rates.get(name, 0.25)
                  for name, calls in profile.tensor_issues.items())
+    # sub-partitions without a warp issuing Tensor Core instructions (module docstring)
+    partitions = max(1, machine.partitions)
+    tensor *= partitions / min(partitions, max(1, busiest * profile.tensor_warps))
     terms = {
         "compute": busiest * cuda_cores * per_block,
         "tensor core": busiest * tensor * per_block,

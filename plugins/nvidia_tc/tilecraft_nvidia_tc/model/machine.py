@@ -43,6 +43,9 @@ class GpuMachine:
     residency: CoreResidency
     subgroup_size: int
     registers_per_block: int | None
+    #: sub-partitions of an SM, each with its own Tensor Core fed by its own warps (the shared
+    #: level's ``fan_out``)
+    partitions: int = 4
 
     def fma_per_clock(self, dtype: str) -> float:
         """CUDA-core multiply-adds per clock and SM for arithmetic in ``dtype``."""
@@ -79,4 +82,4 @@ class GpuMachine:
             dram_bytes_per_clock=float(dram.bandwidth_bytes_per_cycle),
             global_latency_cycles=float(dram.latency_cycles or 0.0),
             residency=limits, subgroup_size=threads.subgroup_size or 32,
-            registers_per_block=threads.registers_per_block)
+            registers_per_block=threads.registers_per_block, partitions=shared.fan_out or 4)

@@ -114,6 +114,13 @@ class KernelProfile:
     global_rounds: float = 0.0
     shared_bytes_per_block: int = 0
     registers_per_thread: int = REGISTER_OVERHEAD
+    #: warps of a block issuing Tensor Core instructions (0: all of its warps)
+    tensor_warps_per_block: int = 0
+
+    @property
+    def tensor_warps(self) -> int:
+        """Warps of a block issuing Tensor Core instructions."""
+        return self.tensor_warps_per_block or max(1, -(-self.threads_per_block // 32))
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (it travels in a Source's ``meta``)."""
