@@ -15,6 +15,12 @@ index expressions are arbitrary: packing evaluates them (a convolution's input, 
 ``pad`` compute with ``p + r``, is packed the way im2col would lay it out, without materialising
 im2col).
 
+With ``broadcast_batch=True`` the leading output axes that only the second operand ("B") reads
+become batch axes too, A being the same for every batch element: a batched NCHW convolution
+``y[n, k, h, w] = sum W[k, c, r, s] * x[n, c, h + r, w + s]`` is then ``n`` GEMMs of the
+batch-1 form sharing ``W`` (a target whose packing follows :attr:`Contraction.a_batched`).
+Without it such a compute is not a contraction (the default: batch axes index both operands).
+
 >>> from tilecraft import ops, te
 >>> A = te.placeholder((6, 5), name="A")
 >>> B = te.placeholder((5, 7), name="B")
@@ -73,6 +79,12 @@ class Contraction:
         batch, m, n, k = self.extents()
         return 2 * batch * m * n * k
 
+    @property
+    def a_batched(self) -> bool:
+        """Whether A depends on the batch axes (false for a ``broadcast_batch`` contraction,
+        whose A every batch element shares)."""
+        return bool(_axes_of(self.a) & set(self.batch_axes))
+
 
 def _product(values) -> int:
     total = 1
@@ -94,9 +106,21 @@ def _axes_of(load: Load) -> set[IterVar]:
     return found
 
 
-def as_contraction(tensor: Tensor, dtype: DType = DType.FLOAT32) -> Contraction | None:
+def as_contraction(tensor: Tensor, dtype: DType = DType.FLOAT32,
+                   broadcast_batch: bool = False) -> Contraction | None:
     """The contraction form of ``tensor``, or ``None`` when it is not one (or not of ``dtype``
-    in both operands and the output)."""
+    in both operands and the output); ``broadcast_batch``: see the module docstring.
+
+    >>> from tilecraft import ops, te
+    >>> x = te.placeholder((8, 3, 9, 9), name="x")
+    >>> w = te.placeholder((4, 3, 3, 3), name="w")
+    >>> y = ops.conv2d(x, w)
+    >>> as_contraction(y) is None
+    True
+    >>> c = as_contraction(y, broadcast_batch=True)
+    >>> c.extents(), c.a.tensor.name, c.a_batched
+    ((8, 4, 49, 27), 'w', False)
+    """
     if tensor.is_placeholder or tensor.dtype is not dtype:
         return None
     body = tensor.op.body
@@ -110,15 +134,16 @@ def as_contraction(tensor: Tensor, dtype: DType = DType.FLOAT32) -> Contraction 
         return None
     if left.tensor.dtype is not dtype or right.tensor.dtype is not dtype:
         return None
-    return group_axes(tensor, left, right, tuple(body.axes))
+    return group_axes(tensor, left, right, tuple(body.axes), broadcast_batch)
 
 
-def group_axes(tensor: Tensor, left: Load, right: Load,
-               k_axes: tuple[IterVar, ...]) -> Contraction | None:
+def group_axes(tensor: Tensor, left: Load, right: Load, k_axes: tuple[IterVar, ...],
+               broadcast_batch: bool = False) -> Contraction | None:
     """The contraction of ``tensor`` whose product reads ``left`` and ``right`` over the reduce
     axes ``k_axes``: its axes sorted into batch / m / n / k (see the module docstring), or
     ``None`` when they do not sort (an axis neither operand reads, a k axis one of them lacks,
-    an output not laid out ``[batch..., m..., n...]``)."""
+    an output not laid out ``[batch..., m..., n...]``). ``broadcast_batch``: leading axes only
+    the n side reads may be batch axes (see the module docstring)."""
     left_axes, right_axes = _axes_of(left), _axes_of(right)
     if any(k not in left_axes or k not in right_axes for k in k_axes if k.extent > 1):
         return None
@@ -143,6 +168,13 @@ def group_axes(tensor: Tensor, left: Load, right: Load,
     m_side = "right" if n_side == "left" else "left"
     order = {"batch": 0, m_side: 1, n_side: 2}
     ranks = [order[g] for g in groups]
+    if ranks != sorted(ranks) and broadcast_batch:
+        lead = 0
+        while lead < len(groups) and groups[lead] in ("batch", n_side):
+            lead += 1
+        if 0 < lead < len(groups):
+            groups[:lead] = ["batch"] * lead
+            ranks = [order[g] for g in groups]
     if ranks != sorted(ranks):
         return None
     a, b = (left, right) if m_side == "left" else (right, left)

@@ -239,7 +239,9 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                         ) -> list[Kernel] | None:
     """The kernels of ``tensor`` under this template, or ``None`` when it does not apply (not a
     float32 contraction, or too small to pay for packing) and no ``config`` forces it."""
-    contraction = as_contraction(tensor)
+    # a batched convolution is a batch of GEMMs sharing the weights (A): A is read in place
+    # for every image, B (its im2col) packed per image
+    contraction = as_contraction(tensor, broadcast_batch=True)
     grouped = as_dot_product_contraction(tensor) if contraction is None else None
     if contraction is None and grouped is None:
         if config:
@@ -339,7 +341,7 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     from tilecraft.search import ChoiceSpace, Space
     from tilecraft.target.base import TemplateSpace
 
-    contraction = as_contraction(tensor)
+    contraction = as_contraction(tensor, broadcast_batch=True)
     if contraction is None:
         return None
     batch, m, _, k = contraction.extents()

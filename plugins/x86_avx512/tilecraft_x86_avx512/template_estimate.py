@@ -68,7 +68,7 @@ def template_estimate(tensor: Tensor, spec: TargetSpec, threads: int) -> Lowerin
     ``threads`` threads (see the module docstring); ``None`` where the template does not
     lower it (no contraction, or one too small or too thin to pay for packing)."""
     view = template_view(tensor)
-    contraction = as_contraction(view)
+    contraction = as_contraction(view, broadcast_batch=True)
     dot = as_dot_product_contraction(view) if contraction is None else None
     if contraction is None and dot is None:
         return None

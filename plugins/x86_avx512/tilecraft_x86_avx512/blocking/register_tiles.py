@@ -104,11 +104,14 @@ def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]
     """``load`` as a load from a lower-rank view of its tensor, one dimension per axis group,
     indexed by the groups' flat values — when the tensor's dimensions are exactly the groups'
     axes, run after run, in row-major order (``W[k, c, r, s]`` read as ``W2[k, (c, r, s)]``).
-    This spares the div/mod that recover each axis from a flat index. ``None`` otherwise."""
+    This spares the div/mod that recover each axis from a flat index. A group none of whose
+    axes the load reads is left out (a convolution's weights, shared by a batch of images, have
+    no batch dimension). ``None`` otherwise."""
     tensor = load.tensor
     kept = [(index, extent) for index, extent in zip(load.indices, tensor.shape) if extent > 1]
+    read = axes_in(load)
     live = [([a for a in axes if a.extent > 1], flat) for axes, flat in groups]
-    live = [(axes, flat) for axes, flat in live if axes]
+    live = [(axes, flat) for axes, flat in live if axes and not read.isdisjoint(axes)]
     shape, indices, position = [], [], 0
     while position < len(kept):
         index = kept[position][0]
