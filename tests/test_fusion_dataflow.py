@@ -11,6 +11,7 @@ import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 
 from tilecraft import ops, te
@@ -82,10 +83,11 @@ def test_table_3_4_numerically(tiles):
 
 # -- a literal transcription of Algorithm 1 -----------------------------------------------------
 
-def algorithm_1(chain, order, tiles):
+def algorithm_1(chain, order, tiles, once_indexes=False):
     """Algorithm 1 as printed: DF * prod ceil(L/s) over loops after the first indexing one.
-    (One addition: an elementwise step computed in place into its input's buffer, like
-    softmax's exp, adds no footprint of its own.)"""
+    (Additions: an elementwise step computed in place into its input's buffer, like
+    softmax's exp, adds no footprint of its own; a loop that runs once indexes nothing — Eq.
+    3.9's set difference — unless ``once_indexes``.)"""
     dv, mu = 0, 0
     perm = list(order)
     extents = chain.extents
@@ -99,7 +101,8 @@ def algorithm_1(chain, order, tiles):
             if access.io:
                 dm, keep_reuse = df, True
                 for loop in reversed(perm):
-                    if loop in access.loops:
+                    runs = ceil_div(extents[loop], tiles[loop]) > 1 or once_indexes
+                    if loop in access.loops and runs:
                         keep_reuse = False
                     if not keep_reuse:
                         dm *= ceil_div(extents[loop], tiles[loop])
@@ -165,6 +168,38 @@ def test_exact_boundary_counting_matches_a_tile_walk(order):
     values = analyze(chain, order).evaluate(tiles)
     simulated = simulated_movement(chain, order, tiles)
     assert {t: v for t, v in values.per_tensor.items() if v} == simulated
+
+
+@pytest.mark.parametrize("order", ["mlkn", "lkmn", "nmlk", "knml"])
+def test_a_loop_that_runs_once_indexes_nothing(order):
+    # m of extent 1, n and k each one tile: Eq. 3.9's set difference is empty at their steps
+    chain = gemm_chain(1, 9, 7, 12)
+    tiles = {"m": 1, "n": 9, "k": 7, "l": 4}
+    movement = analyze(chain, order)
+    values = movement.evaluate(tiles)
+    assert {t: v for t, v in values.per_tensor.items() if v} == \
+        simulated_movement(chain, order, tiles)
+    assert values.volume == algorithm_1(chain, order, tiles)[0]
+    # on a grid of tiles (the solver's rounding) each point as on its own
+    grid = {"m": np.array([1, 1, 1]), "n": np.array([9, 2, 9]), "k": np.array([7, 7, 3]),
+            "l": np.array([4, 12, 5])}
+    columns = movement.evaluate(grid).per_tensor
+    for i in range(3):
+        point = {lp: int(v[i]) for lp, v in grid.items()}
+        assert {t: int(np.broadcast_to(v, 3)[i]) for t, v in columns.items()} == \
+            movement.evaluate(point).per_tensor
+
+
+def test_algorithm_1_as_printed_reloads_around_a_loop_that_runs_once():
+    # order l k m n: A's indexing loops k and m run once, E's m and n too; printed, the
+    # three tiles of l reload both
+    chain = gemm_chain(1, 9, 7, 12)
+    tiles = {"m": 1, "n": 9, "k": 7, "l": 4}
+    values = analyze(chain, "lkmn").evaluate(tiles)
+    printed, _ = algorithm_1(chain, "lkmn", tiles, once_indexes=True)
+    assert values.per_tensor["A"] == 7
+    assert values.per_tensor["E"] == 9
+    assert printed - values.volume == (7 + 9) * (3 - 1)
 
 
 def test_halo_movement_of_a_conv_chain_matches_a_tile_walk():

@@ -177,10 +177,8 @@ def _search_grid(chain: Chain, spec: TargetSpec, level: str, build, loops: Seque
 
 
 def _loops(order: Sequence[str], tiles: dict[str, int], extents: dict[str, int]) -> tuple:
-    """Tile loops of ``order``, those whose tile covers the extent left out: a loop that runs
-    once still counts as indexing its tensors in the movement analysis (Algorithm 1's rule),
-    so the loops around it would reload them (bench/tileflow_cachegrind.py)."""
-    return tuple(Loop(lp, tiles[lp]) for lp in order if tiles[lp] < extents[lp])
+    """Tile loops of ``order`` (a tile covering its extent runs once and indexes nothing)."""
+    return tuple(Loop(lp, min(tiles[lp], extents[lp])) for lp in order)
 
 
 def _key(cost: TreeCost, level: str) -> tuple[int, float]:

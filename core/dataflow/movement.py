@@ -4,12 +4,15 @@ For an operator and a tensor it touches, the tile of the tensor in level ``X`` i
 box of its index over the steps of the innermost loops at ``X`` or outside it (spatial loops
 at ``X`` split that tile over inner units, so they do not shrink it). Walking the operator's
 loops at ``X`` or outside from the innermost outwards, the tile stays where it is until the
-first loop that indexes the tensor (Eq. 3.9: the slices of consecutive time steps are equal);
-from there on every step loads a new slice. Summed over the time-step boundaries (Eq. 3.10-3.11)
+first loop that indexes the tensor and runs more than once (Eq. 3.9: the slices of consecutive
+time steps are equal; a loop that runs once has one slice, so it indexes nothing); from there
+on every step loads a new slice. Summed over the time-step boundaries (Eq. 3.10-3.11)
 this is the movement of Algorithm 1: a dimension indexed by loops sweeps its whole extent
 (partial tiles at the boundaries counted exactly), and every non-indexing loop outside the
 innermost indexing one multiplies it by its trip count. Spatial loops outside ``X`` stand for
-instances of ``X``, each filled on its own (no multicast).
+instances of ``X``, each filled on its own (no multicast). Where partial tiles make a loop run
+once in some outer tiles and more often in others, it counts as indexing in all of them (an
+over-count of the tiles where it runs once).
 
 A tensor lives at its *home*: inputs and outputs of the workload in the outermost level; an
 intermediate in the level of the innermost tile node around all operators that touch it (the
@@ -194,7 +197,8 @@ def _tensor_movement(access: TensorAccess, loops: Sequence[PathLoop], level: str
     seen = [lp for lp in loops if rank[lp.level] < rank[level]
             or (lp.level == level and lp.kind is LoopKind.TEMPORAL)]
     indexing = set(access.loops)
-    last = max((i for i, lp in enumerate(seen) if lp.var in indexing), default=-1)
+    last = max((i for i, lp in enumerate(seen) if lp.var in indexing
+                and _splits(lp, seen[:i], extents[lp.var])), default=-1)
     reload = seen[:last + 1]
     counts = {v: _tile_count(extents[v], [lp.step for lp in seen if lp.var == v])
               for v in indexing}
@@ -212,6 +216,13 @@ def _tensor_movement(access: TensorAccess, loops: Sequence[PathLoop], level: str
         total *= _tile_count(extents[var], [lp.step for lp in reload if lp.var == var])
     key = (tuple((id(lp.node), lp.node, lp.var) for lp in reload), tuple(sorted(steps.items())))
     return total, key
+
+
+def _splits(loop: PathLoop, outer: Sequence[PathLoop], extent: int) -> bool:
+    """Whether ``loop`` runs more than once in some tile of the loops ``outer`` of it: one
+    that never does indexes nothing (Eq. 3.9: its one slice is the slice before it)."""
+    steps = [lp.step for lp in outer if lp.var == loop.var]
+    return _tile_count(extent, [*steps, loop.step]) > _tile_count(extent, steps)
 
 
 def _tile_count(extent: int, steps: Iterable[int]) -> int:

@@ -11,6 +11,14 @@ and from then on every loop multiplies the movement by its trip count. Before th
 the loops private to this one are erased from the order, so a producer's private reduction
 loop never moves a consumer's data. MU is the largest per-operator usage.
 
+A loop that runs once indexes nothing: the tensor's slice is the same at each of its (one)
+steps, so Eq. 3.9's set difference is empty. Algorithm 1 as printed flips ``keep_reuse`` at
+such a loop and reloads the tensor at every step of the loops around it; here the walk skips
+it. Loops that run once whatever the tiles (extent 1, kept whole) are skipped in the symbolic
+formula; a loop whose tile covers its extent is skipped when the tiles are known
+(:meth:`DataMovement.evaluate`): the formula stands for tiles that split every loop it names,
+and its relaxed form, which the solver minimises, keeps it.
+
 The loops consulted for an operator are those still in the order, including loops only a later
 operator uses: the thesis's second insight says that in order ``mnlk`` the loop ``n`` moves A
 (the producer runs inside it), and the erasure step would be void if the check only looked at
@@ -37,6 +45,7 @@ E M*N*ceil(L/T_L) | T_M*T_N
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -66,10 +75,30 @@ class TensorMovement:
     reloaded_by: tuple[str, ...]
     on_chip: bool = True
     footprint_text: str = ""
+    indexing: tuple[str, ...] = ()
+    swept: Polynomial | None = None
 
     @property
     def io(self) -> bool:
         return self.role is not TensorRole.INTERMEDIATE
+
+    def moved(self, extents: Mapping[str, int], tiles: Mapping[str, Number]) -> Number:
+        """The movement for concrete ``tiles`` (numbers or equal-shaped arrays), a loop that
+        runs once indexing nothing: a loop outside the innermost indexing one reloads the
+        tensor only where some indexing loop inside it runs more than once."""
+        if self.swept is None or self.movement.is_zero():
+            return self.movement.evaluate(extents, tiles)
+        value: Number = self.swept.evaluate(extents, tiles)
+        trips = {lp: _trips(extents[lp], tiles[lp]) for lp in self.reloaded_by}
+        splits: Number = False  # some indexing loop inside runs more than once
+        for loop in reversed(self.reloaded_by):
+            if loop in self.indexing:
+                splits = np.logical_or(splits, trips[loop] > 1)
+            elif isinstance(splits, np.ndarray):
+                value = value * np.where(splits, trips[loop], 1)
+            elif splits:
+                value = value * trips[loop]
+        return value
 
 
 @dataclass(frozen=True)
@@ -129,7 +158,8 @@ class DataMovement:
             if entry.movement.is_zero():
                 per_tensor.setdefault(entry.tensor, 0)
                 continue
-            value = entry.movement.evaluate(extents, full, relaxed)
+            value = (entry.movement.evaluate(extents, full, True) if relaxed
+                     else entry.moved(extents, full))
             per_tensor[entry.tensor] = per_tensor.get(entry.tensor, 0) + value
             volume = volume + value
             volume_bytes = volume_bytes + value * entry.itemsize
@@ -151,16 +181,20 @@ class DataMovement:
 
 
 def analyze(chain: Chain, order: Iterable[str] | str) -> DataMovement:
-    """Run Algorithm 1 for ``order`` (outermost loop first, e.g. ``"mlkn"``)."""
-    perm = list(check_order(chain, order))
+    """Run Algorithm 1 for ``order`` (outermost loop first, e.g. ``"mlkn"``); loops that run
+    once whatever the tiles index nothing (see the module doc)."""
+    once = set(chain.fixed_loops())
+    perm = [loop for loop in check_order(chain, order) if loop not in once]
     entries: list[TensorMovement] = []
     for index, op in enumerate(chain.ops):
         for access in op.accesses:
             reloaded = reload_loops(access, perm) if access.io else ()
             movement = exact_movement(access, reloaded) if access.io else Polynomial.constant(0)
+            swept = exact_movement(access, ()) if access.io else None
             entries.append(TensorMovement(op.name, access.tensor, access.role,
                                           access.dtype.bytes, access.footprint(), movement,
-                                          reloaded, access.on_chip, _footprint_text(access)))
+                                          reloaded, access.on_chip, _footprint_text(access),
+                                          tuple(access.loops), swept))
         private = set(chain.private_loops(index))
         perm = [loop for loop in perm if loop not in private]
     return DataMovement(chain, tuple(check_order(chain, order)), tuple(entries))
@@ -242,6 +276,12 @@ def _footprint_text(access: TensorAccess) -> str:
         if text != "1":
             factors.append(text if len(index.terms) <= 1 else f"({text})")
     return "*".join(factors) or "1"
+
+
+def _trips(extent: int, tile: Number) -> Number:
+    if isinstance(tile, np.ndarray):
+        return np.ceil(extent / tile)
+    return math.ceil(extent / tile)
 
 
 def _sum(items: Iterable[Polynomial]) -> Polynomial:

@@ -197,13 +197,17 @@ def _split(chain: Chain, ops: list[int], order: tuple[str, ...], level: _Level,
     used_rest = set().union(*(chain.op_loops(i) for i in rest))
     used_last = chain.op_loops(last)
     both = used_rest & used_last
-    split = max((i + 1 for i, lp in enumerate(order) if lp in both), default=0)
-    suffix = order[split:]
+    # a shared loop that runs once does not split: it joins the shared loops wherever it sits
+    # (placed by it, a producer's reduction ordered outside it would run above the consumer)
+    split = max((i + 1 for i, lp in enumerate(order)
+                 if lp in both and extents[lp] > level.tiles[lp]), default=0)
+    shared = (*order[:split], *(lp for lp in order[split:] if lp in both))
+    suffix = tuple(lp for lp in order[split:] if lp not in both)
     earlier = _split(chain, rest, tuple(lp for lp in suffix if lp in used_rest), level, extents)
     final = _leaf(chain, last, tuple(lp for lp in suffix if lp not in used_rest), level, extents)
     names = [chain.ops[i].name for i in ops]
     kept = tuple(t for i in rest for t in _leaf_kept(chain, i))
-    return TileBlock(level.level, _loops(order[:split], extents, level.tiles), (earlier, final),
+    return TileBlock(level.level, _loops(shared, extents, level.tiles), (earlier, final),
                      resident=tuple(dict.fromkeys(a.tensor for i in ops
                                                   for a in chain.ops[i].accesses)),
                      kept=kept, name="+".join(names))
