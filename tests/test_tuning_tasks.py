@@ -133,3 +133,40 @@ def test_tuned_schedules_are_compiled_and_read_by_overlap(tmp_path):
     keys = {name: workload_key(describe_graph(alone)) for name, alone in
             tunable_computes(state)}
     assert keys == {name: task_key(graph.tensor(name)) for name in tuned}
+
+
+@pytest.mark.skipif(not X86.available().execute, reason="x86_avx512 cannot execute here")
+def test_a_candidate_packs_its_constant_weight_once():
+    """Timed runs of a candidate skip the kernels that read only constants (the packing of
+    W1), as the Executable runs them once at load; the check runs them."""
+    from tilecraft.tuning.builders import TEMPLATE_BUILDER
+    from tilecraft.tuning.candidate import (
+        MeasureInput,
+        check_candidate,
+        prepare_candidate,
+    )
+    from tilecraft.tuning.tuner import compute_workload, task_space
+
+    graph, _ = _chain(3)
+    template, builder = task_space(isolate(graph.tensor("C1")).outputs[0], X86)
+    assert builder == TEMPLATE_BUILDER
+    config = template.decode(template.space.random_point(np.random.default_rng(0)))
+    candidate = MeasureInput(compute_workload(graph.tensor("C1")), "x86_avx512",
+                             {"C1": config}, builder=TEMPLATE_BUILDER)
+    prepared = prepare_candidate(candidate)
+    packs = [i for i, k in enumerate(prepared.kernels) if "pack" in k.name]
+    assert packs and prepared.once == frozenset(packs)
+    calls = [0] * len(prepared.functions)
+
+    def counted(index, function):
+        def run(view):
+            calls[index] += 1
+            function(view)
+        return run
+
+    prepared.functions = [counted(i, f) for i, f in enumerate(prepared.functions)]
+    assert check_candidate(prepared) is not None
+    prepared.run()
+    prepared.run()
+    assert [calls[i] for i in packs] == [1] * len(packs)
+    assert all(count == 3 for i, count in enumerate(calls) if i not in packs)

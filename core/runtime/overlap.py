@@ -219,11 +219,18 @@ class OverlappedExecutable(Executable):
 
     def _time_running(self, compute: str) -> float:
         """Median seconds of the kernels computing ``compute`` now, run here on arrays of
-        their parameters' shapes (inf where they cannot run here)."""
+        their parameters' shapes (inf where they cannot run here). Kernels the executable ran
+        once at load (a constant weight's packing) are left out, as calls and tuning
+        candidates leave them out."""
         from tilecraft.runtime.runners import InProcessRunner
 
         kernels, _ = self._segments[compute]
         if any(entry.runner is None for entry in kernels):
+            return math.inf
+        precomputed = self._plan.precomputed
+        kernels = [entry for entry in kernels
+                   if not set(entry.kernel.outputs) <= set(precomputed)]
+        if not kernels:
             return math.inf
         rng = np.random.default_rng(0)
         arrays = [{p.name: _array(p.shape, p.dtype.numpy, rng) for p in entry.kernel.params}

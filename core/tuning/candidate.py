@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tilecraft.errors import TilecraftError
+from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.target.base import Target
 from tilecraft.tuning.builders import DEFAULT_BUILDER, Builder
@@ -318,11 +319,40 @@ class PreparedCandidate:
     arrays: dict[str, np.ndarray]
     build_seconds: float
     views: list[dict[str, np.ndarray]] = field(default_factory=list)
+    #: kernels (by index) that read only constants and what such kernels wrote — a template
+    #: packing a constant weight: only the first run runs them, as an Executable runs them
+    #: once when it is loaded, so a candidate's time is what a call of the program costs
+    once: frozenset[int] = frozenset()
+    ran: bool = False
 
     def run(self) -> None:
-        """Run every kernel once, in order."""
-        for function, view in zip(self.functions, self.views):
-            function(view)
+        """Run every kernel, in order (those of :attr:`once` on the first run only)."""
+        skip = self.once if self.ran else frozenset()
+        for index, (function, view) in enumerate(zip(self.functions, self.views)):
+            if index not in skip:
+                function(view)
+        self.ran = True
+
+
+def _run_once(graph: Graph, kernels: list[Kernel]) -> frozenset[int]:
+    """Indices of the kernels that read only constants or what such kernels wrote, and write
+    neither a graph output nor what another kernel writes (as the Executable decides)."""
+    known = {t.name for t in graph.constants}
+    if not known:
+        return frozenset()
+    writers: dict[str, int] = {}
+    for kernel in kernels:
+        for name in kernel.outputs:
+            writers[name] = writers.get(name, 0) + 1
+    outputs = {t.name for t in graph.outputs}
+    once = set()
+    for index, kernel in enumerate(kernels):
+        reads = [p.name for p in kernel.params if p.name not in kernel.outputs]
+        if kernel.outputs and reads and all(name in known for name in reads) and not any(
+                name in outputs or writers[name] > 1 for name in kernel.outputs):
+            once.add(index)
+            known.update(kernel.outputs)
+    return frozenset(once)
 
 
 def _step(stage: Stage, on_stage: StageCallback, action: Callable[[], Any]) -> Any:
@@ -384,7 +414,8 @@ def prepare_candidate(candidate: MeasureInput, on_stage: StageCallback = lambda 
     views = [{p.name: arrays[p.name].reshape(p.shape) for p in kernel.params}
              for kernel in kernels]
     return PreparedCandidate(instance, kernels, functions, arrays,
-                             time.perf_counter() - start, views)
+                             time.perf_counter() - start, views,
+                             _run_once(instance.graph, kernels))
 
 
 def _poison(array: np.ndarray) -> None:
@@ -409,6 +440,7 @@ def check_candidate(prepared: PreparedCandidate, on_stage: StageCallback = lambd
     for name, array in prepared.arrays.items():
         if name not in given:
             _poison(array)
+    prepared.ran = False  # the check runs every kernel: the poisoned buffers included
     _step(Stage.CHECK, on_stage, prepared.run)
     worst = 0.0
     for tensor in instance.graph.outputs:
