@@ -12,7 +12,7 @@ from tilecraft.target.plugins import collect
 def test_the_core_passes_are_registered_through_the_hook():
     names = [p.name for p in DEFAULT_PASSES]
     assert names == ["simplify", "fold_constants", "fold_batch_norm", "choose_layout",
-                     "eliminate_dead_code"]
+                     "inline_elementwise", "eliminate_dead_code"]
     assert set(names) <= set(collect("passes"))
 
 

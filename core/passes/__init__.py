@@ -19,6 +19,9 @@ passes={"fold_batch_norm": False})`` turns one off by name):
 - :mod:`tilecraft.passes.layout` (``choose_layout``): conv2d rewritten into the layout the
   target's spec prefers (``preferred_layouts``), transposes at the boundaries; a pass with
   ``uses_spec = True`` is handed the target's spec as a second argument;
+- :mod:`tilecraft.passes.inline_elementwise` (``inline_elementwise``, off unless
+  ``passes={"inline_elementwise": True}``): elementwise computes folded into the memory-bound
+  computes that read them (one consumer, or cheap to recompute);
 - :mod:`tilecraft.passes.dead_code` (``eliminate_dead_code``): selects settled over their index
   ranges pruned, computes nothing reads any more dropped.
 
@@ -66,10 +69,12 @@ def _default_passes() -> list[GraphPass]:
     from tilecraft.passes.batch_norm_folding import fold_batch_norm
     from tilecraft.passes.constant_folding import fold_constants
     from tilecraft.passes.dead_code import eliminate_dead_code
+    from tilecraft.passes.inline_elementwise import inline_elementwise
     from tilecraft.passes.layout import choose_layout
     from tilecraft.passes.simplify import simplify
 
-    return [simplify, fold_constants, fold_batch_norm, choose_layout, eliminate_dead_code]
+    return [simplify, fold_constants, fold_batch_norm, choose_layout, inline_elementwise,
+            eliminate_dead_code]
 
 
 class PassError(TilecraftError):

@@ -1,7 +1,8 @@
 """Stage 1, graph passes: every pass registered through the ``tilecraft_register_passes``
 hook (the core's :data:`tilecraft.passes.DEFAULT_PASSES` first, then the plugins'), in order,
 each checked to keep the graph's outputs and inputs (:func:`tilecraft.passes.run_passes`);
-``tilecraft.compile(..., passes={name: False})`` skips a pass by name; a pass that declares
+``tilecraft.compile(..., passes={name: False})`` skips a pass by name, ``{name: True}`` runs
+one that declares ``enabled_by_default = False`` (off unless asked for); a pass that declares
 ``uses_spec = True`` is called as ``graph_pass(graph, spec)`` with the target's spec (how
 ``choose_layout`` learns the layouts a target prefers).
 
@@ -32,7 +33,8 @@ class GraphPasses:
                             f"{', '.join(unknown)}; the registered ones are: "
                             f"{', '.join(passes) or '(none)'}")
         passes = {name: graph_pass for name, graph_pass in passes.items()
-                  if state.pass_switches.get(name, True)}
+                  if state.pass_switches.get(name,
+                                             getattr(graph_pass, "enabled_by_default", True))}
         if passes:
             state.graph, state.passes_applied = run_passes(state.graph, passes,
                                                            spec=state.target.spec)
