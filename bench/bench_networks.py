@@ -4,7 +4,10 @@ at 1 and 2 threads side by side in one run, the tilecraft x86 run time against o
 weights, medians, the speed-ups (their time / ours: > 1 means tilecraft is faster) and
 whether every output matches onnxruntime's (rtol = atol = 1e-3).
 
-    python bench/bench_networks.py [--small] [--threads 1,2] [--no-torch] [--no-inductor] [NAME ...]
+    python bench/bench_networks.py [--small] [--threads 1,2] [--inline] [--no-torch]
+                                   [--no-inductor] [NAME ...]
+
+``--inline`` compiles with the graph pass ``inline_elementwise`` on (off by default).
 
 tilecraft is compiled once per thread count (the x86 target plans its blocking for its
 threads); torch columns are left out when torch is not installed. The small configurations
@@ -49,8 +52,9 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f}" if seconds >= 0.01 else f"{seconds * 1e3:.3f}"
 
 
-def measure(name: str, small: bool, threads: list[int], use_torch: bool,
-            inductor: bool) -> tuple[list[str], dict[str, dict[int, float]]]:
+def measure(name: str, small: bool, threads: list[int], use_torch: bool, inductor: bool,
+            passes: dict[str, bool] | None = None
+            ) -> tuple[list[str], dict[str, dict[int, float]]]:
     import onnxruntime as ort
     from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -62,7 +66,7 @@ def measure(name: str, small: bool, threads: list[int], use_torch: bool,
     matches, compile_s = True, []
     for n in threads:
         started = time.perf_counter()
-        exe = tc.compile(graph, target=X86Avx512Target(threads=n))
+        exe = tc.compile(graph, target=X86Avx512Target(threads=n), passes=passes)
         compile_s.append(time.perf_counter() - started)
         options = ort.SessionOptions()
         options.intra_op_num_threads = n
@@ -98,14 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the small test configurations")
     parser.add_argument("--threads", default="1,2",
                         help="comma-separated thread counts for every framework (default 1,2)")
+    parser.add_argument("--inline", action="store_true",
+                        help="compile with the graph pass inline_elementwise on")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-inductor", action="store_true",
                         help="leave torch.compile out (its compile takes minutes at full size)")
     args = parser.parse_intermixed_args(argv)
     threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
-    results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor)
-               for name in names]
+    passes = {"inline_elementwise": True} if args.inline else None
+    results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
+                       passes) for name in names]
     columns = list(results[0][1])
     header = ["network", "compile s"]
     for n in threads:
@@ -114,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     header.append("match")
     cpu = platform.processor() or platform.machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print_table(f"networks ({'small' if args.small else 'full size'}), {cpu}, "
+    print_table(f"networks ({'small' if args.small else 'full size'}"
+                f"{', inline_elementwise on' if args.inline else ''}), {cpu}, "
                 f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
                 header, [row for row, _ in results])
     for column in columns[1:]:
