@@ -6,12 +6,22 @@ shared memory / occupancy from the build, and the model's predicted time and bou
 the predicted time of the same graph compiled unfused (the fusion stage skipped: each GEMM
 through its WMMA mapping, softmax as its five memory-bound kernels, ``ops.scale`` one more).
 
-Where a GPU is available it also measures the fused kernel (median of CUDA-event timings,
-the plugin's launch path) and PyTorch side by side (eager bmm [+ softmax] + bmm, and for the
-softmax chains ``F.scaled_dot_product_attention``). That path has not run on a GPU yet.
+Where a GPU is available (the plugin's launch path finds a driver) it builds only for that
+GPU's spec (sm_90: ``nvidia_tc:h100``, else the A100 one) and measures, in the same run, the
+fused kernel (median of 20 CUDA-event timings; its output checked against eager's on the same
+random operands) next to PyTorch (torch is imported only there):
+eager bmm [+ scale + softmax] + bmm, and for the softmax chains (fused attention)
+``F.scaled_dot_product_attention`` on the same float16 operands; the columns ``x eager`` and
+``x sdpa`` are PyTorch's time over the fused kernel's (above 1: the fused kernel is faster),
+with their geomeans at the end. That path has not run on a GPU yet (none during the work).
 
-    .venv/bin/python bench/bench_nvidia_fused.py [--small]
-(also printed by ``bench/bench_nvidia.py`` after its kernel table)
+On an H100 machine, one command, a few minutes (24 NVRTC builds, one per chain and variant,
+then the timings; ``--small``: G1 and G10 only, under a minute)::
+
+    .venv/bin/python bench/bench_nvidia_fused.py
+
+Here (no GPU) it prints the predicted table for both specs; ``--small`` keeps that to ~1.5
+minutes on the shared 2-core box (also printed by ``bench/bench_nvidia.py`` after its table).
 """
 
 from __future__ import annotations
@@ -54,19 +64,40 @@ def lowered_kernels(graph: tc.Graph, target, fused: bool) -> list:
     return run_pipeline(graph, target, stages=stages).kernels
 
 
-def _measure(artifact, kernel, repeat: int = 20) -> float:
+def _operands(kernel) -> dict:
+    """Random float16 operands A, B, D (scaled so softmax rows are not one-hot) and E."""
     import numpy as np
+
+    rng = np.random.default_rng(0)
+    return {b.name: (rng.standard_normal(b.shape) * 0.1).astype(b.dtype.numpy)
+            for b in kernel.params}
+
+
+def _measure(artifact, arrays: dict, repeat: int = 20) -> float:
+    """The fused kernel's median seconds over ``repeat`` launches; ``arrays['E']`` gets its
+    output (the first launch's)."""
     from tilecraft_nvidia_tc.launch import make_launcher, parameters_from_meta
 
     launcher = make_launcher(artifact.handle, parameters_from_meta(artifact.meta))
-    rng = np.random.default_rng(0)
-    arrays = {b.name: (rng.standard_normal(b.shape) * 0.1).astype(b.dtype.numpy)
-              for b in kernel.params}
     return statistics.median(launcher.run(arrays, repeat=repeat))
 
 
-def _torch_seconds(shape: tuple[int, ...], softmax: bool) -> tuple[float, float | None] | None:
-    """PyTorch eager's time for the chain (and SDPA's with softmax), or None without CUDA."""
+def _device_architecture() -> str:
+    """``sm_XY`` of device 0 (the driver's, else torch's)."""
+    try:
+        from tilecraft_nvidia_tc.launch.driver import Device, load_driver
+
+        return Device(load_driver()).architecture
+    except Exception:  # the pycuda launch path: ask torch
+        import torch
+
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+
+
+def _torch_seconds(arrays: dict, softmax: bool) -> tuple[float, float | None, float] | None:
+    """PyTorch eager's time for the chain on the same operands (and SDPA's with softmax), and
+    the largest difference of the fused kernel's E from eager's; None without torch + CUDA."""
     try:
         import torch
         import torch.nn.functional as functional
@@ -74,9 +105,8 @@ def _torch_seconds(shape: tuple[int, ...], softmax: bool) -> tuple[float, float 
         return None
     if not torch.cuda.is_available():
         return None
-    batch, m, n, k, l_ = shape
-    half = {"device": "cuda", "dtype": torch.float16}
-    a, b, d = (torch.randn(s, **half) for s in ((batch, m, k), (batch, k, l_), (batch, l_, n)))
+    a, b, d = (torch.from_numpy(arrays[name]).cuda() for name in ("A", "B", "D"))
+    k = a.shape[-1]
     key = b.transpose(1, 2).contiguous()
 
     def eager():
@@ -96,9 +126,12 @@ def _torch_seconds(shape: tuple[int, ...], softmax: bool) -> tuple[float, float 
             times.append(start.elapsed_time(stop) / 1e3)
         return statistics.median(times)
 
+    expected = eager().float().cpu().numpy()
+    error = float(abs(arrays["E"].astype("float32") - expected).max())
+    # SDPA's default scale is 1 / sqrt(K), the chain's; value's width N may differ from K
     sdpa = timed(lambda: functional.scaled_dot_product_attention(a, key, d)) \
-        if softmax and n == k else None
-    return timed(eager), sdpa
+        if softmax else None
+    return timed(eager), sdpa, error
 
 
 def main(small: bool = False) -> int:
@@ -106,6 +139,9 @@ def main(small: bool = False) -> int:
 
     usable, why = launch_status()
     targets = [(label, get_target(name)) for label, name in TARGETS]
+    if usable:   # build and predict for the GPU at hand only
+        here = "H100" if _device_architecture() == "sm_90" else "A100"
+        targets = [(label, target) for label, target in targets if label == here]
     print(f"fused chains (thesis Table 3.5) — host: {platform.processor() or platform.machine()};"
           f" GPU: {why if usable else 'none (' + why + ')'}")
     header = f"{'chain':14} {'GFLOP':>6}"
@@ -113,9 +149,11 @@ def main(small: bool = False) -> int:
         header += (f" | {label} {'comp s':>6} {'regs':>4} {'smem KB':>7} {'occ':>4} "
                    f"{'fused us':>8} {'bound':>11} {'unfused us':>10} {'x':>5}")
     if usable:
-        header += f" | {'meas us':>8} {'torch us':>8} {'sdpa us':>8}"
+        header += (f" | {'meas us':>8} {'torch us':>8} {'sdpa us':>8} {'x eager':>7} "
+                   f"{'x sdpa':>6} (fused E against eager's)")
     print(header)
     speedups: dict[str, list[float]] = {label: [] for label, _ in targets}
+    versus: dict[str, list[float]] = {"eager": [], "eager, softmax": [], "sdpa": []}
     for name in (["G1", "G10"] if small else list(CHAINS)):
         for softmax in (False, True):
             shape = CHAINS[name]
@@ -147,19 +185,31 @@ def main(small: bool = False) -> int:
                         f"{unfused / fused.seconds:5.2f}")
                 built[label] = (artifact, kernel)
             if usable:
-                from tilecraft_nvidia_tc.launch.driver import Device
-
-                label = "H100" if Device().architecture == "sm_90" else "A100"
-                measured = _measure(*built[label])
-                theirs = _torch_seconds(shape, softmax)
-                eager, sdpa = theirs if theirs else (None, None)
+                artifact, kernel = built[targets[0][0]]
+                arrays = _operands(kernel)
+                measured = _measure(artifact, arrays)
+                theirs = _torch_seconds(arrays, softmax)
+                eager, sdpa, error = theirs if theirs else (None, None, None)
                 row += f" | {measured * 1e6:8.1f} " + " ".join(
                     "       -" if v is None else f"{v * 1e6:8.1f}" for v in (eager, sdpa))
+                row += " " + " ".join("      -" if v is None else f"{v / measured:7.2f}"
+                                      for v in (eager, sdpa))
+                if error is not None:   # fp16 operands, fp32 accumulation on both sides
+                    row += f" max|E-eager| {error:.1e}" + ("" if error < 5e-2 else " MISMATCH")
+                if eager is not None:
+                    versus["eager, softmax" if softmax else "eager"].append(eager / measured)
+                if sdpa is not None:
+                    versus["sdpa"].append(sdpa / measured)
             print(row, flush=True)
     for label, values in speedups.items():
         print(f"{label}: predicted unfused / fused time, geomean "
               f"{statistics.geometric_mean(values):.2f}x (min {min(values):.2f}x, max "
               f"{max(values):.2f}x) over {len(values)} chains")
+    for against, values in versus.items():
+        if values:
+            print(f"measured: PyTorch {against} / fused, geomean "
+                  f"{statistics.geometric_mean(values):.2f}x (min {min(values):.2f}x, max "
+                  f"{max(values):.2f}x) over {len(values)} chains")
     if not usable:
         print("no GPU here: the times above are the model's predictions only")
     return 0
