@@ -4,6 +4,7 @@ TileFlow dataflow on the Edge accelerator (Table 3.5 attention shapes) and the C
 the search's convergence.
 
     .venv/bin/python bench/bench_tileflow.py [--quick] [--seed N] [--budget N] [--structures N]
+        [--fraction F] [--cap N]
 
 Needs the plugin tilecraft-spatial-accel (`make setup` installs every plugin). All figures
 are the model's (tilecraft.dataflow), not measurements.
@@ -20,6 +21,14 @@ How the Table 3.8 dataflows are written (the attention workload is the chain S =
 - TileFlow: GA over order / binding / fusion level, MCTS over tiles, warm-started from Chimera.
 Conv chains: Layerwise; Fused-Layer (fused, rows and columns tiled); ISOS (fused, rows
 tiled); TileFlow (searched).
+
+Searches respect containment: Uni-pipe's tiles are points of FLAT-HGran's space, HGran's of
+RGran's, RGran's of Layerwise's (the same tiles, plus the softmax layer), ISOS's of
+Fused-Layer's, and all of them structures of TileFlow's space; each larger space is warm-started
+from the best of the spaces it contains, so its result is at least as good by construction. Each
+space gets a budget proportional to its size (--fraction of its points, at least 60 or all of
+them, at most --cap; --budget N: N points everywhere instead); TileFlow's tile searches too, over
+--structures structures.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import time
 from tilecraft import ops, te
 from tilecraft.dataflow import ScopeKind, TreeCost
 from tilecraft.dataflow.chain_space import ChainSpace
-from tilecraft.dataflow.search import search_dataflow, search_tiles
+from tilecraft.dataflow.search import proportional_budget, search_dataflow, search_tiles
 from tilecraft.fusion import chain_from_computes
 from tilecraft.graph import Graph
 
@@ -99,50 +108,77 @@ class Outcome:
         self.utilization = cost.utilization
 
 
-def searched(space: ChainSpace, budget: int, seed: int) -> TreeCost | None:
+class Budget:
+    """Points per search: ``fixed`` everywhere, or proportional to the space's size."""
+
+    def __init__(self, fixed: int | None, fraction: float, cap: int):
+        self.fixed, self.fraction, self.cap = fixed, fraction, cap
+
+    def of(self, space: ChainSpace) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        return proportional_budget(space.tile_space().size, self.fraction, cap=self.cap)
+
+
+def searched(space: ChainSpace, budget: Budget, seed: int, warm=None):
+    """The best tree of ``space``'s one structure (cost, structure, tiles), warm-started from
+    ``warm``: the (cost, structure, tiles) of a space this one contains."""
     structure = space.structure((0, 0, 0))
-    best, tiles = search_tiles(space, structure, budget, seed)
+    starts = [warm[2]] if warm is not None and warm[2] is not None else []
+    best, tiles = search_tiles(space, structure, budget.of(space), seed, warm=starts)
     if tiles is None or math.isinf(best):
-        return None
-    return space.cost(space.tree(structure, tiles))
+        return None, structure, None
+    return space.cost(space.tree(structure, tiles)), structure, tiles
 
 
-def attention_dataflows(chain, spec, budget: int, structures: int, seed: int):
+def _tileflow(chain, spec, budget: Budget, structures: int, seed: int, contained):
+    space = ChainSpace(chain, spec)
+    warm = [(structure, tiles) for _, structure, tiles in contained if tiles is not None]
+    tiles = None if budget.fixed is None else budget.fixed
+    found = search_dataflow(space, structures=structures, tiles_per_structure=tiles
+                            if tiles is not None else budget.of(space), seed=seed, warm=warm)
+    return space, found
+
+
+def attention_dataflows(chain, spec, budget: Budget, structures: int, seed: int):
     b, m = "b", "m"
     full = chain.extents
     scores = full["b"] * full["m"] * full["l"] * chain.op("S").access("S").dtype.bytes
     layerwise = dict(levels=[None], scopes=[ScopeKind.SEQ])
+    # each space contains the one before it: Uni-pipe c HGran c RGran = Layerwise's tiles
     spaces = {
-        "Layerwise": (ChainSpace(chain, spec, **layerwise), 2 * scores),
         "Uni-pipe": (ChainSpace(chain, spec, fixed_tiles={b: full[b], m: full[m]},
                                 **layerwise), 0),
         "FLAT-HGran": (ChainSpace(chain, spec, tiled=[b, "n", "k"], **layerwise), 0),
         "FLAT-RGran": (ChainSpace(chain, spec, tiled=[b, m, "n", "k"], **layerwise), 0),
+        "Layerwise": (ChainSpace(chain, spec, **layerwise), 2 * scores),
     }
-    results = {name: Outcome(searched(space, budget, seed), spec, extra)
-               for name, (space, extra) in spaces.items()}
-    space = ChainSpace(chain, spec)
+    found, previous = {}, None
+    for name, (space, _) in spaces.items():
+        found[name] = previous = searched(space, budget, seed, previous)
+    results = {name: Outcome(found[name][0], spec, extra)
+               for name, (_, extra) in spaces.items()}
+    space, tileflow = _tileflow(chain, spec, budget, structures, seed, [found["FLAT-RGran"]])
     structure, tiles = space.chimera_start()
     results["Chimera"] = Outcome(space.cost(space.tree(structure, tiles)), spec)
-    found = search_dataflow(space, structures=structures, tiles_per_structure=budget, seed=seed)
-    results["TileFlow"] = Outcome(found.best_cost, spec)
-    return results, found
+    results["TileFlow"] = Outcome(tileflow.best_cost, spec)
+    return results, tileflow
 
 
-def conv_dataflows(chain, spec, budget: int, structures: int, seed: int):
+def conv_dataflows(chain, spec, budget: Budget, structures: int, seed: int):
     inner = spec.memory.names[-1]
-    spaces = {
-        "Layerwise": ChainSpace(chain, spec, levels=[None], scopes=[ScopeKind.SEQ]),
-        "Fused-Layer": ChainSpace(chain, spec, levels=[inner], scopes=[ScopeKind.SEQ],
-                                  tiled=["h", "w"]),
-        "ISOS": ChainSpace(chain, spec, levels=[inner], scopes=[ScopeKind.SEQ], tiled=["h"]),
-    }
-    results = {name: Outcome(searched(space, budget, seed), spec)
-               for name, space in spaces.items()}
-    found = search_dataflow(ChainSpace(chain, spec), structures=structures,
-                            tiles_per_structure=budget, seed=seed)
-    results["TileFlow"] = Outcome(found.best_cost, spec)
-    return results, found
+    isos = ChainSpace(chain, spec, levels=[inner], scopes=[ScopeKind.SEQ], tiled=["h"])
+    fused = ChainSpace(chain, spec, levels=[inner], scopes=[ScopeKind.SEQ], tiled=["h", "w"])
+    layerwise = ChainSpace(chain, spec, levels=[None], scopes=[ScopeKind.SEQ])
+    found = {"Layerwise": searched(layerwise, budget, seed)}
+    found["ISOS"] = searched(isos, budget, seed)
+    found["Fused-Layer"] = searched(fused, budget, seed, found["ISOS"])  # contains ISOS
+    results = {name: Outcome(found[name][0], spec)
+               for name in ("Layerwise", "Fused-Layer", "ISOS")}
+    _, tileflow = _tileflow(chain, spec, budget, structures, seed,
+                            [found["Fused-Layer"], found["Layerwise"]])
+    results["TileFlow"] = Outcome(tileflow.best_cost, spec)
+    return results, tileflow
 
 
 def cpu_name() -> str:
@@ -185,15 +221,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="three shapes each, small budgets")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budget", type=int, help="tile points per dataflow (60; quick 30)")
+    parser.add_argument("--budget", type=int,
+                        help="tile points per search, whatever the space's size")
+    parser.add_argument("--fraction", type=float, default=0.25,
+                        help="else: this share of a space's points (at least 60, or all)")
+    parser.add_argument("--cap", type=int, help="and at most this many (600; quick 120)")
     parser.add_argument("--structures", type=int, help="TileFlow's structures (12; quick 6)")
     args = parser.parse_args()
-    budget, structures = (30, 6) if args.quick else (60, 12)
-    budget, structures = args.budget or budget, args.structures or structures
+    cap, structures = (120, 6) if args.quick else (600, 12)
+    budget = Budget(args.budget, args.fraction, args.cap or cap)
+    structures = args.structures or structures
     shapes = dict(list(ATTENTION.items())[:3]) if args.quick else ATTENTION
     convs = {k: CONV[k] for k in ("C3", "C7", "C8")} if args.quick else CONV
-    print(f"CPU: {cpu_name()}; model figures; budgets: "
-          f"{budget} tile points per dataflow, TileFlow {structures} structures x {budget}")
+    per = f"{budget.fixed} tile points per search" if budget.fixed else \
+        f"{budget.fraction:g} of each space's tile points (60 to {budget.cap})"
+    print(f"CPU: {cpu_name()}; model figures; budgets: {per}; TileFlow {structures} "
+          "structures; larger spaces warm-started from the best of those they contain")
     edge, cloud = make_edge().spec, make_cloud().spec
 
     started = time.perf_counter()

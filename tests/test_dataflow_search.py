@@ -13,9 +13,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from dataflow_helpers import toy_spec  # noqa: E402
 
-from tilecraft.dataflow import ScopeKind  # noqa: E402
+from tilecraft.dataflow import DataflowError, ScopeKind  # noqa: E402
 from tilecraft.dataflow.chain_space import ChainSpace, Structure  # noqa: E402
-from tilecraft.dataflow.search import latency, search_dataflow, search_tiles  # noqa: E402
+from tilecraft.dataflow.search import (  # noqa: E402
+    latency,
+    proportional_budget,
+    search_dataflow,
+    search_tiles,
+)
 from tilecraft.fusion import gemm_chain  # noqa: E402
 from tilecraft.search import ChoiceSpace, Space  # noqa: E402
 from tilecraft.search.engines import get_engine  # noqa: E402
@@ -88,3 +93,38 @@ def test_dataflow_search_improves_on_chimera_and_layerwise():
     assert result.best_seconds < alone.best_seconds
     fused = result.best_cost.movement.per_tensor("L1").get("C", 0)
     assert fused == 0 and alone.best_cost.movement.per_tensor("L1")["C"] > 0
+
+
+def test_a_space_warm_started_from_one_it_contains_never_ends_worse():
+    chain = gemm_chain(256, 24, 40, 20)  # whole tiles overflow L1; 40, 20: no powers of two
+    spec = _slow_dram_spec()
+    structure = Structure(("m", "l", "k", "n"), ScopeKind.SEQ, "L1")
+    narrow = ChainSpace(chain, spec, orders=["mlkn"], scopes=[ScopeKind.SEQ], levels=["L1"],
+                        tiled=["m"])
+    wide = ChainSpace(chain, spec, orders=["mlkn"], scopes=[ScopeKind.SEQ], levels=["L1"])
+    small, tiles = search_tiles(narrow, structure, budget=100, seed=0)
+    assert tiles["m"] < 256 and small < math.inf  # narrow's best tiles m
+    # one more point than the warm start and whole tiles: the wide space's best is no worse
+    best, _ = search_tiles(wide, structure, budget=3, seed=0, warm=[tiles])
+    cold, _ = search_tiles(wide, structure, budget=3, seed=0)
+    assert best <= small < cold
+    # TileFlow's space holds the layer-wise structure: warm-started with it, never above it
+    layerwise = ChainSpace(chain, spec, levels=[None], scopes=[ScopeKind.SEQ])
+    lw_structure = layerwise.structure((0, 0, 0))
+    lw_best, lw_tiles = search_tiles(layerwise, lw_structure, budget=60, seed=0)
+    found = search_dataflow(ChainSpace(chain, spec), structures=2, tiles_per_structure=2,
+                            seed=0, warm=[(lw_structure, lw_tiles)])
+    assert found.best_seconds <= min(lw_best, found.start_seconds)
+    with pytest.raises(DataflowError, match="loop n is pinned to 24"):
+        narrow.exact_tile_point({"m": 8, "n": 8, "k": 40, "l": 20})
+    with pytest.raises(DataflowError, match="tile 3 is none of"):
+        wide.exact_tile_point({"m": 3})
+
+
+def test_budget_follows_the_space_size():
+    assert proportional_budget(49) == 49  # small spaces: all of them
+    assert proportional_budget(1960) == 490  # a quarter
+    assert proportional_budget(8 ** 10) == 600  # capped
+    assert proportional_budget(100, fraction=0.1, floor=20) == 20
+    with pytest.raises(DataflowError, match="fraction"):
+        proportional_budget(10, fraction=0)

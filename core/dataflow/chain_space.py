@@ -141,6 +141,32 @@ class ChainSpace:
             point.append(max(i for i, v in enumerate(values) if v <= max(want, values[0])))
         return tuple(point)
 
+    def exact_tile_point(self, tiles: Mapping[str, int]) -> tuple[int, ...]:
+        """The point of ``tiles`` (a warm start from a space this one contains): each tiled
+        loop's tile one of its choices, each pinned loop's tile its pinned value."""
+        for lp, value in self.fixed.items():
+            if min(tiles.get(lp, self.chain.extents[lp]), self.chain.extents[lp]) != value:
+                raise DataflowError(f"tiles {dict(tiles)} are not a point of this space: loop "
+                                    f"{lp} is pinned to {value}, not {tiles.get(lp)}")
+        point = []
+        for lp, values in self.choices.items():
+            want = min(tiles.get(lp, self.chain.extents[lp]), self.chain.extents[lp])
+            if want not in values:
+                raise DataflowError(f"tiles {dict(tiles)} are not a point of this space: loop "
+                                    f"{lp}'s tile {want} is none of {values}")
+            point.append(values.index(want))
+        return tuple(point)
+
+    def admit(self, structure: Structure) -> tuple[int, ...]:
+        """The point of ``structure`` (of a space this one contains), its order added to the
+        space's orders if missing; its binding and level must be among the space's."""
+        if structure.scope not in self.scopes or structure.level not in self.levels:
+            raise DataflowError(f"structure {structure} is not in this space: its bindings are "
+                                f"{[s.value for s in self.scopes]}, levels {list(self.levels)}")
+        if structure.order not in self.orders:
+            self.orders.append(structure.order)
+        return self.structure_point(structure)
+
     # trees ------------------------------------------------------------------------------------
     def tree(self, structure: Structure, tiles: Mapping[str, int]) -> DataflowTree:
         chain = self.chain

@@ -7,6 +7,13 @@ warm-started from Chimera's analytical solution: its order bound ``Seq`` in the 
 joins the first generation, and its tiles are the first point of every fused structure's tile
 search.
 
+Searches respect containment: where one space contains another's points (FLAT-RGran's tiles
+include FLAT-HGran's; TileFlow's structures include Fused-Layer's), the larger is warm-started
+from the smaller's best (``warm``), which is evaluated first, so it never ends worse. Every tile
+search also tries the point of whole tiles. The budget of a search can follow the size of its
+space (:func:`proportional_budget`): a fixed number of points covers a small space and samples a
+10-loop one too thinly.
+
 >>> from tilecraft.fusion import gemm_chain
 >>> from tilecraft.dataflow.chain_space import ChainSpace, _example_spec
 >>> space = ChainSpace(gemm_chain(128, 64, 64, 64), _example_spec())
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tilecraft.dataflow.chain_space import ChainSpace, Structure
@@ -80,35 +87,70 @@ class _Evaluator:
         return value
 
 
+def proportional_budget(size: int, fraction: float = 0.25, floor: int = 60,
+                        cap: int = 600) -> int:
+    """Points to evaluate in a space of ``size`` points: ``fraction`` of it, at least ``floor``
+    (or the whole space) and at most ``cap``.
+
+    >>> proportional_budget(49), proportional_budget(1960), proportional_budget(10 ** 9)
+    (49, 490, 600)
+    """
+    if not 0 < fraction <= 1 or floor < 1 or cap < floor:
+        raise DataflowError(f"proportional_budget: fraction={fraction} must lie in (0, 1], "
+                            f"floor={floor} >= 1 and cap={cap} >= floor")
+    return min(size, max(floor, min(cap, math.ceil(fraction * size))))
+
+
 def search_tiles(space: ChainSpace, structure: Structure, budget: int, seed: int,
                  evaluator: _Evaluator | None = None,
-                 start: dict[str, int] | None = None) -> tuple[float, dict[str, int] | None]:
-    """MCTS over ``space``'s tiles for one structure; the best seconds and tiles."""
+                 start: dict[str, int] | None = None,
+                 warm: Sequence[Mapping[str, int]] = ()) -> tuple[float, dict[str, int] | None]:
+    """MCTS over ``space``'s tiles for one structure; the best seconds and tiles. The search
+    first evaluates ``warm`` (best tiles of spaces this one contains: they must be points of
+    it), ``start`` and whole tiles, so it never ends above any of them."""
     evaluator = evaluator or _Evaluator(space, latency)
     tile_space = space.tile_space()
-    initial: list[Point] = [space.tile_point(start)] if start else []
+    initial: list[Point] = [space.exact_tile_point(tiles) for tiles in warm]
+    if start:
+        initial.append(space.tile_point(start))
+    initial.append(space.tile_point(space.chain.extents))
+    initial = list(dict.fromkeys(initial))
     result = MonteCarloTreeSearch(initial_points=initial).search(
         tile_space, lambda points: [evaluator(structure, space.tiles(p)) for p in points],
-        budget_trials=budget, seed=seed)
+        budget_trials=max(budget, len(initial)), seed=seed)
     best = space.tiles(result.best_point) if result.best_point is not None else None
     return result.best_cost, best
 
 
-def search_dataflow(space: ChainSpace, structures: int = 40, tiles_per_structure: int = 100,
-                    seed: int = 0, objective: Objective = latency,
-                    warm_start: bool = True) -> DataflowSearchResult:
+def search_dataflow(space: ChainSpace, structures: int | None = 40,
+                    tiles_per_structure: int | None = 100, seed: int = 0,
+                    objective: Objective = latency, warm_start: bool = True,
+                    warm: Sequence[tuple[Structure, Mapping[str, int]]] = ()
+                    ) -> DataflowSearchResult:
     """GA over ``space``'s structures (at most ``structures`` of them), MCTS over each one's
-    tiles (``tiles_per_structure`` trees each), warm-started from Chimera."""
+    tiles (``tiles_per_structure`` trees each; ``None``: :func:`proportional_budget` of the
+    structure or tile space), warm-started from Chimera and from ``warm``: the best
+    (structure, tiles) of spaces this one contains, evaluated first and seeding the first
+    generation and their structures' tile searches."""
     evaluator = _Evaluator(space, objective)
     started = time.perf_counter()
     start_seconds = math.inf
     initial: list[Point] = []
     chimera_tiles: dict[str, int] | None = None
+    warm_tiles: dict[Structure, list[Mapping[str, int]]] = {}
+    for structure, tiles in warm:
+        initial.append(space.admit(structure))
+        warm_tiles.setdefault(structure, []).append(tiles)
+        evaluator(structure, space.tiles(space.exact_tile_point(tiles)))
     if warm_start:
         chimera, chimera_tiles = space.chimera_start()
-        initial = [space.structure_point(chimera)]
+        initial.insert(0, space.structure_point(chimera))
         start_seconds = evaluator(chimera, chimera_tiles)
     structure_space = space.structure_space()
+    if structures is None:
+        structures = proportional_budget(structure_space.size, floor=12, cap=48)
+    if tiles_per_structure is None:
+        tiles_per_structure = proportional_budget(space.tile_space().size)
 
     def cost(points: list[Point]) -> list[float]:
         values = []
@@ -117,11 +159,12 @@ def search_dataflow(space: ChainSpace, structures: int = 40, tiles_per_structure
             start = chimera_tiles if structure.level is not None else None
             best, _ = search_tiles(space, structure, tiles_per_structure,
                                    seed + 7919 * (len(evaluator.curve) + index), evaluator,
-                                   start)
+                                   start, warm_tiles.get(structure, ()))
             values.append(best)
         return values
 
-    population = min(8, max(2, structures // 3))
+    initial = list(dict.fromkeys(initial))
+    population = max(len(initial), min(8, max(2, structures // 3)))
     GeneticSearch(population=population, elite=min(3, population),
                   initial_points=initial).search(structure_space, cost,
                                                  budget_trials=structures, seed=seed)
@@ -130,4 +173,5 @@ def search_dataflow(space: ChainSpace, structures: int = 40, tiles_per_structure
                                 evaluator.curve, time.perf_counter() - started)
 
 
-__all__ = ["DataflowSearchResult", "Objective", "latency", "search_dataflow", "search_tiles"]
+__all__ = ["DataflowSearchResult", "Objective", "latency", "proportional_budget",
+           "search_dataflow", "search_tiles"]
