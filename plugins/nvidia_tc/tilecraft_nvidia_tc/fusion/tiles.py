@@ -1,14 +1,18 @@
 """Tiles of the fused chain kernel: Chimera's solver (:func:`tilecraft.fusion.solve_chain`,
-Eq. 3.14-3.21) on the spec's shared memory, then the block's exact resources checked against
-the spec's limits per block and per thread.
+Eq. 3.14-3.21) on two levels, the registers of a warp and the shared memory of a block (Eq.
+3.20-3.21, :func:`plan_chain_tiles`), then the block's exact resources checked against the
+spec's limits per block and per thread.
 
-A block computes ``TM`` rows of ``E`` (one batch): ``A``'s ``TM x K`` tile stays in shared
-memory, and for each step of ``TL`` columns of the intermediate the block stages ``B``'s
-``K x TL`` and ``D``'s ``TL x N`` tiles, computes ``S = A @ B`` (float32), turns it into the
-float16 ``P`` (the online softmax for attention) and accumulates ``O += P @ D`` in a float32
-``TM x N`` tile of shared memory. Each warp computes ``(16 FM) x (16 FN)`` tiles as an outer
-product of WMMA fragments (§3.4.1.2): ``TM`` is a multiple of ``16 FM``, ``TL`` and the padded
-``N`` of ``16 FN``; ``K`` and ``N`` stay whole.
+A block computes ``TM`` rows and ``TN`` columns of ``E`` (one batch; ``TN`` = all of ``N``
+unless that does not fit): for each step of ``TL`` columns of the intermediate it stages
+``D``'s ``TL x TN`` tile and computes ``S = A @ B`` (float32) — with ``A``'s ``TM x K`` tile
+staged once and kept, or, where ``K`` is too large for that, ``A``'s and ``B``'s ``TK``-wide
+slices staged one after the other and ``S`` accumulated over them — turns ``S`` into the
+float16 ``P`` (the online softmax for attention) and accumulates ``O += P @ D``: in a float32
+``TM x TN`` tile of shared memory, or (no softmax, each warp's share within the registers'
+tile) in the warps' WMMA accumulator fragments across all steps. Each warp computes
+``(16 FM) x (16 FN)`` tiles as an outer product of WMMA fragments (§3.4.1.2): ``TM`` is a
+multiple of ``16 FM``, ``TL`` and the padded ``TN`` of ``16 FN``, ``TK`` of 16.
 
 >>> from tilecraft_nvidia_tc.target import load_target_spec
 >>> tiles = ChainTiles(tm=64, tl=64, fm=2, fn=2, warps=4)
@@ -279,7 +283,7 @@ def plan_chain_tiles(chain: FusedChain, spec: TargetSpec, fm: int = 2, fn: int =
     # registers: the warp's tile, N sized by the solver
     reg_budget = _register_budget(spec, warps_guess, blocks_per_sm)
     reg_bytes = 4 * 32 * (reg_budget - REGISTER_OVERHEAD - (fm + fn) * 4 - fm * fn * 8)
-    n_reg = 0
+    n_reg, reg_cycles = 0, 0.0
     reg_note = "O in shared memory"
     if reg_bytes > 0:
         exact = {m_loop: LoopConstraint(rows, rows, rows), l_loop: LoopConstraint(cols, cols,
@@ -292,9 +296,13 @@ def plan_chain_tiles(chain: FusedChain, spec: TargetSpec, fm: int = 2, fn: int =
             n_reg = _round(chain.n, cols) if n_tile >= chain.n else n_tile // cols * cols
             reg_level = levels.get("fragment")
             bw = reg_level.bandwidth_bytes_per_cycle if reg_level is not None else None
+            # the level's bandwidth is one sub-partition's: the chip has SMs x fan-out of them
+            shared_fan_out = levels["shared"].fan_out if "shared" in levels else None
+            units = spec.compute.cores * (shared_fan_out or 4)
+            reg_cycles = inner.level.volume_bytes / (bw * units) if bw else 0.0
             reg_note = (f"registers: a warp's {rows}x{cols} tile, {n_reg} columns of O "
                         f"({inner.level.volume_bytes:,.0f} bytes moved"
-                        + (f", {inner.level.volume_bytes / bw:,.0f} cycles" if bw else "") + ")")
+                        + (f", {reg_cycles:,.0f} cycles" if bw else "") + ")")
     # shared memory: the block's tiles
     budget = _shared_budget(spec, blocks_per_sm)
     shared = levels.get(spec.threads.shared_level if spec.threads else "shared") \
@@ -372,7 +380,13 @@ def plan_chain_tiles(chain: FusedChain, spec: TargetSpec, fm: int = 2, fn: int =
                         + f" exceed the shared memory ({budget} bytes with {blocks_per_sm} "
                         "block(s) per SM) or the registers of a block")
             continue
-        parts = [solution.reason, reg_note]
+        # Eq. 3.21: each level's DV / bandwidth from the level outside it; the larger bounds
+        shared_cycles = solution.level.cost_cycles
+        parts = [solution.reason + (f" ({shared_cycles:,.0f} cycles)" if shared_cycles else ""),
+                 reg_note]
+        if shared_cycles and reg_cycles:
+            neck = "shared" if shared_cycles >= reg_cycles else "registers"
+            parts.append(f"bottleneck {neck}")
         if candidate.tk or candidate.tn:
             parts.append(f"K in slices of {candidate.tk or chain.k}, N in tiles of "
                          f"{candidate.tn or chain.n} (whole ones do not fit)")
