@@ -1,7 +1,8 @@
 """The compiled program: numpy arrays in, numpy arrays out, plus a report.
 
 An Executable holds one compiled kernel per compute of the graph and runs them in topological
-order, allocating intermediate tensors between them. A kernel that reads only constants (or
+order; its intermediate tensors are allocated on a first call and kept for the next ones
+(outputs are fresh every call). A kernel that reads only constants (or
 what such kernels wrote) — a template packing a constant weight, typically: graph computes of
 constants alone are folded before — runs once, when the kernels are installed, and calls read
 what it wrote.
@@ -73,8 +74,9 @@ class Executable:
     order); returns the output array, or a tuple for several outputs.
 
     One Executable may be called from several threads at once: every call gets fresh output
-    and intermediate arrays, and a set of template workspaces no other running call uses
-    (sets are kept between calls: as many as calls ever ran at once). Per-call sets cost less
+    arrays, and a set of intermediate tensors and template workspaces no other running call
+    uses (sets are kept between calls: as many as calls ever ran at once; fresh pages would
+    fault on every call, 21% of the small CNN training step's 126 ms). Per-call sets cost less
     than one lock: from 4 threads a 384^3 GEMM took 0.57-0.67 ms a call against 0.96-1.33 ms
     serialised; a 32^3 one 11-24 us against 12-18 us, as noisy as the machine; one thread pays
     the same either way (bench/executable_threads.py, 2-core Zen 4).
@@ -112,6 +114,7 @@ class Executable:
         parameters need a view in another shape (e.g. a template's ``[batch, M, N]``)."""
         shapes: dict[str, tuple[int, ...]] = {t.name: tuple(t.shape) for t in self.graph.inputs}
         shapes.update((t.name, tuple(t.shape)) for t in self.graph.constants)
+        outputs = set(self._output_names)
         steps = []
         for entry, report in zip(compiled, reports):
             allocations, workspaces = [], []
@@ -121,7 +124,10 @@ class Executable:
                 tensor = self._outputs_by_name.get(out_name)
                 if tensor is not None:
                     shape, dtype = tuple(tensor.shape), tensor.dtype.numpy
-                    allocations.append((out_name, shape, dtype))
+                    # a graph output is fresh each call (the caller keeps it); an
+                    # intermediate is kept between calls like a workspace
+                    (allocations if out_name in outputs else workspaces).append(
+                        (out_name, shape, dtype))
                 else:  # a workspace of the target's template (e.g. a packed operand),
                     # kept between calls: fresh pages would fault on every call
                     buffer = next(p for p in entry.kernel.params if p.name == out_name)
