@@ -204,9 +204,9 @@ def main() -> int:
                     f"{flops / estimate.seconds / 1e12:6.1f} {estimate.bound:>11}")
         ratios.append(predicted["A100"] / predicted["H100"])
         if measure:
-            from tilecraft_nvidia_tc.launch.driver import Device
+            from tilecraft_nvidia_tc.launch.driver import Device, load_driver
 
-            device_arch = Device().architecture
+            device_arch = Device(load_driver()).architecture
             label = "H100" if device_arch == "sm_90" else "A100"
             artifact, kernel, _ = artifacts[label]
             measured = _measure(artifact, kernel)
