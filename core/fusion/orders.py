@@ -74,14 +74,15 @@ def legal_orders(chain: Chain) -> list[tuple[str, ...]]:
 
 
 def signature(chain: Chain, order: Iterable[str] | str) -> Signature:
-    """The reload sets of ``order`` (over loops that run more than once)."""
-    perm = list(check_order(chain, order))
+    """The reload sets of ``order`` (over loops that run more than once: one that runs once
+    indexes nothing, as in :func:`~tilecraft.fusion.dataflow.analyze`)."""
     once = set(chain.fixed_loops())
+    perm = [loop for loop in check_order(chain, order) if loop not in once]
     result = []
     for index, op in enumerate(chain.ops):
         for access in op.accesses:
             if access.io:
-                loops = frozenset(reload_loops(access, perm)) - once
+                loops = frozenset(reload_loops(access, perm))
                 result.append((index, access.tensor, loops))
         private = set(chain.private_loops(index))
         perm = [loop for loop in perm if loop not in private]
