@@ -63,3 +63,33 @@ def test_batched_conv_is_a_broadcast_contraction_only_when_asked():
     bm = ops.batch_matmul(te.placeholder((3, 5, 7), name="a"), te.placeholder((3, 7, 6), name="b"))
     assert as_contraction(bm, broadcast_batch=True) == as_contraction(bm)
     assert as_contraction(bm).a_batched
+
+
+WEIGHT_GRADIENTS = [  # batch, in channels, out channels, output side, stride, forced config
+    (4, 3, 8, 16, 1, None),                    # K_inner 256: KC 256 (or a divisor) in place
+    (3, 5, 7, 7, 2, {"KC": 20}),               # K_inner 49: no divisor in [16, 20] -> packed A
+    (5, 2, 6, 6, 1, {"KC": 20, "MI": 3}),      # K_inner 36: KC 18, A read in place
+    (2, 4, 9, 5, 1, {"KC": 64, "PACK_A": 1}),  # A packed when asked
+]
+
+
+@pytest.mark.parametrize("batch, cin, cout, side, stride, config", WEIGHT_GRADIENTS)
+def test_weight_gradient_reads_dy_in_place(batch, cin, cout, side, stride, config):
+    """``gw[k, c, r, s] = sum_{n,h,w} dy[n, k, h, w] * x[n, c, s*h + r, s*w + q]``: A (dy) has
+    the batch, a reduction axis, outside its rows; slices of KC dividing h*w read it in place."""
+    size = (side - 1) * stride + 3
+    dy = te.placeholder((batch, cout, side, side), name="dy")
+    x = te.placeholder((batch, cin, size, size), name="x")
+    n, h, w = te.reduce_axis(batch, "n"), te.reduce_axis(side, "h"), te.reduce_axis(side, "w")
+    y = te.compute((cout, cin, 3, 3), lambda k, c, r, s: te.sum(
+        dy[n, k, h, w] * x[n, c, h * stride + r, w * stride + s], axis=[n, h, w]), name="y")
+    graph = tc.Graph.from_outputs([y])
+    exe = tc.compile(graph, target=X86Avx512Target(threads=2) if config is None
+                     else _Forced(config))
+    schedule = exe.report.kernel("y").schedule
+    in_place = config is None or (config.get("PACK_A") != 1 and side * side % 18 == 0)
+    assert ("A read in place" in schedule) == in_place, schedule
+    inputs = {t.name: RNG.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
+    expected = run(graph, inputs)
+    np.testing.assert_allclose(exe(**inputs), expected, rtol=1e-4,
+                               atol=1e-4 * float(np.abs(expected).max()))

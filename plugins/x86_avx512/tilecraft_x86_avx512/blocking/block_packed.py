@@ -52,6 +52,7 @@ from tilecraft_x86_avx512.blocking.building import (
 from tilecraft_x86_avx512.blocking.register_tiles import (
     Blocking,
     a_row_view,
+    aligned_kc,
     edge_tiles,
     operand_source,
     panel_copy,
@@ -74,6 +75,9 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
     kc = min(bl.kc, k_total)
     k_blocks = ceil_div(k_total, kc)
     kc = ceil_div(k_total, k_blocks)                 # equal slices; the last one may be shorter
+    aligned = aligned_kc(c, bl.kc)
+    if aligned is not None:  # A's rows run in pieces (an outer k axis): slices inside them
+        kc, k_blocks = aligned, k_total // aligned
     k_last = k_total - (k_blocks - 1) * kc
     panels = ceil_div(n_total, bl.nr)
     per_block = max(1, min(panels_per_block, panels))
@@ -85,7 +89,7 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
     b_index = t // n_blocks if batch > 1 else const(0)
     block = t % n_blocks if n_blocks > 1 else const(0)
     m0 = mb * mc + ir * bl.mi
-    found = a_row_view(c, b_index, m0, pc * kc, param_level)
+    found = a_row_view(c, b_index, m0, pc * kc, param_level, kc)
     if found is None:
         return None
     a_view, a_base = found

@@ -19,7 +19,10 @@ The result is two Kernel IR kernels, in the style of BLIS/Goto GEMM:
    micro-kernel reads its rows in place. Packing A pays only when each packed value is used by
    many panels of B; a contraction with few columns (a late convolution layer: 49 pixels, 4608
    reductions per output channel) spends more time packing A than computing. The last ``KC``
-   slice is then exactly as long as what is left of ``K`` (no padded rows to read).
+   slice is then exactly as long as what is left of ``K`` (no padded rows to read). A whose
+   rows run in pieces — ``[batch?, k_outer, M, k_inner]``, a convolution's weight gradient
+   ``sum_{n,h,w} dY[n, k, h, w] * ...`` — is read in place too, with ``KC`` a divisor of
+   ``k_inner`` (:func:`aligned_kc`), instead of packed through a gather along ``M``.
 
 The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` with parameters
 ``MI``, ``NR``, ``KI``) is all the core knows; the target renders its implementation.
@@ -150,6 +153,9 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     kc = min(bl.kc, k_total)
     k_blocks = ceil_div(k_total, kc)
     kc = ceil_div(k_total, k_blocks)                 # equal slices: padding < k_blocks rows
+    aligned = aligned_kc(c, bl.kc) if not bl.pack_a and rows_micro_kernel is not None else None
+    if aligned is not None:  # A read in place slice by slice: slices inside its row runs
+        kc, k_blocks = aligned, k_total // aligned
     nb = ceil_div(n_total, bl.nr)
     mc = min(bl.mc, ceil_div(m_total, bl.mi) * bl.mi)
     m_blocks = ceil_div(m_total, mc)
@@ -181,7 +187,7 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     outer = batch * m_blocks
     a_rows = None
     if not bl.pack_a and rows_micro_kernel is not None:
-        a_rows = a_row_view(c, b_index, m0, pc * kc, param_level)
+        a_rows = a_row_view(c, b_index, m0, pc * kc, param_level, kc)
     if a_rows is not None:  # A read in place: no local buffer, no packing loop
         a_view, a_base = a_rows
         k_last = k_total - (k_blocks - 1) * kc
@@ -241,14 +247,24 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
 
 
 def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
-               level: str) -> tuple[Buffer, tuple[Expr, ...]] | None:
+               level: str, k_slice: int | None = None) -> tuple[Buffer, tuple[Expr, ...]] | None:
     """A as a row-major ``[batch?, M, K]`` view of its tensor and the view's index of element
     ``(m0, k0)`` in batch ``b_index``: ``None`` unless the tensor's dimensions are the batch,
-    m and k axes in that order (k innermost, so each row of A is contiguous)."""
+    m and k axes in that order (k innermost, so each row of A is contiguous) — or the batch,
+    outer k, m and inner k axes (:func:`split_k_inner`) and the caller's slices of ``k_slice``
+    stay inside one ``K_inner`` run (``k_slice`` divides ``K_inner``): a
+    ``[batch?, K_outer, M, K_inner]`` view indexed ``(k0 // K_inner, m0, k0 % K_inner)``."""
     c = contraction
     if not c.m_axes or not c.k_axes:
         return None
-    found = axis_groups_view(c.a, [(c.batch_axes, b_index), (c.m_axes, m0), (c.k_axes, k0)], level)
+    groups = [(c.batch_axes, b_index), (c.m_axes, m0), (c.k_axes, k0)]
+    inner = split_k_inner(c) if k_slice is not None else None
+    if inner is not None and product_of(c.k_axes[-inner:]) % k_slice == 0:
+        k_inner = product_of(c.k_axes[-inner:])
+        k0 = k0 % k_inner
+        groups = [(c.batch_axes, b_index), (c.k_axes[:-inner], groups[2][1] // k_inner),
+                  (c.m_axes, m0), (c.k_axes[-inner:], k0)]
+    found = axis_groups_view(c.a, groups, level)
     if found is None:
         return None
     view, load = found
@@ -256,6 +272,51 @@ def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
     if len(load.indices) < 2 or load.indices[-2] is not m0 or load.indices[-1] is not k0:
         return None
     return view, tuple(load.indices)
+
+
+def split_k_inner(contraction: Contraction) -> int | None:
+    """How many trailing k axes follow the m axes in A's dimensions when A is laid out
+    ``[batch?, k_outer..., m..., k_inner...]`` (both k parts non-empty): a convolution's weight
+    gradient ``sum_{n,h,w} dY[n, k, h, w] * X(...)`` reduces over the batch outside the rows
+    ``k``. ``None`` for any other layout."""
+    c = contraction
+    dims = [index for index, extent in zip(c.a.indices, c.a.tensor.shape) if extent > 1]
+    ks = [a for a in c.k_axes if a.extent > 1]
+    ms = [a for a in c.m_axes if a.extent > 1]
+    batch = [a for a in c.batch_axes if a.extent > 1 and a in dims]
+    if len(ks) != len(c.k_axes) or not ms:
+        return None
+    for split in range(1, len(ks)):
+        if dims == [*batch, *ks[:split], *ms, *ks[split:]]:
+            return len(ks) - split
+    return None
+
+
+#: the shortest reduction slice worth reading A in place for (:func:`aligned_kc`)
+MIN_ALIGNED_KC = 16
+
+
+def aligned_kc(contraction: Contraction, kc: int) -> int | None:
+    """For A laid out with an outer k part (:func:`split_k_inner`): the largest ``KC`` at most
+    ``kc`` that divides the inner k extent, so no slice straddles two of A's row runs; ``None``
+    when A has no such layout or that ``KC`` would be shorter than :data:`MIN_ALIGNED_KC`.
+
+    >>> from tilecraft import te
+    >>> from tilecraft.passes.contraction import as_contraction
+    >>> gy = te.placeholder((8, 16, 12, 12), name="gy")
+    >>> x = te.placeholder((8, 4, 14, 14), name="x")
+    >>> n, h, w = te.reduce_axis(8, "n"), te.reduce_axis(12, "h"), te.reduce_axis(12, "w")
+    >>> gw = te.compute((16, 4, 3, 3), lambda k, c, r, s: te.sum(
+    ...     gy[n, k, h, w] * x[n, c, h + r, w + s], axis=[n, h, w]), name="gw")
+    >>> aligned_kc(as_contraction(gw), 64)   # 144 = 12 x 12 per image: 48 divides it
+    48
+    """
+    inner = split_k_inner(contraction)
+    if inner is None:
+        return None
+    k_inner = product_of(contraction.k_axes[-inner:])
+    best = max(d for d in range(1, min(kc, k_inner) + 1) if k_inner % d == 0)
+    return best if best >= min(MIN_ALIGNED_KC, k_inner) else None
 
 
 def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffer,
@@ -419,5 +480,5 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
         IfThenElse(jb * width + width <= w_total, store(False), store(True))
 
 
-__all__ = ["Blocking", "a_row_view", "axis_groups_view", "edge_tiles", "lower_contraction",
-           "operand_source", "pack_operand", "panel_copy"]
+__all__ = ["Blocking", "a_row_view", "aligned_kc", "axis_groups_view", "edge_tiles",
+           "lower_contraction", "operand_source", "pack_operand", "panel_copy", "split_k_inner"]
