@@ -128,3 +128,20 @@ def test_budget_follows_the_space_size():
     assert proportional_budget(100, fraction=0.1, floor=20) == 20
     with pytest.raises(DataflowError, match="fraction"):
         proportional_budget(10, fraction=0)
+
+
+def test_descent_ends_at_a_local_optimum_no_worse_than_the_rounds():
+    chain = gemm_chain(256, 24, 40, 20)
+    space = ChainSpace(chain, _slow_dram_spec(), orders=["mlkn"], scopes=[ScopeKind.SEQ],
+                       levels=["L1"])
+    structure = Structure(("m", "l", "k", "n"), ScopeKind.SEQ, "L1")
+    plain, _ = search_tiles(space, structure, budget=4, seed=3)
+    rounds, _ = search_tiles(space, structure, budget=4, seed=3, rounds=3)
+    best, tiles = search_tiles(space, structure, budget=4, seed=3, rounds=3, refine=True)
+    assert best <= rounds <= plain
+    point = space.exact_tile_point(tiles)
+    for i, values in enumerate(space.choices.values()):  # no single-loop move gains
+        for step in (-1, 1):
+            if 0 <= point[i] + step < len(values):
+                moved = (*point[:i], point[i] + step, *point[i + 1:])
+                assert latency(space.cost(space.tree(structure, space.tiles(moved)))) >= best

@@ -71,6 +71,7 @@ class _Evaluator:
         self.space = space
         self.objective = objective
         self.best: tuple[float, DataflowTree | None, TreeCost | None] = (math.inf, None, None)
+        self.best_point: tuple[Structure, dict[str, int]] | None = None
         self.curve: list[float] = []
 
     def __call__(self, structure: Structure, tiles: dict[str, int]) -> float:
@@ -83,6 +84,7 @@ class _Evaluator:
             value = self.objective(cost)
         if value < self.best[0]:
             self.best = (value, tree, cost)
+            self.best_point = (structure, dict(tiles))
         self.curve.append(self.best[0])
         return value
 
@@ -104,11 +106,56 @@ def proportional_budget(size: int, fraction: float = 0.25, floor: int = 60,
 def search_tiles(space: ChainSpace, structure: Structure, budget: int, seed: int,
                  evaluator: _Evaluator | None = None,
                  start: dict[str, int] | None = None,
-                 warm: Sequence[Mapping[str, int]] = ()) -> tuple[float, dict[str, int] | None]:
+                 warm: Sequence[Mapping[str, int]] = (), rounds: int = 1,
+                 tolerance: float = 0.01,
+                 refine: bool = False) -> tuple[float, dict[str, int] | None]:
     """MCTS over ``space``'s tiles for one structure; the best seconds and tiles. The search
     first evaluates ``warm`` (best tiles of spaces this one contains: they must be points of
-    it), ``start`` and whole tiles, so it never ends above any of them."""
+    it), ``start`` and whole tiles, so it never ends above any of them. With ``rounds`` > 1
+    it searches again from its best (twice the points of the round before, the next seed)
+    until a round gains less than ``tolerance`` (until convergence); with ``refine`` each
+    round ends with a descent to the nearest local optimum (single-loop moves)."""
     evaluator = evaluator or _Evaluator(space, latency)
+    best, tiles = _tile_round(space, structure, budget, seed, evaluator, start, warm)
+    if refine and tiles is not None:
+        best, tiles = _descend(space, structure, evaluator, best, tiles)
+    for round_ in range(1, rounds):
+        if tiles is None:
+            break
+        again, found = _tile_round(space, structure, budget * 2 ** round_, seed + round_,
+                                   evaluator, None, [tiles])
+        if refine and found is not None:
+            again, found = _descend(space, structure, evaluator, again, found)
+        gained = again < best * (1 - tolerance)
+        if again < best:
+            best, tiles = again, found
+        if not gained:
+            break
+    return best, tiles
+
+
+def _descend(space: ChainSpace, structure: Structure, evaluator: _Evaluator, best: float,
+             tiles: dict[str, int]) -> tuple[float, dict[str, int]]:
+    """Steepest descent from ``tiles`` over single-loop moves to the next tile choice up or
+    down, until no move gains: a local optimum of the tile space."""
+    point = space.exact_tile_point(tiles)
+    sizes = [len(values) for values in space.choices.values()]
+    seen = {point: best}
+    while True:
+        moves = [(*point[:i], point[i] + step, *point[i + 1:])
+                 for i in range(len(point)) for step in (-1, 1) if 0 <= point[i] + step < sizes[i]]
+        for move in moves:
+            if move not in seen:
+                seen[move] = evaluator(structure, space.tiles(move))
+        step = min(moves, key=seen.__getitem__, default=point)
+        if not seen[step] < seen[point]:
+            return seen[point], space.tiles(point)
+        point = step
+
+
+def _tile_round(space: ChainSpace, structure: Structure, budget: int, seed: int,
+                evaluator: _Evaluator, start: dict[str, int] | None,
+                warm: Sequence[Mapping[str, int]]) -> tuple[float, dict[str, int] | None]:
     tile_space = space.tile_space()
     initial: list[Point] = [space.exact_tile_point(tiles) for tiles in warm]
     if start:
@@ -125,13 +172,16 @@ def search_tiles(space: ChainSpace, structure: Structure, budget: int, seed: int
 def search_dataflow(space: ChainSpace, structures: int | None = 40,
                     tiles_per_structure: int | None = 100, seed: int = 0,
                     objective: Objective = latency, warm_start: bool = True,
-                    warm: Sequence[tuple[Structure, Mapping[str, int]]] = ()
-                    ) -> DataflowSearchResult:
+                    warm: Sequence[tuple[Structure, Mapping[str, int]]] = (),
+                    rounds: int = 1, tolerance: float = 0.01,
+                    refine: bool = False) -> DataflowSearchResult:
     """GA over ``space``'s structures (at most ``structures`` of them), MCTS over each one's
     tiles (``tiles_per_structure`` trees each; ``None``: :func:`proportional_budget` of the
     structure or tile space), warm-started from Chimera and from ``warm``: the best
     (structure, tiles) of spaces this one contains, evaluated first and seeding the first
-    generation and their structures' tile searches."""
+    generation and their structures' tile searches. With ``rounds`` > 1 the search runs
+    again from its best (the next seed) until a round gains less than ``tolerance``;
+    ``refine``: each tile search ends with a descent to a local optimum."""
     evaluator = _Evaluator(space, objective)
     started = time.perf_counter()
     start_seconds = math.inf
@@ -159,15 +209,24 @@ def search_dataflow(space: ChainSpace, structures: int | None = 40,
             start = chimera_tiles if structure.level is not None else None
             best, _ = search_tiles(space, structure, tiles_per_structure,
                                    seed + 7919 * (len(evaluator.curve) + index), evaluator,
-                                   start, warm_tiles.get(structure, ()))
+                                   start, warm_tiles.get(structure, ()), refine=refine)
             values.append(best)
         return values
 
-    initial = list(dict.fromkeys(initial))
-    population = max(len(initial), min(8, max(2, structures // 3)))
-    GeneticSearch(population=population, elite=min(3, population),
-                  initial_points=initial).search(structure_space, cost,
-                                                 budget_trials=structures, seed=seed)
+    for round_ in range(rounds):
+        before = evaluator.best[0]
+        if round_ and evaluator.best_point is not None:
+            structure, tiles = evaluator.best_point
+            initial.insert(0, space.admit(structure))
+            if all(tiles[lp] in values for lp, values in space.choices.items()):
+                warm_tiles.setdefault(structure, []).insert(0, tiles)  # not Chimera's own
+        initial = list(dict.fromkeys(initial))
+        population = max(len(initial), min(8, max(2, structures // 3)))
+        GeneticSearch(population=population, elite=min(3, population),
+                      initial_points=initial).search(structure_space, cost,
+                                                     budget_trials=structures, seed=seed + round_)
+        if round_ and not evaluator.best[0] < before * (1 - tolerance):
+            break
     best_seconds, best_tree, best_cost = evaluator.best
     return DataflowSearchResult(best_tree, best_cost, best_seconds, start_seconds,
                                 evaluator.curve, time.perf_counter() - started)
