@@ -145,3 +145,17 @@ def test_descent_ends_at_a_local_optimum_no_worse_than_the_rounds():
             if 0 <= point[i] + step < len(values):
                 moved = (*point[:i], point[i] + step, *point[i + 1:])
                 assert latency(space.cost(space.tree(structure, space.tiles(moved)))) >= best
+
+
+def test_the_pe_array_maps_one_cores_slice():
+    # 4 cores split m = 64 into slices of 16: a tile of all 64 rows still gives each core 16,
+    # so the PE rows map 16 rows either way (not 64 rows of which a core runs a quarter)
+    from tilecraft.dataflow.chain_space import _example_spec
+
+    space = ChainSpace(gemm_chain(64, 64, 32, 32), _example_spec(), levels=[None],
+                       scopes=[ScopeKind.SEQ])
+    structure = Structure(("m", "l", "k", "n"), ScopeKind.SEQ, None)
+    whole = space.cost(space.tree(structure, {"m": 64, "n": 64, "l": 32, "k": 32}))
+    slice_ = space.cost(space.tree(structure, {"m": 16, "n": 64, "l": 32, "k": 32}))
+    assert whole.utilization == slice_.utilization == 1.0
+    assert whole.cycles == slice_.cycles

@@ -188,7 +188,10 @@ class ChainSpace:
             body = from_tile_tree(tile_tree, structure.scope).root
         share = 2 if structure.scope in (ScopeKind.PIPE, ScopeKind.PARA) \
             and structure.level is not None else 1
-        body = self._map_pes(body, dict(chain.extents), share)
+        steps = dict(chain.extents)  # a core's slice: the PE array maps what one core runs
+        if core_var is not None and self.cores > 1:
+            steps[core_var] = math.ceil(chain.extents[core_var] / self.cores)
+        body = self._map_pes(body, steps, share)
         if core_var is not None and self.cores > 1:
             step = math.ceil(chain.extents[core_var] / self.cores)
             body = TileNode(self.spec.memory.names[0], (Loop(core_var, step, LoopKind.SPATIAL),),
