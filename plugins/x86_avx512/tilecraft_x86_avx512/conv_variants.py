@@ -8,7 +8,10 @@ Each is rewritten into computes the fast paths already handle:
 - a transposed convolution becomes the contraction ``cols = W^T x X`` on the template and a
   col2im gather (the core's :mod:`tilecraft.passes.transposed_conv`), instead of the gather
   form that multiplies ``stride^nd`` times too often; the gather runs phase by phase
-  (:mod:`tilecraft_x86_avx512.blocking.col2im`) with contiguous loads.
+  (:mod:`tilecraft_x86_avx512.blocking.col2im`) with contiguous loads;
+- the col2im gather of a strided convolution's scatter-form gradient (``tilecraft.autodiff``:
+  :mod:`tilecraft.passes.col2im_gather`) runs on that same phase-by-phase kernel, instead of
+  a loop nest evaluating its div/mod conditions per element.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft.lower.options import LoweringOptions
+from tilecraft.passes.col2im_gather import as_col2im_gather
 from tilecraft.passes.group_split import split_grouped_axis
 from tilecraft.passes.transposed_conv import as_transposed_conv, transposed_as_gemm
 from tilecraft.te.tensor import Tensor
@@ -40,6 +44,9 @@ def lower_conv_variant(tensor: Tensor, options: LoweringOptions, l1_bytes: int, 
                        ) -> list[Kernel] | None:
     """The kernels of ``tensor`` on the x86 templates (see the module docstring), or ``None``
     when none applies and no ``config`` forces the micro-kernel template."""
+    gather = as_col2im_gather(tensor) if not config else None
+    if gather is not None:  # the col2im half of a scatter-form conv gradient
+        return [lower_col2im(gather.conv, gather.cols.name, options)]
     conv = as_transposed_conv(tensor)
     if conv is not None:
         cols, _ = transposed_as_gemm(conv)
