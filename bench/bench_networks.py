@@ -41,6 +41,9 @@ def _torch_runs(name: str, small: bool, x: np.ndarray, inductor: bool):
         return None
     forward = torch_network(name, small=small)
     xt = torch.from_numpy(x)
+    # every network's forward is the same code object: without a reset dynamo's recompile
+    # limit (8: networks x thread counts) would leave later networks running eagerly
+    torch._dynamo.reset()
     compiled = None
     if inductor:
         compiled_forward = torch.compile(forward, backend="inductor")
