@@ -93,3 +93,17 @@ def test_weight_gradient_reads_dy_in_place(batch, cin, cout, side, stride, confi
     expected = run(graph, inputs)
     np.testing.assert_allclose(exe(**inputs), expected, rtol=1e-4,
                                atol=1e-4 * float(np.abs(expected).max()))
+
+
+def test_long_reduction_slices_stay_within_the_micro_kernel_maximum():
+    """A dense layer on flattened features (the small CNN's 32 x 16384 @ 16384 x 10): a whole
+    K panel fits L2, but KC stays within the micro-kernel's KI maximum (4096)."""
+    x = te.placeholder((32, 16384), name="x")
+    w = te.placeholder((10, 16384), name="w")
+    y = ops.dense(x, w, name="y")
+    graph = tc.Graph.from_outputs([y])
+    exe = tc.compile(graph, target="x86_avx512")
+    inputs = {t.name: RNG.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
+    expected = run(graph, inputs)
+    np.testing.assert_allclose(exe(**inputs), expected, rtol=1e-4,
+                               atol=1e-4 * float(np.abs(expected).max()))

@@ -119,6 +119,7 @@ def default_config(contraction: Contraction, l1_bytes: int, l2_bytes: int,
     else:
         kc = k if k * nr * 4 <= l2_bytes // 2 else \
             max(kc_l1, min(k, (l2_bytes // 8) // (4 * nr) // 16 * 16))
+    kc = min(kc, OUTER_PRODUCT_F32.parameters["KI"].maximum or kc)  # the micro-kernel's bound
     mc = max(mi, (l2_bytes // 2) // (4 * kc) // mi * mi)
     rows_per_thread = _ceil_div(m * batch, threads) if batch < threads else m
     mc = min(mc, _ceil_div(rows_per_thread, mi) * mi)
