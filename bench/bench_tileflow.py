@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--structures", type=int, help="TileFlow's structures (12; quick 6)")
     parser.add_argument("--rounds", type=int, default=4,
                         help="search again from the best until a round gains < 1%% (at most)")
+    parser.add_argument("--only", choices=["edge", "cloud"], help="one of the two studies")
     args = parser.parse_args()
     cap, structures = (120, 6) if args.quick else (600, 12)
     budget = Budget(args.budget, args.fraction, args.cap or cap, args.rounds)
@@ -249,10 +250,18 @@ def main() -> None:
     edge, cloud = make_edge().spec, make_cloud().spec
 
     started = time.perf_counter()
+    if args.only != "cloud":
+        edge_study(shapes, edge, budget, structures, args.seed)
+    if args.only != "edge":
+        cloud_study(convs, cloud, budget, structures, args.seed)
+    print(f"\n{time.perf_counter() - started:.0f} s in all")
+
+
+def edge_study(shapes, edge, budget: Budget, structures: int, seed: int) -> None:
     rows, curves = {}, {}
     for shape, params in shapes.items():
         rows[shape], curves[shape] = attention_dataflows(attention(*params), edge, budget,
-                                                         structures, args.seed)
+                                                         structures, seed)
     names = ["Layerwise", "Uni-pipe", "FLAT-HGran", "FLAT-RGran", "Chimera", "TileFlow"]
     table("Edge, self-attention (Table 3.5)", rows, names)
     print("thesis (Fig. 3.15): speed-up Uni-pipe 1.62, FLAT-HGran 3.59, FLAT-RGran 2.89, "
@@ -268,14 +277,15 @@ def main() -> None:
           f"{found.wall_seconds:.1f} s in all (thesis: 3.2-6.4 min per shape)")
     print(f"  TileFlow's tree on {first}:\n{found.best_tree}")
 
+
+def cloud_study(convs, cloud, budget: Budget, structures: int, seed: int) -> None:
     conv_rows = {}
     for shape, params in convs.items():
         conv_rows[shape], _ = conv_dataflows(conv_chain(*params), cloud, budget,
-                                             structures, args.seed)
+                                             structures, seed)
     table("Cloud, conv chains (Table 3.6)", conv_rows,
           ["Layerwise", "Fused-Layer", "ISOS", "TileFlow"])
     print("thesis (Fig. 3.17): Fused-Layer 1.01x (DRAM -73%), TileFlow 1.59x over Layerwise")
-    print(f"\n{time.perf_counter() - started:.0f} s in all")
 
 
 if __name__ == "__main__":
