@@ -33,6 +33,17 @@ best (a fresh seed, twice the points), each round ending in a descent to a local
 (single-loop moves), until a round gains less than 1% (--rounds at most; TileFlow: the whole GA
 again, same budgets). Layerwise on C3: one MCTS round of 600 points 18080 cycles, one of 2400
 10197, four rounds 15680, one round + descent 8112, four rounds + descents 5765.
+
+Measured (default run, 599 s, Intel Xeon family 6 model 167, 2 shared cores; geomean speed-up
+over Layerwise, thesis in brackets): Edge G1-G12 Uni-pipe 2.16 (1.62), FLAT-HGran 2.16 (3.59),
+FLAT-RGran 2.16 (2.89), Chimera 1.55 (2.91), TileFlow 3.79 (6.65); DRAM 0.48 / 0.48 / 0.48 /
+0.24 / 0.20. The three FLAT-style dataflows tie: their best tiles are whole per-core slices
+(a head's scores fit the 4 MB L1), so granularity never binds, and what they gain is the softmax
+layer's round trip through DRAM. Chimera's tiles are solved for DRAM volume, not for the PE
+array. Cloud C1-C8: Fused-Layer 1.57 (1.01), ISOS 1.56, TileFlow 1.57 (1.59); DRAM 0.70 (0.27).
+Layerwise is DRAM-bound in the model and fusing keeps the intermediate on chip. Fused-Layer's
+point (channels whole, rows and columns tiled) already moves each tensor once, and TileFlow's
+search finds nothing faster.
 """
 
 from __future__ import annotations
