@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from tilecraft_x86_avx512 import fusion
 from tilecraft_x86_avx512.chain_planning import (
+    _best_tile,
+    _rates,
     chain_loops,
     planned_chain_tiles,
     planned_column_tiles,
@@ -54,11 +56,17 @@ def test_planned_tiles_are_the_solvers_l2_tile_within_the_kernels_rules(target, 
     core = chain_from_computes([chain.first.tensor, chain.second.tensor])
     batch_loops = [lp for index in core.ops[-1].output.indices[:-2] for lp in index.loops]
     rows_cap = max(step, l2 // 2 // (4 * math.ceil(l_total / side) * side) // step * step)
+    # each product's flops per cycle: the core's peak scaled by its register tile's intensity
+    # (the blocks' balance depends on them, and the peak is this machine's)
+    rates = _rates(target.spec, tiles, {
+        core.ops[0].name: (_best_tile(tiles, l_total, 1 if rows else 0), l_total,
+                           1 if rows else 0),
+        core.ops[-1].name: (_best_tile(tiles, shape[4], 1), shape[4], 1)})
     solution = solve_chain(core, spec=target.spec, levels=["L2"], constraints={
         m_loop: LoopConstraint(multiple_of=step, maximum=rows_cap),
         l_loop: LoopConstraint(minimum=l_total),
         **{lp: LoopConstraint(maximum=1) for lp in batch_loops}},
-        parallel=ParallelExecution((*batch_loops, m_loop), threads, 1.0))
+        parallel=ParallelExecution((*batch_loops, m_loop), threads, rates))
     assert solution.tiles[l_loop] == l_total
     tile = solution.tiles[m_loop]
     assert mc == (math.ceil(m_total / step) * step if tile >= m_total else tile)
