@@ -7,8 +7,9 @@ With the primitives, on the stage of one compute:
 
 - ``reorder``: spatial axes outermost, in order; then the reduce axes; the innermost spatial
   axis (the output's contiguous one) innermost — unless the compute is a row reduction (no
-  load walks memory along the innermost spatial axis, some do along the innermost reduce axis:
-  softmax's max and sum), where every spatial axis stays outside. Axes of extent 1 get no
+  load the reduction moves walks memory along the innermost spatial axis, some do along the
+  innermost reduce axis: softmax's max and sum, batch norm's gradients summed over
+  ``(n, h, w)``), where every spatial axis stays outside. Axes of extent 1 get no
   loop (spatial ones go first, reduce ones last);
 - ``fuse`` + ``parallel``: leading spatial axes fused until the loop has
   ``options.parallel_threshold`` iterations, run on the cores;
@@ -45,9 +46,24 @@ from tilecraft.kernel_ir.nodes import LoopKind
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.schedule.strategies.base import contiguous_loads
 from tilecraft.target.spec import SchedulePrimitive
+from tilecraft.te.bounds import affine
+from tilecraft.te.expr import IterVar
 from tilecraft.te.tensor import Tensor
+from tilecraft.te.visit import loads_in, vars_in
 
 __all__ = ["CpuStrategy"]
+
+
+def _streamed_contiguous(tensor: Tensor, axis: IterVar) -> int:
+    """How many loads that change with the reduction step by one element along ``axis``. A
+    load the reduction does not move (batch norm's ``mean[c]`` in a gradient summed over
+    ``(n, h, w)``) is read once per output and does not make ``axis`` the vector one: lanes
+    along ``c`` would gather the streamed operands ``h * w`` elements apart."""
+    reduce = {axis for axis in tensor.reduce_axes if axis.extent > 1}
+    streamed = [load for load in loads_in(tensor.body)
+                if any(v in reduce for index in load.indices for v in vars_in(index))]
+    forms = [affine(load.indices[-1]) for load in streamed if load.indices]
+    return sum(1 for form in forms if form is not None and form.terms().get(axis) == 1)
 
 
 class CpuStrategy:
@@ -69,7 +85,7 @@ class CpuStrategy:
         last_spatial = len(tensor.axes) - 1
         reorder = target.offers(SchedulePrimitive.REORDER)
         inner_spatial = [last_spatial] if reorder and reduce and last_spatial in spatial else []
-        if (inner_spatial and contiguous_loads(tensor, axes[last_spatial]) == 0
+        if (inner_spatial and _streamed_contiguous(tensor, axes[last_spatial]) == 0
                 and contiguous_loads(tensor, axes[reduce[-1]]) > 0):
             inner_spatial = []  # a row reduction: the reduce axis is the vector one
         outer_spatial = [p for p in spatial if p not in inner_spatial]
