@@ -4,10 +4,11 @@ at 1 and 2 threads side by side in one run, the tilecraft x86 run time against o
 weights, medians, the speed-ups (their time / ours: > 1 means tilecraft is faster) and
 whether every output matches onnxruntime's (rtol = atol = 1e-3).
 
-    python bench/bench_networks.py [--small] [--threads 1,2] [--inline] [--no-torch]
+    python bench/bench_networks.py [--small] [--threads 1,2] [--no-inline] [--no-torch]
                                    [--no-inductor] [NAME ...]
 
-``--inline`` compiles with the graph pass ``inline_elementwise`` on (off by default).
+``--no-inline`` compiles with the graph pass ``inline_elementwise`` off (on by default: one
+kernel per compute, as before it was).
 
 tilecraft is compiled once per thread count (the x86 target plans its blocking for its
 threads); torch columns are left out when torch is not installed. The small configurations
@@ -105,15 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the small test configurations")
     parser.add_argument("--threads", default="1,2",
                         help="comma-separated thread counts for every framework (default 1,2)")
-    parser.add_argument("--inline", action="store_true",
-                        help="compile with the graph pass inline_elementwise on")
+    parser.add_argument("--no-inline", action="store_true",
+                        help="compile with the graph pass inline_elementwise off")
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-inductor", action="store_true",
                         help="leave torch.compile out (its compile takes minutes at full size)")
     args = parser.parse_intermixed_args(argv)
     threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
-    passes = {"inline_elementwise": True} if args.inline else None
+    passes = {"inline_elementwise": False} if args.no_inline else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
                        passes) for name in names]
     columns = list(results[0][1])
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu = platform.processor() or platform.machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print_table(f"networks ({'small' if args.small else 'full size'}"
-                f"{', inline_elementwise on' if args.inline else ''}), {cpu}, "
+                f"{', inline_elementwise off' if args.no_inline else ''}), {cpu}, "
                 f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
                 header, [row for row, _ in results])
     for column in columns[1:]:

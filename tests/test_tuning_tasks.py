@@ -135,6 +135,53 @@ def test_tuned_schedules_are_compiled_and_read_by_overlap(tmp_path):
     assert keys == {name: task_key(graph.tensor(name)) for name in tuned}
 
 
+def _bias_relu_mirror():
+    """A matmul, a bias add and a relu (both inlined by inline_elementwise), then a compute
+    reading the relu twice, mirrored along j; odd sizes."""
+    x = te.placeholder((5, 13), name="x")
+    w = te.placeholder((13, 17), name="w")
+    b = te.constant(np.arange(17, dtype=np.float32), name="b")
+    c = ops.matmul(x, w, name="C")
+    s = te.compute((5, 17), lambda i, j: c[i, j] + b[j], name="S")
+    r = ops.relu(s, name="R")
+    t = te.compute((5, 17), lambda i, j: r[i, j] * r[i, 16 - j], name="T")
+    return Graph.from_outputs([t])
+
+
+def test_tune_makes_the_tasks_compile_schedules_after_the_graph_passes(tmp_path):
+    """tune() runs the graph passes compile runs (inline_elementwise folds S and R into T), so
+    compile with the database finds a record for every compute it schedules; the graph as
+    written (passes=False) has other computes and T under another key."""
+    from tilecraft.pipeline import run_pipeline
+
+    graph = _bias_relu_mirror()
+    database = str(tmp_path / "t.db")
+    options = {"preset": "quick", "trials": 2, "engine": "random", "progress": False,
+               "database": database}
+    result = tune(graph, X86, options, runner=ReplayRunner(_Lowering()))
+    assert [t.compute for t in result.tasks] == ["C", "T"]
+    state = run_pipeline(graph, X86, database=database)
+    assert [t.name for t in state.graph.computes] == ["C", "T"]
+    assert best_configs(state.graph, X86, database) == result.configs()
+    for name, config in result.configs().items():
+        choice = state.schedules[name]
+        assert (choice.source, choice.config) == ("database", config)
+    assert result.tasks[1].workload_key == task_key(state.graph.tensor("T"))
+    assert task_key(graph.tensor("T")) != task_key(state.graph.tensor("T"))
+    # as compile's passes= switches them
+    written = tune(graph, X86, options, runner=ReplayRunner(_Lowering()), passes=False)
+    assert [t.compute for t in written.tasks] == ["C", "S", "R", "T"]
+    off = tune(graph, X86, options, runner=ReplayRunner(_Lowering()),
+               passes={"inline_elementwise": False})
+    assert [t.workload_key for t in off.tasks] == [t.workload_key for t in written.tasks]
+    if X86.available().execute:
+        exe = tc.compile(graph, target="x86_avx512", database=database)
+        x = np.random.default_rng(4).standard_normal((5, 13)).astype(np.float32)
+        w = np.random.default_rng(5).standard_normal((13, 17)).astype(np.float32)
+        np.testing.assert_allclose(exe(x=x, w=w), reference_run(graph, {"x": x, "w": w}),
+                                   rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.skipif(not X86.available().execute, reason="x86_avx512 cannot execute here")
 def test_a_candidate_packs_its_constant_weight_once():
     """Timed runs of a candidate skip the kernels that read only constants (the packing of

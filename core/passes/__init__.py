@@ -19,9 +19,8 @@ passes={"fold_batch_norm": False})`` turns one off by name):
 - :mod:`tilecraft.passes.layout` (``choose_layout``): conv2d rewritten into the layout the
   target's spec prefers (``preferred_layouts``), transposes at the boundaries; a pass with
   ``uses_spec = True`` is handed the target's spec as a second argument;
-- :mod:`tilecraft.passes.inline_elementwise` (``inline_elementwise``, off unless
-  ``passes={"inline_elementwise": True}``): elementwise computes folded into the memory-bound
-  computes that read them (one consumer, or cheap to recompute);
+- :mod:`tilecraft.passes.inline_elementwise` (``inline_elementwise``): elementwise computes
+  folded into the memory-bound computes that read them (one consumer, or cheap to recompute);
 - :mod:`tilecraft.passes.dead_code` (``eliminate_dead_code``): selects settled over their index
   ranges pruned, computes nothing reads any more dropped.
 

@@ -60,7 +60,7 @@ class ScheduleSelection:
             if database is not None and options.database is None:
                 options = options.replace(database=database)
             result = tune(state.graph, state.target, options, skip=sorted(fixed),
-                          plugins=state.plugins)
+                          plugins=state.plugins, passes=False)  # passes already run
             for task in result.tasks:
                 gflops = task.best_gflops
                 state.schedule_notes.append(

@@ -160,7 +160,7 @@ class OverlappedExecutable(Executable):
                 sub = options.replace(events=self._on_event, **(
                     {} if remaining is None else {"total_seconds": remaining}))
                 tasks.extend(tune(graph, state.target, sub, plugins=state.plugins,
-                                  runner=runner).tasks)
+                                  runner=runner, passes=False).tasks)
             for task in tasks:
                 gflops = task.best_gflops
                 self.report.notes.append(

@@ -1,6 +1,7 @@
 """The tuning loop (thesis §4.4-4.5): search engine × isolated measurement × tuning database.
 
-For every compute of a program, one *task* — the compute alone, its producers placeholders
+For every compute of a program (after the graph passes compile runs: :func:`tune`'s
+``passes``), one *task* — the compute alone, its producers placeholders
 (:mod:`tilecraft.tuning.tasks`: what a candidate measures, and the database key) — in the
 target's schedule-template space (:meth:`~tilecraft.target.base.Target.template_space`)
 where it has one, else in FlexTensor's generic schedule space
@@ -106,12 +107,19 @@ def _target_ref(target: Target) -> str:
 def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
          options: TuningOptions | str | Mapping[str, Any] | bool | None = None,
          target_ref: str | None = None, skip: Sequence[str] = (),
-         plugins: Any = None, runner: MeasureRunner | None = None) -> TuningResult:
+         plugins: Any = None, runner: MeasureRunner | None = None,
+         passes: Mapping[str, bool] | bool | None = None) -> TuningResult:
     """Tune every compute of ``program`` that ``target`` has a template for, except those named
-    in ``skip`` (see the module docstring). ``target_ref`` names the target for worker processes
-    (its registered name by default; ``"module:factory"`` for a target built in-process). The
-    engine named in the options is looked up in the search engines registered through the
-    plugin hook of ``plugins`` (a plugin manager; default: the process's). ``runner`` measures
+    in ``skip`` (see the module docstring). The computes are those ``tilecraft.compile`` will
+    schedule: ``program`` after the registered graph passes, switched by ``passes`` as
+    compile's ``passes=`` switches them (``None``: the defaults; ``False``: ``program`` as
+    given, e.g. a graph the pipeline's passes made) — so the tasks' keys are the ones compile
+    with the database looks up (a consumer that ``inline_elementwise`` gave a producer's body
+    is a different workload from the compute written). ``target_ref`` names the target for
+    worker processes (its registered name by default; ``"module:factory"`` for a target built
+    in-process). The engine named in the options is looked up in the search engines
+    registered through the plugin hook of ``plugins`` (a plugin manager; default: the
+    process's). ``runner`` measures
     the candidates (default: a :class:`~tilecraft.tuning.runners.local.LocalRunner` of
     ``options.n_workers`` processes, closed at the end; a runner passed in stays open)."""
     from tilecraft.search import get_engine
@@ -119,6 +127,11 @@ def tune(program: Graph | Tensor | Sequence[Tensor], target: Target,
     opts = TuningOptions.coerce(options)
     graph = program if isinstance(program, Graph) else Graph.from_outputs(
         [program] if isinstance(program, Tensor) else list(program))
+    if passes is not False:
+        from tilecraft.pipeline.graph_passes import apply_graph_passes
+
+        graph, _ = apply_graph_passes(graph, target.spec,
+                                      None if passes is True else passes, plugins)
     events = open_event_stream(opts)
     database = TuningDatabase(opts.database) if opts.database is not None else None
     started = time.monotonic()
