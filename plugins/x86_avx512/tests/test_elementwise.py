@@ -173,6 +173,15 @@ def test_exp_and_log_edge_values(unary_results):
     assert log[at(1e-45)] == np.float32(math.log(1.401298464324817e-45))
 
 
+def test_erf_saturates_exactly(unary_results):
+    """Past |x| = 4 erf is +-1 in float32: the tail form's argument is capped there (no
+    subnormal exp(-x^2)), infinities included, NaN still NaN."""
+    erf = unary_results["erf_vec"]
+    big = ~np.isnan(POINTS) & (np.abs(POINTS) >= 4)
+    np.testing.assert_array_equal(erf[big], np.sign(POINTS[big]))
+    assert np.isnan(erf[np.isnan(POINTS)]).all()
+
+
 # selects, conditions, gathers ---------------------------------------------------------------
 def test_select_with_guarded_loads(run):
     n = 37

@@ -14,7 +14,8 @@ therefore never depend on how a loop was vectorised or split across threads.
   ``1 - 2 / (exp(2|x|) + 1)`` with the sign of x.
 - ``sigmoid``: ``1 / (1 + exp(-x))`` (the reference's definition).
 - ``erf``: ``x P(x^2)`` for |x| < 1 (Cephes, relative error ~1e-9 before rounding), the
-  Abramowitz-Stegun 7.1.26 form ``1 - t P(t) exp(-x^2)`` above (absolute error <= 1.5e-7).
+  Abramowitz-Stegun 7.1.26 form ``1 - t P(t) exp(-x^2)`` above (absolute error <= 1.5e-7),
+  its argument capped at 4, where the float32 result is already +-1 (no subnormal ``exp``).
 
 Polynomials are evaluated by Horner's rule with ``llvm.fma``.
 """
@@ -40,6 +41,8 @@ _ERF_SMALL_POLY = (7.853861353153693e-5, -8.010193625184903e-4, 5.18832768573252
                    1.128379165726710e0)
 _ERF_AS_P = 0.3275911
 _ERF_AS_POLY = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+#: |x| from which erf(x) rounds to +-1 in float32 (the tail form's argument is capped there)
+_ERF_ONE = 4.0
 
 
 class _Math:
@@ -150,9 +153,13 @@ def _erf(m: _Math, x: Value) -> Value:
     magnitude = m.intrinsic("fabs", x)
     z = m.op("fmul", x, x)
     small = m.op("fmul", x, m.poly(z, _ERF_SMALL_POLY))
-    t = m.op("fdiv", m.c(1.0), m.fma(m.c(_ERF_AS_P), magnitude, m.c(1.0)))
+    # past |x| = 4 the float32 result is 1 (erf(4) = 1 - 1.5e-8, under half an ulp below 1);
+    # clamping keeps exp(-x^2) out of the subnormal range, whose operations take microcode
+    # assists (BERT's FFN chain shape with GELU inputs of magnitude ~30: 49.5 -> 40.4 ms)
+    capped = m.select(m.gt(magnitude, m.c(_ERF_ONE)), m.c(_ERF_ONE), magnitude)
+    t = m.op("fdiv", m.c(1.0), m.fma(m.c(_ERF_AS_P), capped, m.c(1.0)))
     tail = m.op("fmul", t, m.poly(t, _ERF_AS_POLY))
-    gauss = m.helper(UnaryOp.EXP, m.fb.unop("fneg", m.op("fmul", magnitude, magnitude)))
+    gauss = m.helper(UnaryOp.EXP, m.fb.unop("fneg", m.op("fmul", capped, capped)))
     large = m.op("fsub", m.c(1.0), m.op("fmul", tail, gauss))
     large = m.intrinsic("copysign", large, x)
     return m.select(m.lt(magnitude, m.c(1.0)), small, large)
