@@ -94,7 +94,7 @@ def main() -> None:
     trials = 6 if args.small else 32
     sizes = [1, 2, 4] if args.small else [1, 2, 4, 8, 16]
     per_worker = 8 if args.small else 40
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              resources={TARGET: args.workers, FLEET_DEVICE: max(sizes)})
     try:
         print(f"local pool vs local Ray cluster: x86 matmul 96x80x72, {trials} trials, "

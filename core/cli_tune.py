@@ -57,9 +57,15 @@ def run_tune(args: argparse.Namespace) -> int:
                             progress=False if args.no_progress else None)
     runner = None
     if args.runner == "ray":
+        from tilecraft.tuning.runners.protocol import device_resource
         from tilecraft.tuning.runners.ray_runner import RayRunner
 
-        runner = RayRunner(address=args.address, settings=options.measure_settings())
+        # no address: a new local cluster (unless this process joined one) offering this
+        # machine as one device of the target's kind
+        local = ({"resources": {device_resource(target.name): 1}}
+                 if args.address is None else None)
+        runner = RayRunner(address=args.address, settings=options.measure_settings(),
+                           init_options=local)
     elif args.address is not None:
         raise TilecraftError("--address names a Ray cluster; use it with --runner ray")
     try:

@@ -34,7 +34,7 @@ TARGET = fixtures.TARGET
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              resources={TARGET: 2, helpers.measuring_target().name: 1})
     yield ray
     ray.shutdown()

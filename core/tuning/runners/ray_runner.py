@@ -219,7 +219,8 @@ class RayRunner:
             options = {"include_dashboard": False, "log_to_driver": False,
                        "ignore_reinit_error": True, **(init_options or {})}
             try:
-                self.ray.init(address=address, **options)
+                # no address: a new local cluster, never one found running on this machine
+                self.ray.init(address="local" if address is None else address, **options)
             except Exception as err:  # noqa: BLE001 - ConnectionError, RuntimeError, ...
                 raise TuningError(f"cannot join the Ray cluster at {address!r} "
                                   f"({describe_exception(err).splitlines()[0]}); start one with "
