@@ -87,6 +87,24 @@ def test_the_blocks_are_balanced_over_the_cores(target):
     assert blocks[2] % 2 == 0 and blocks[3] % 3 == 0, blocks
 
 
+def test_a_chain_whose_weights_outweigh_its_intermediate_is_left_unfused(target):
+    """A Transformer FFN (512 x 768 -> 3072 -> 768): fused, every block of rows would read
+    both 9 MB weights again from beyond L2, more than the unfused intermediate costs; a chain
+    of the same rows with narrow weights (attention-like, K = N = 64) stays fused."""
+    tiles = fusion._tiles()
+    for (k, l, n), fused in (((768, 3072, 768), False), ((64, 512, 64), True)):
+        A = te.placeholder((512, k), name="A")
+        B = te.placeholder((k, l), name="B")
+        D = te.placeholder((l, n), name="D")
+        E = ops.matmul(ops.relu(ops.matmul(A, B, name="T"), name="R"), D, name="E")
+        graph = tc.Graph.from_outputs([E])
+        chain = fusion.as_chain(E, {t: list(graph.consumers(t)) for t in graph.computes})
+        planned, reason = planned_chain_tiles(chain, tiles, target.spec, 1, rows=True)
+        assert (planned is not None) == fused, reason
+        if not fused:
+            assert "again for each of its" in reason and "MB unfused" in reason, reason
+
+
 @pytest.mark.parametrize("shape", [(2, 67, 64, 97, 64), (1, 130, 33, 70, 19), (3, 50, 80, 64, 80)])
 @pytest.mark.parametrize("middle", [None, "softmax"])
 def test_chains_blocked_by_the_planner_are_correct(native, shape, middle):
