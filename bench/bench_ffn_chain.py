@@ -1,19 +1,22 @@
 """The BERT-base feed-forward chain alone (dense 768 -> 3072, GELU, dense 3072 -> 768 on 512
-tokens, 4.8 GFLOP) on x86, 1 thread: tilecraft fused (one chain kernel, when the planner fuses
-it), tilecraft unfused (the two GEMMs on the template, the GELU alone) and PyTorch eager, in
-one process, alternating, medians; GFLOP/s and % of the measured fp32 peak.
+tokens, 4.8 GFLOP) on x86, 1 thread: tilecraft as the planner compiles it, tilecraft forced
+fused (one chain kernel: the planner's traffic check, :func:`~tilecraft_x86_avx512.
+chain_planning._chain_traffic`, switched off), forced unfused (the two GEMMs on the template,
+the GELU alone) and PyTorch eager, in one process, alternating, medians; GFLOP/s and % of the
+measured fp32 peak.
 
     python bench/bench_ffn_chain.py [--repeat N] [--tokens T] [--hidden H] [--ffn F]
 
 Per kernel it prints the median of this run's calls (the pack kernels of the constant weights
-run once, when the executable is made). Measured (Intel Xeon family 6 model 167, 2 shared
-cores, load 1.5-3, two runs; peak as the target's probe measured it, 174 then 190 GFLOP/s):
-fused 38.1 / 37.1 ms (127 / 130 GFLOP/s), unfused 37.6-38.9 / 39.0 ms (up GEMM 17.5 / 16.2,
-GELU 1.7 / 2.0, down GEMM 19.5 / 20.1), torch 33.0 / 33.5 ms (146 / 144 GFLOP/s). Fused and
-unfused differ by less than this machine's run-to-run spread (+-5%); both products run at the
-template GEMM's rate. With ``--ffn 384`` (the weights, 2.4 MB, streamed once: one block of 516
-rows) the fused chain reaches only 138 GFLOP/s, so re-streaming the weights per 60-row block
-(9 x 19 MB) is not what limits it; the micro-kernels' rate is.
+run once, when the executable is made). Measured before the traffic check (Intel Xeon family 6
+model 167, 2 shared cores, load 1.5-3, two runs; peak as the target's probe measured it, 174
+then 190 GFLOP/s): fused 38.1 / 37.1 ms (127 / 130 GFLOP/s), unfused 37.6-38.9 / 39.0 ms (up
+GEMM 17.5 / 16.2, GELU 1.7 / 2.0, down GEMM 19.5 / 20.1), torch 33.0 / 33.5 ms (146 / 144
+GFLOP/s); later, at load 2-2.5, fused 40.7-43.1 against unfused 35.5-38.1 ms (thread-time
+medians, two executables each): fused moves 162 MB from beyond L2 (both 9 MB weights again per
+block of 60 rows), unfused 42 MB, and loses when memory is contended. With ``--ffn 384`` (the
+weights streamed once: one block of 516 rows) the fused chain reaches 138 GFLOP/s: otherwise
+both products run at the template micro-kernels' rate (~140-150 GFLOP/s).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 
 import numpy as np
 from common import ceiling_note, load_torch, measured_ceiling_flops, median_seconds, print_table
+from tilecraft_x86_avx512 import chain_planning
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
@@ -58,12 +62,19 @@ def main() -> None:
     rng = np.random.default_rng(0)
     out, weights = _program(args.tokens, args.hidden, args.ffn, rng)
     flop = 2 * args.tokens * args.hidden * args.ffn * 2
-    fused = tc.compile(out, target=X86Avx512Target(threads=1))
+    planned = tc.compile(out, target=X86Avx512Target(threads=1))
+    traffic = chain_planning._chain_traffic
+    chain_planning._chain_traffic = lambda chain, mc, room: (0, 1, 0)   # fusing always "pays"
+    try:
+        fused = tc.compile(out, target=X86Avx512Target(threads=1))
+    finally:
+        chain_planning._chain_traffic = traffic
     unfused = tc.compile(out, target=_Unfused(threads=1))
     x = rng.standard_normal((args.tokens, args.hidden)).astype(np.float32)
-    is_fused = any(k.attrs.get("fused") for k in fused.kernels)
-    runs = {"tilecraft (planner)" + (" fused" if is_fused else " unfused"): lambda: fused(x),
-            "tilecraft unfused": lambda: unfused(x)}
+    is_fused = any(k.attrs.get("fused") for k in planned.kernels)
+    runs = {"tilecraft planner (" + ("fused" if is_fused else "unfused") + ")":
+            lambda: planned(x), "tilecraft forced fused": lambda: fused(x),
+            "tilecraft forced unfused": lambda: unfused(x)}
     torch = load_torch(1)
     if torch is not None:
         tx = torch.from_numpy(x)
@@ -90,7 +101,10 @@ def main() -> None:
     print_table(f"FFN chain {args.tokens}x{args.hidden} -> {args.ffn} -> {args.hidden}, "
                 f"{flop / 1e9:.2f} GFLOP, 1 thread; {ceiling_note(1)}",
                 ["run", "ms", "GFLOP/s", "% peak"], rows)
-    for label, exe in (("planner", fused), ("unfused", unfused)):
+    for note in planned.report.notes:
+        if "not fused" in note:
+            print(note)
+    for label, exe in (("fused", fused), ("unfused", unfused)):
         for report in exe.report.kernels:
             if report.run_seconds:   # median of this run's calls, per kernel
                 print(f"  {label} {report.name}: {np.median(report.run_seconds) * 1e3:.2f} ms"
