@@ -35,12 +35,13 @@ def x86() -> Any:
 
 
 def chain_and_tail() -> Graph:
-    """A fusable GEMM chain, then a softmax (default schedules)."""
+    """A fusable GEMM chain, then a softmax over columns (default schedules; a softmax along
+    rows would be one row-group kernel, :mod:`tilecraft.fusion.row_groups`)."""
     A = te.placeholder((128, 64), name="A")
     B = te.placeholder((64, 128), name="B")
     D = te.placeholder((128, 64), name="D")
     E = ops.matmul(ops.relu(ops.matmul(A, B, name="C"), name="R"), D, name="E")
-    return Graph.from_outputs([ops.softmax(E, name="F")])
+    return Graph.from_outputs([ops.softmax(E, axis=0, name="F")])
 
 
 def random_inputs(graph: Graph) -> dict[str, np.ndarray]:
@@ -153,7 +154,7 @@ def test_known_parameters_become_the_schedule_choice(x86: Any, program: str,
         B = te.placeholder((48, 80), name="B")
         tensor = ops.matmul(A, B, name="C")
     else:
-        tensor = ops.softmax(te.placeholder((24, 40), name="x"), name="y")
+        tensor = ops.softmax(te.placeholder((24, 40), name="x"), axis=0, name="y")
     graph = Graph.from_outputs([tensor])
     compute = graph.computes[-1]
     template, _ = tuner.task_space(compute, x86)

@@ -66,7 +66,7 @@ def test_generic_schedule_space_is_tuned_and_reused(tmp_path):
     from tilecraft import ops, te
 
     x = te.placeholder((24, 40), name="x")
-    y = ops.softmax(x, name="y")
+    y = ops.softmax(x, axis=0, name="y")  # along rows it would be one row-group kernel
     database = str(tmp_path / "t.db")
     # one task per compute of the softmax as written: inline_elementwise (on by default)
     # would fold y_sub into y_exp, leaving four

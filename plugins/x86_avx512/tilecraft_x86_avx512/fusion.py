@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tilecraft.errors import TargetError
 from tilecraft.fusion import FusionPlan
+from tilecraft.fusion.row_groups import row_groups
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import as_contraction
@@ -44,6 +45,7 @@ from tilecraft_x86_avx512.blocking.contraction_chain import (
     as_chain,
     lower_chain,
 )
+from tilecraft_x86_avx512.blocking.row_group import lower_row_group, row_buffer_bytes
 from tilecraft_x86_avx512.microkernels import (
     OUTER_PRODUCT_F32,
     OUTER_PRODUCT_F32_ROWS,
@@ -223,6 +225,26 @@ def fuse_chains(graph: Graph, options: LoweringOptions, machine: BlockingMachine
         reason = reasons.get(anchors) or _inexpressible(graph, anchors)
         groups.append(FusedGroup((), (), (
             f"chain {' -> '.join(group.computes)} (planned by Chimera) not fused: {reason}",)))
+    return groups
+
+
+def fuse_row_groups(graph: Graph, options: LoweringOptions, machine: BlockingMachine,
+                    taken: set[str]) -> list[FusedGroup]:
+    """Each row group (:func:`tilecraft.fusion.row_groups.row_groups`) with no compute in
+    ``taken`` as one kernel (:mod:`.blocking.row_group`) when its row buffers fit half of L2
+    (the row is read again from the cache, not from memory); else a note."""
+    groups: list[FusedGroup] = []
+    for group in row_groups(graph, taken):
+        label = " -> ".join(group.computes)
+        need = row_buffer_bytes(group)
+        if need > machine.l2_bytes // 2:
+            groups.append(FusedGroup((), (), (
+                f"row group {label} not fused: its row buffers ({need:,} bytes) exceed half "
+                f"of L2 ({machine.l2_bytes // 2:,})",)))
+            continue
+        kernel = lower_row_group(group, options)
+        groups.append(FusedGroup(group.computes, (kernel,), (
+            f"fused {label} into one kernel: {kernel.attrs['schedule']}",)))
     return groups
 
 

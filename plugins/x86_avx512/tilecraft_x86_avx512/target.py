@@ -56,7 +56,7 @@ from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512 import cpus
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
-from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains
+from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains, fuse_row_groups
 from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.header import c_header, c_identifier
 from tilecraft_x86_avx512.host import (
@@ -146,9 +146,12 @@ class X86Avx512Target(Target):
     def fuse(self, graph: Graph, options: LoweringOptions,
              plan: FusionPlan | None = None) -> list[FusedGroup]:
         """The contraction chains Chimera's ``plan`` fuses become one kernel each
-        (:mod:`.fusion`)."""
-        return fuse_chains(graph, options, BlockingMachine.from_spec(self.spec, self.threads),
-                           plan)
+        (:mod:`.fusion`), then each row group left (softmax, layer norm) one kernel
+        (:func:`.fusion.fuse_row_groups`)."""
+        machine = BlockingMachine.from_spec(self.spec, self.threads)
+        groups = fuse_chains(graph, options, machine, plan)
+        return groups + fuse_row_groups(graph, options, machine,
+                                        {name for group in groups for name in group.computes})
 
     def native_lowering(self, tensor: Tensor,
                         options: LoweringOptions) -> LoweringEstimate | None:
