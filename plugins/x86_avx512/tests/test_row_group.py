@@ -58,3 +58,13 @@ def test_a_softmax_gradient_is_one_kernel_and_reads_no_sum_before_it_is_final():
     rng = np.random.default_rng(5)
     arrays = {t.name: rng.uniform(-1, 1, t.shape).astype(np.float32) for t in graph.inputs}
     np.testing.assert_allclose(exe(**arrays), run(graph, **arrays), rtol=2e-4, atol=2e-5)
+
+
+def test_rows_whose_buffers_exceed_half_of_l2_stay_unfused_with_a_note():
+    x = te.placeholder((2, 1_000_000), name="x")
+    out = ops.softmax(ops.gelu(x, name="g"), name="y")  # g and exp: 8 MB of row buffers
+    exe = tc.compile(out, target=X86Avx512Target(threads=1))
+    assert len(exe.kernels) > 1
+    assert any("not fused: its row buffers" in note for note in exe.report.notes)
+    data = np.random.default_rng(4).standard_normal((2, 1_000_000)).astype(np.float32)
+    np.testing.assert_allclose(exe(x=data), run(out, x=data), rtol=2e-5, atol=1e-9)
