@@ -43,6 +43,7 @@ import math
 from collections.abc import Mapping
 
 from tilecraft.intrin.generation import PhysicalMapping
+from tilecraft.intrin.operands import operand_value
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Buffer,
@@ -61,9 +62,8 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.target.intrinsic import IntrinsicDecl
 from tilecraft.te import functions as tf
-from tilecraft.te.expr import AxisKind, Const, Expr, IterVar, Load, ReduceOp, Var, const
+from tilecraft.te.expr import AxisKind, Const, Expr, IterVar, ReduceOp, Var, const
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import transform
 
 __all__ = ["WORK_GROUP_ITEMS", "lower_dot_mapping", "supports"]
 
@@ -119,19 +119,7 @@ class _DotKernelBuilder:
 
     def _value(self, operand: str, values: Mapping[IterVar, Expr]) -> Expr:
         """The source ``operand``'s element at the software loop values ``values``."""
-        position = self.virtual.mapping.binding(operand).factor
-        assert position is not None
-        factor = self.product.factors[position]
-
-        def replace(node: Expr) -> Expr | None:
-            if isinstance(node, Load):
-                return BufferLoad(self.params[node.tensor.name],
-                                  tuple(transform(i, replace) for i in node.indices))
-            if isinstance(node, IterVar):
-                return values[node]
-            return None
-
-        return transform(factor.value(), replace)
+        return operand_value(self.virtual, self.params, operand, values)
 
     def _gather(self, buffer: Buffer, operand: str, tile: Var,
                 values: Mapping[IterVar, Expr]) -> Stmt:

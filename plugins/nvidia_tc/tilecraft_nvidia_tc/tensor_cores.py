@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 from tilecraft.errors import LoweringError
 from tilecraft.intrin.generation import FusedLoop, PhysicalMapping
+from tilecraft.intrin.operands import operand_value
 from tilecraft.kernel_ir.concurrency import AsyncCopy, CommitGroup, Pipeline, WaitGroup
 from tilecraft.kernel_ir.nodes import (
     Allocate,
@@ -241,19 +242,8 @@ class _WmmaKernelBuilder:
 
     # element values --------------------------------------------------------------------------
     def _operand(self, operand: str, values: Mapping[IterVar, Expr]) -> Expr:
-        position = self.virtual.mapping.binding(operand).factor
-        assert position is not None
-        factor = self.product.factors[position]
-
-        def replace(node: Expr) -> Expr | None:
-            if isinstance(node, Load):
-                return BufferLoad(self.params[node.tensor.name],
-                                  tuple(transform(i, replace) for i in node.indices))
-            if isinstance(node, IterVar):
-                return values[node]
-            return None
-
-        return transform(factor.value(), replace)
+        """The source ``operand``'s element at the software loop values ``values``."""
+        return operand_value(self.virtual, self.params, operand, values)
 
     @staticmethod
     def _clamped(loop: FusedLoop, position: Expr) -> dict[IterVar, Expr]:
