@@ -137,8 +137,9 @@ def test_chain_blocking_reads_the_spec():
     measured = build_spec(fake_host(fma_flops_per_core=1.2e11, l3_bytes_per_second=8e10))
     machine = BlockingMachine.from_spec(measured, threads=3)
     assert machine == BlockingMachine(l1_bytes=32768, l2_bytes=1 << 20, threads=3)
-    # a chain whose intermediate tile fits half of this L2 but not half of a 4 KiB one
-    a, b = te.placeholder((256, 512), name="A"), te.placeholder((512, 512), name="B")
+    # a chain whose intermediate tile fits half of this L2 but not half of a 4 KiB one, with
+    # weights small against its intermediate (so fusing pays: chain_planning._chain_traffic)
+    a, b = te.placeholder((1024, 64), name="A"), te.placeholder((64, 512), name="B")
     d = te.placeholder((512, 64), name="D")
     graph = Graph.from_outputs([ops.matmul(ops.matmul(a, b, name="T"), d, name="E")])
     small = build_spec(HostInfo("Test CPU 9000", 2, 4.0e9, "test", tuple(

@@ -177,9 +177,26 @@ def _scale_of(tensor: Tensor) -> tuple[Tensor, float] | None:
     return None
 
 
-def _softmax_input(tensor: Tensor) -> tuple[Tensor, tuple[Tensor, ...]] | None:
-    """``(x, (max, sub, exp, sum, tensor))`` when ``tensor`` is ``ops.softmax(x)`` over the last
-    axis (its five computes), else None."""
+def _scaled_load(expr: Expr) -> tuple[Load, float | None] | None:
+    """``(load, c)`` when ``expr`` is ``load * c`` (casts allowed), ``(load, None)`` when it is a
+    load, else None: a softmax's input as the inline_elementwise pass leaves it (the scale folded
+    into the row max and the exponent)."""
+    expr = _strip(expr)
+    if isinstance(expr, Load):
+        return expr, None
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        for load, const in ((_strip(expr.a), _strip(expr.b)), (_strip(expr.b), _strip(expr.a))):
+            if isinstance(load, Load) and isinstance(const, Const):
+                return load, float(const.value)
+    return None
+
+
+def _softmax_input(tensor: Tensor
+                   ) -> tuple[Tensor, tuple[Tensor, ...], float | None] | None:
+    """``(x, computes, scale)`` when ``tensor`` is ``ops.softmax(x)`` over the last axis — its
+    five computes (max, sub, exp, sum, tensor), or four when the graph passes folded the
+    subtraction into the exponent, with ``x * scale`` read in place of ``x`` when they folded
+    an ``ops.scale`` in (``scale`` None otherwise) — else None."""
     body = _body(tensor)
     if not isinstance(body, Binary) or body.op is not BinaryOp.DIV:
         return None
@@ -192,21 +209,25 @@ def _softmax_input(tensor: Tensor) -> tuple[Tensor, tuple[Tensor, ...]] | None:
             and _single_load(total_body.body) is exp and total.ndim == tensor.ndim - 1):
         return None
     sub = _single_load(exp_body.x)
-    sub_body = getattr(sub.op, "body", None) if sub is not None else None
+    sub_body = getattr(sub.op, "body", None) if sub is not None else _strip(exp_body.x)
     if not (isinstance(sub_body, Binary) and sub_body.op is BinaryOp.SUB):
         return None
-    x, row_max = _single_load(sub_body.a), _single_load(sub_body.b)
+    value, row_max = _scaled_load(sub_body.a), _single_load(sub_body.b)
     max_body = getattr(row_max.op, "body", None) if row_max is not None else None
-    if x is None or not (isinstance(max_body, Reduce) and max_body.op is ReduceOp.MAX
-                         and _single_load(max_body.body) is x):
+    if value is None or not (isinstance(max_body, Reduce) and max_body.op is ReduceOp.MAX):
+        return None
+    (load, scale), reduced_value = value, _scaled_load(max_body.body)
+    if reduced_value is None or reduced_value[0].tensor is not load.tensor \
+            or reduced_value[1] != scale:
         return None
     # the reductions run over the last axis: the reduced axis indexes x's last dimension
     reduced = max_body.axes
-    load = _strip(max_body.body)
-    if len(reduced) != 1 or not isinstance(load, Load) or load.indices[-1] is not reduced[0]:
+    if len(reduced) != 1 or reduced_value[0].indices[-1] is not reduced[0]:
         return None
-    assert row_max is not None and sub is not None
-    return x, (row_max, sub, exp, total, tensor)
+    assert row_max is not None
+    middle = (row_max, sub, exp, total, tensor) if sub is not None else (
+        row_max, exp, total, tensor)
+    return load.tensor, middle, scale
 
 
 def relu_input(tensor: Tensor) -> Tensor | None:
@@ -238,10 +259,10 @@ def match_chain(e: Tensor) -> FusedChain | None:
         computes, middle, relu = [middle], below, True
     found = None if relu else _softmax_input(middle)
     if found is not None:
-        middle, five = found
-        computes = list(five)
+        middle, softmax_computes, scale = found
+        computes = list(softmax_computes)
         softmax = True
-        scaled = _scale_of(middle)
+        scaled = _scale_of(middle) if scale is None else None
         if scaled is not None:
             computes.insert(0, middle)
             middle, scale = scaled
