@@ -39,3 +39,18 @@ def test_a_graph_without_dead_code_is_returned_unchanged():
     A = te.placeholder((3,), name="A")
     graph = tc.Graph.from_outputs([ops.relu(A, name="Y")])
     assert eliminate_dead_code(graph) is graph
+
+
+def test_a_pruned_branch_holding_the_last_read_of_an_input_is_kept():
+    # found by the random-program test: X is read only in a branch never taken (j - 2 < 0
+    # for j < 2); pruning it would drop X from the graph's inputs, which callers still pass
+    Y = te.placeholder((1, 2), "int32", name="Y")
+    X = te.placeholder((1, 2), "int32", name="X")
+    E = te.compute((1, 2), lambda i, j: Y[0, j] - te.select(j - 2 >= 0, X[i, (j - 2) % 2], 0),
+                   name="E")
+    graph = tc.Graph.from_outputs([E])
+    after = eliminate_dead_code(graph)
+    check_equivalent_interface(graph, after, "eliminate_dead_code")
+    exe = tc.compile(graph, target="x86_avx512")
+    y, x = np.array([[5, 7]], np.int32), np.array([[1, 2]], np.int32)
+    np.testing.assert_array_equal(exe(Y=y, X=x), y)

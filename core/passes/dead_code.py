@@ -114,7 +114,12 @@ class EliminateDeadCode:
             if body is not tensor.body:
                 replacements[tensor] = with_body(tensor, body)
         # a graph is rebuilt from its outputs: computes nothing reads any more are left out
-        return rebuild_graph(graph, replacements)
+        pruned = rebuild_graph(graph, replacements)
+        if [t.name for t in pruned.inputs] != [t.name for t in graph.inputs]:
+            # a pruned branch held the last read of an input: the graph would lose it, and its
+            # callers pass it; the selects stay (found by tests/test_random_programs.py)
+            return graph
+        return pruned
 
 
 eliminate_dead_code = EliminateDeadCode()
