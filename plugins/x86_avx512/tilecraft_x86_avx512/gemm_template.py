@@ -70,6 +70,11 @@ MIN_FLOPS = 2 * 32 * 32 * 32
 #: a product with fewer rows or columns than this is a matrix-vector product in disguise
 MIN_SIDE = 4
 CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC")
+#: zmm registers Eq. 3.4 leaves free: with all 32 in the tile's budget (4 x 96: 24 accumulators,
+#: 6 B vectors, a broadcast) LLVM's scheduler loads the next k step's B vectors early and spills
+#: an accumulator to the stack every step. 512x768x768 with constant B, 1 thread, Xeon
+#: (Sapphire Rapids): 4 x 96 117 GFLOP/s, 6 x 64 (29 registers) 140-155
+SPARE_REGISTERS = 2
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -79,11 +84,12 @@ def _ceil_div(a: int, b: int) -> int:
 def tile_candidates(contraction: Contraction, registers: int = 32,
                     count: int = 12) -> list[tuple[int, int]]:
     """``(MI, NR)`` register tiles, best first: Eq. 3.4's intensity discounted by the padding a
-    tile wastes on this problem's M and N."""
+    tile wastes on this problem's M and N, with :data:`SPARE_REGISTERS` of the ``registers``
+    left to the scheduler."""
     _, m, n, k = contraction.extents()
     scored = []
     mi_max = OUTER_PRODUCT_F32.parameters["MI"].maximum or registers
-    for b in register_blocking_candidates(registers, ki=min(k, 256)):
+    for b in register_blocking_candidates(registers - SPARE_REGISTERS, ki=min(k, 256)):
         nr = b.ni * 16
         if nr not in OUTER_PRODUCT_F32.parameters["NR"].choices or b.mi > mi_max:
             continue
