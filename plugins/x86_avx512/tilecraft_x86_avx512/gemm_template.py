@@ -28,7 +28,7 @@ GEMM's B inside the main kernel, per block of panels (:func:`grouped_block_panel
 >>> c = as_contraction(ops.matmul(te.placeholder((100, 64), name="A"),
 ...                               te.placeholder((64, 48), name="B")))
 >>> default_config(c, l1_bytes=49152, l2_bytes=1048576, threads=2)
-{'MI': 8, 'NR': 48, 'KC': 64, 'MC': 56, 'PACK_A': 0, 'NC': 0}
+{'MI': 6, 'NR': 64, 'KC': 64, 'MC': 54, 'PACK_A': 0, 'NC': 0}
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def _ceil_div(a: int, b: int) -> int:
 def tile_candidates(contraction: Contraction, registers: int = 32,
                     count: int = 12) -> list[tuple[int, int]]:
     """``(MI, NR)`` register tiles, best first: Eq. 3.4's intensity discounted by the padding a
-    tile wastes on this problem's M and N, with :data:`SPARE_REGISTERS` of the ``registers``
-    left to the scheduler."""
+    tile wastes on this problem's M and N (on N, up to whole vectors: the micro-kernel computes
+    only the vectors of a ragged panel's columns), with :data:`SPARE_REGISTERS` of the
+    ``registers`` left to the scheduler."""
     _, m, n, k = contraction.extents()
     scored = []
     mi_max = OUTER_PRODUCT_F32.parameters["MI"].maximum or registers
@@ -94,7 +95,8 @@ def tile_candidates(contraction: Contraction, registers: int = 32,
         if nr not in OUTER_PRODUCT_F32.parameters["NR"].choices or b.mi > mi_max:
             continue
         m_use = m / (_ceil_div(m, b.mi) * b.mi)
-        n_use = n / (_ceil_div(n, nr) * nr)
+        # the ragged last panel computes only the vectors holding its columns
+        n_use = n / (n // nr * nr + _ceil_div(n % nr, 16) * 16)
         scored.append((b.intensity * m_use * n_use, b.mi, nr))
     scored.sort(key=lambda s: (-s[0], -s[1] * s[2]))
     return [(mi, nr) for _, mi, nr in scored[:count]]
