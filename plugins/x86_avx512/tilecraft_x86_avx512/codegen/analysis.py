@@ -139,6 +139,179 @@ def flat_coefficient(buffer: Buffer, indices: Sequence[Expr], var: Var) -> int |
     return total
 
 
+def unclamped(index: Expr) -> tuple[Expr, int | None, int | None] | None:
+    """``(e, lo, hi)`` when ``index`` is ``e`` clamped by constants, ``max(min(e, hi), lo)``
+    (either order, either side alone); None otherwise.
+
+    >>> from tilecraft.te import Var
+    >>> from tilecraft.te.expr import Binary, BinaryOp, const
+    >>> w = Var("w")
+    >>> e, lo, hi = unclamped(Binary(BinaryOp.MAX, Binary(BinaryOp.MIN, w - 1, const(55)),
+    ...                              const(0)))
+    >>> str(e), lo, hi
+    ('(w - 1)', 0, 55)
+    """
+    lo = hi = None
+    while isinstance(index, Binary) and index.op in (BinaryOp.MAX, BinaryOp.MIN):
+        bound = const_int(index.b)
+        if bound is None or (index.op is BinaryOp.MAX and lo is not None) \
+                or (index.op is BinaryOp.MIN and hi is not None):
+            break
+        if index.op is BinaryOp.MAX:
+            lo = bound
+        else:
+            hi = bound
+        index = index.a
+    if lo is None and hi is None:
+        return None
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    return index, lo, hi
+
+
+def _at_lane_zero_divisible(expr: Expr, var: Var, m: int) -> bool:
+    """Whether ``expr`` is a multiple of ``m`` wherever ``var`` is (``var`` itself is taken as
+    a multiple of ``m``: a vector loop's lane 0 runs at multiples of its lanes)."""
+    if isinstance(expr, Const) and not isinstance(expr.value, bool) \
+            and isinstance(expr.value, int):
+        return expr.value % m == 0
+    if isinstance(expr, Var):
+        return expr == var
+    if isinstance(expr, Cast) and expr.dtype.is_int and expr.x.dtype.is_int:
+        return _at_lane_zero_divisible(expr.x, var, m)
+    if isinstance(expr, Binary) and expr.dtype.is_int:
+        a = _at_lane_zero_divisible(expr.a, var, m)
+        b = _at_lane_zero_divisible(expr.b, var, m)
+        if expr.op in (BinaryOp.ADD, BinaryOp.SUB):
+            return a and b
+        if expr.op is BinaryOp.MUL:
+            return a or b
+        if expr.op is BinaryOp.MOD:
+            k = const_int(expr.b)
+            return a and k is not None and k % m == 0
+    return False
+
+
+def lane_coefficient(expr: Expr, var: Var, lanes: int) -> int | None:
+    """How ``expr`` moves from lane to lane of a vector loop over ``var`` whose lane 0 runs at
+    multiples of ``lanes``: ``c`` when lane ``l`` has the value of lane 0 plus ``c * l``; None
+    when it does not move so. Beyond :func:`affine_coefficient`, a floor division or modulo by
+    a multiple of ``lanes`` of ``var + r`` (``r`` a multiple of ``lanes``) is lane-invariant
+    (division) or moves by one (modulo) inside one vector — a head split's ``(t * 768 + d)
+    // 64`` over 16 lanes. Only for addressing: across vectors such an index still varies.
+
+    >>> from tilecraft.te import Var
+    >>> i, j = Var("i"), Var("j")
+    >>> lane_coefficient((i * 768 + j) // 64, j, 16), lane_coefficient((i * 768 + j) % 64, j, 16)
+    (0, 1)
+    >>> lane_coefficient((i * 768 + j) // 56, j, 16) is None
+    True
+    """
+    if not depends_on(expr, var):
+        return 0
+    if isinstance(expr, Var):
+        return 1
+    if isinstance(expr, Cast) and expr.dtype.is_int and expr.x.dtype.is_int:
+        return lane_coefficient(expr.x, var, lanes)
+    if not (isinstance(expr, Binary) and expr.dtype.is_int):
+        return None
+    if expr.op in (BinaryOp.FLOORDIV, BinaryOp.MOD):
+        k = const_int(expr.b)
+        inner = lane_coefficient(expr.a, var, lanes)
+        if k is None or k <= 0 or inner is None or depends_on(expr.b, var):
+            return None
+        if inner == 0:
+            return 0
+        if inner != 1 or k % lanes or not _at_lane_zero_divisible(expr.a, var, lanes):
+            return None
+        return 0 if expr.op is BinaryOp.FLOORDIV else 1
+    ca, cb = lane_coefficient(expr.a, var, lanes), lane_coefficient(expr.b, var, lanes)
+    if ca is None or cb is None:
+        return None
+    if expr.op is BinaryOp.ADD:
+        return ca + cb
+    if expr.op is BinaryOp.SUB:
+        return ca - cb
+    if expr.op is BinaryOp.MUL:
+        if ca == 0 and (k := const_int(expr.a)) is not None:
+            return k * cb
+        if cb == 0 and (k := const_int(expr.b)) is not None:
+            return k * ca
+    return None
+
+
+def _recombined(terms: dict[Expr, int]) -> bool:
+    """One step of ``K * (n // K) + (n % K) = n`` (scaled) on a linear form over atoms:
+    replaces the pair by ``n``'s own terms; False when no pair is found."""
+    for atom, scale in list(terms.items()):
+        if not (isinstance(atom, Binary) and atom.op is BinaryOp.MOD):
+            continue
+        k = const_int(atom.b)
+        if k is None or k <= 0:
+            continue
+        quotient = _linear_terms(Binary(BinaryOp.FLOORDIV, atom.a, atom.b))
+        partner = next(iter(quotient)) if len(quotient) == 1 else None
+        if partner is None or quotient[partner] != 1 or terms.get(partner) != scale * k:
+            continue
+        del terms[atom], terms[partner]
+        for sub, coef in _linear_terms(atom.a).items():
+            terms[sub] = terms.get(sub, 0) + coef * scale
+        return True
+    return False
+
+
+def _linear_terms(expr: Expr) -> dict[Expr, int]:
+    """``expr`` as ``sum(coef * atom)``: atoms are variables, constants' unit (``Const(1)``),
+    and whatever is not a sum or a product by a constant (divisions, modulos, ...)."""
+    if isinstance(expr, Const) and expr.dtype.is_int:
+        return {Const(1, expr.dtype): int(expr.value)}
+    if isinstance(expr, Cast) and expr.dtype.is_int and expr.x.dtype.is_int:
+        return _linear_terms(expr.x)
+    if isinstance(expr, Binary) and expr.dtype.is_int:
+        if expr.op in (BinaryOp.ADD, BinaryOp.SUB):
+            sign = 1 if expr.op is BinaryOp.ADD else -1
+            terms = _linear_terms(expr.a)
+            for atom, coef in _linear_terms(expr.b).items():
+                terms[atom] = terms.get(atom, 0) + sign * coef
+            return terms
+        if expr.op is BinaryOp.MUL:
+            for k, other in ((const_int(expr.a), expr.b), (const_int(expr.b), expr.a)):
+                if k is not None:
+                    return {atom: coef * k for atom, coef in _linear_terms(other).items()}
+        if expr.op is BinaryOp.FLOORDIV and isinstance(expr.a, Binary) \
+                and expr.a.op is BinaryOp.FLOORDIV:  # (n // a) // b == n // (a * b)
+            a, b = const_int(expr.a.b), const_int(expr.b)
+            if a is not None and b is not None and a > 0 and b > 0:
+                return _linear_terms(Binary(BinaryOp.FLOORDIV, expr.a.a,
+                                            Const(a * b, expr.b.dtype)))
+    return {expr: 1}
+
+
+def vector_flat_coefficient(buffer: Buffer, indices: Sequence[Expr], var: Var,
+                            lanes: int) -> int | None:
+    """The coefficient of ``var`` in the element offset of ``buffer[indices]`` inside one
+    vector of a loop over ``var`` (see :func:`lane_coefficient`), also where a fused loop's
+    ``f // K`` and ``f % K`` index adjacent dimensions (``K * (f // K) + f % K == f``)."""
+    per_index = [lane_coefficient(index, var, lanes) for index in indices]
+    if all(c is not None for c in per_index):
+        return sum(c * stride for c, stride in zip(per_index, buffer.strides()))
+    terms: dict[Expr, int] = {}
+    for index, stride in zip(indices, buffer.strides()):
+        for atom, coef in _linear_terms(index).items():
+            terms[atom] = terms.get(atom, 0) + coef * stride
+    while _recombined(terms):
+        pass
+    total = 0
+    for atom, coef in terms.items():
+        if coef == 0:
+            continue
+        c = lane_coefficient(atom, var, lanes)
+        if c is None:
+            return None
+        total += c * coef
+    return total
+
+
 # statements ----------------------------------------------------------------------------------
 def stmt_exprs(stmt: Stmt) -> tuple[Expr, ...]:
     """The expressions a statement evaluates itself (not those of nested statements)."""

@@ -25,9 +25,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tilecraft.kernel_ir.nodes import Buffer
-from tilecraft.te.expr import Expr
+from tilecraft.te.expr import Const, Expr
 from tilecraft_x86_avx512.codegen import convert
-from tilecraft_x86_avx512.codegen.analysis import flat_coefficient
+from tilecraft_x86_avx512.codegen.analysis import (
+    depends_on,
+    flat_coefficient,
+    unclamped,
+    vector_flat_coefficient,
+)
 from tilecraft_x86_avx512.codegen.builder import Value
 from tilecraft_x86_avx512.codegen.context import EmitContext
 from tilecraft_x86_avx512.codegen.types import INDEX, mangle, storage_type, vector_type
@@ -79,10 +84,12 @@ class MemoryEmitter:
         return Value(reg, "ptr", offset.lanes)
 
     def _coefficient(self, buffer: Buffer, indices: Sequence[Expr]) -> int | None:
+        """How the element offset moves from lane to lane inside one vector (see
+        :func:`~.analysis.vector_flat_coefficient`); 0 outside vector loops."""
         vector = self.ctx.vector
         if vector is None:
             return 0
-        return flat_coefficient(buffer, indices, vector.var)
+        return vector_flat_coefficient(buffer, indices, vector.var, vector.lanes)
 
     # loads -----------------------------------------------------------------------------------
     def load(self, buffer: Buffer, indices: Sequence[Expr]) -> Value:
@@ -96,7 +103,8 @@ class MemoryEmitter:
         align = buffer.dtype.bytes
         coefficient = self._coefficient(buffer, indices)
         if vector is None or coefficient == 0:
-            address = self.address(buffer, self.offset(buffer, indices))
+            with self.ctx.lane_zero():  # lane-invariant inside the vector, maybe not across
+                address = self.address(buffer, self.offset(buffer, indices))
             return Value(fb.define(f"load {elem}, ptr {address.ref}, align {align}", "ld"), elem)
         lanes, mask = vector.lanes, vector.mask
         vec = vector_type(elem, lanes)
@@ -111,6 +119,8 @@ class MemoryEmitter:
                                         Value("poison", elem, lanes)], lanes)
         if coefficient is not None and 2 <= coefficient <= MAX_SHUFFLE_STRIDE:
             return self._strided_load(buffer, indices, coefficient)
+        if coefficient is None and (clamped := self._clamped_load(buffer, indices)) is not None:
+            return clamped
         addresses = self.address(buffer, fb.broadcast(self.offset(buffer, indices), lanes))
         name = f"llvm.masked.gather.{mangle(elem, lanes)}.{mangle('ptr', lanes)}"
         active = mask if mask is not None else Value("splat (i1 true)", "i1", lanes)
@@ -146,6 +156,50 @@ class MemoryEmitter:
                            f"<{lanes} x i32> <{picks}>", "strided")
         return Value(picked, elem, lanes)
 
+    def _clamped_load(self, buffer: Buffer, indices: Sequence[Expr]) -> Value | None:
+        """A load whose one lane-varying index is clamped, ``A[r, max(min(w - 1, hi), lo)]``
+        (lowering's guard clamps, :mod:`tilecraft.lower.guards`), read without a gather: a
+        masked contiguous (or strided) load of the lanes whose unclamped index is inside
+        ``[lo, hi]``, blended with ``A[r, lo]`` / ``A[r, hi]`` for the lanes below / above.
+        None where the access has another shape."""
+        vector = self.ctx.vector
+        assert vector is not None
+        lanes = vector.lanes
+        varying = [d for d, index in enumerate(indices) if depends_on(index, vector.var)]
+        if len(varying) != 1:
+            return None
+        (dim,) = varying
+        peeled = unclamped(indices[dim])
+        if peeled is None:
+            return None
+        inner, lo, hi = peeled
+        extent = buffer.shape[dim]
+        if (lo is not None and not 0 <= lo < extent) or (hi is not None and not 0 <= hi < extent):
+            return None
+        unclamped_indices = (*indices[:dim], inner, *indices[dim + 1:])
+        coefficient = vector_flat_coefficient(buffer, unclamped_indices, vector.var, lanes)
+        if coefficient is None or not 1 <= coefficient <= MAX_SHUFFLE_STRIDE:
+            return None
+        fb = self.fb
+        position = self.exprs.index(inner)  # per lane
+        inside: Value | None = None
+        edges: list[tuple[Value, Expr]] = []
+        for bound, predicate in ((lo, "sge"), (hi, "sle")):
+            if bound is None:
+                continue
+            ok = fb.compare("icmp", predicate, position, Value(str(bound), INDEX))
+            inside = ok if inside is None else fb.binop("and", inside, ok)
+            edges.append((ok, Const(bound, inner.dtype)))
+        assert inside is not None
+        mask = inside if vector.mask is None else fb.binop("and", inside, vector.mask)
+        with self.ctx.masked(mask):
+            value = self.load_stored(buffer, unclamped_indices)
+        for ok, bound in edges:  # lanes the clamp moved read the edge element
+            with self.ctx.lane_zero():
+                edge = self.load_stored(buffer, (*indices[:dim], bound, *indices[dim + 1:]))
+            value = fb.select(ok, value, fb.broadcast(edge, lanes))
+        return value
+
     # stores ----------------------------------------------------------------------------------
     def store(self, buffer: Buffer, indices: Sequence[Expr], value: Value) -> None:
         """``buffer[indices] = value`` (a compute-type value; rounded to the storage type).
@@ -155,6 +209,8 @@ class MemoryEmitter:
         elem = storage_type(buffer.dtype)
         align = buffer.dtype.bytes
         coefficient = self._coefficient(buffer, indices)
+        if coefficient == 0 and vector is not None:  # lanes collide: the scalar analysis
+            coefficient = flat_coefficient(buffer, indices, vector.var)
         if vector is None or coefficient == 0:
             if stored.is_vector:
                 raise self.ctx.error(f"a lane-varying value is stored to the lane-invariant "
