@@ -44,10 +44,10 @@ from typing import Any
 
 from tilecraft.kernel_ir.nodes import LoopKind
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.schedule.strategies.base import contiguous_loads
+from tilecraft.schedule.strategies.base import contiguous_loads, fuse_all
 from tilecraft.target.spec import SchedulePrimitive
 from tilecraft.te.bounds import affine
-from tilecraft.te.expr import IterVar
+from tilecraft.te.expr import IterVar, Load
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import loads_in, vars_in
 
@@ -64,6 +64,81 @@ def _streamed_contiguous(tensor: Tensor, axis: IterVar) -> int:
                 if any(v in reduce for index in load.indices for v in vars_in(index))]
     forms = [affine(load.indices[-1]) for load in streamed if load.indices]
     return sum(1 for form in forms if form is not None and form.terms().get(axis) == 1)
+
+
+#: the largest step along the innermost spatial axis with which a load still reads vectors of
+#: nearby elements (a wide load and a shuffle) rather than scattered ones
+SMALL_STRIDE = 4
+
+
+def _short_window(tensor: Tensor, reduce_axis: IterVar, spatial_axis: IterVar,
+                  lanes: int) -> bool:
+    """Whether a reduction along memory is a short window sliding with the output — max
+    pooling's ``x[.., h * 2 + rh, w * 2 + rw]`` over 3 taps: fewer taps than ``lanes``, more
+    outputs along ``spatial_axis`` than taps, and every load stepping along ``spatial_axis``
+    by at most :data:`SMALL_STRIDE` elements in its last index only. Vectors then run along
+    the outputs (strided loads) instead of filling 3 of 16 lanes with taps."""
+    if lanes <= 1 or reduce_axis.extent >= lanes or spatial_axis.extent <= reduce_axis.extent:
+        return False
+    for load in loads_in(tensor.body):
+        if not load.indices:
+            continue
+        if any(spatial_axis in vars_in(index) for index in load.indices[:-1]):
+            return False
+        form = affine(load.indices[-1])
+        if form is None or form.terms().get(spatial_axis, 0) > SMALL_STRIDE:
+            return False
+    return True
+
+
+def _row_major_terms(load: Load) -> dict[IterVar, int] | None:
+    """The coefficient of each axis in ``load``'s row-major element offset (None when an
+    index is not affine)."""
+    terms: dict[IterVar, int] = {}
+    stride = 1
+    for index, extent in zip(reversed(load.indices), reversed(load.tensor.shape)):
+        form = affine(index)
+        if form is None:
+            return None
+        for var, coef in form.terms().items():
+            if isinstance(var, IterVar):
+                terms[var] = terms.get(var, 0) + coef * stride
+        stride *= extent
+    return terms
+
+
+def _flattened(tensor: Tensor, spatial: list[int], options: LoweringOptions) -> list[int]:
+    """The trailing spatial axes (positions) of an elementwise compute that every load reads
+    as one contiguous run, or not at all — ``out[c, h, w] = x[c, h, w] + bias[c]`` gives
+    ``(h, w)``: fused, they make one long vector loop instead of ``h`` short ones of ``w``
+    lanes. Enough leading iterations (``options.parallel_threshold``) stay outside for the
+    parallel loop; fewer than two axes means no flattening."""
+    loads = [_row_major_terms(load) for load in loads_in(tensor.body)]
+    if any(terms is None for terms in loads):
+        return []
+    axes = tensor.axes
+    outer = 1
+    for p in spatial:
+        outer *= axes[p].extent
+    keep = options.parallel_threshold if options.parallel and options.allows(LoopKind.PARALLEL) \
+        else 1
+    chosen: list[int] = []
+    for p in reversed(spatial):
+        group = [p, *chosen]
+        inner = 1
+        natural = {}
+        for q in reversed(group):
+            natural[axes[q]] = inner
+            inner *= axes[q].extent
+        if chosen and outer // inner < keep:
+            break
+        fits = all(all(terms.get(axes[q], 0) == 0 for q in group)
+                   or all(terms.get(axes[q], 0) == natural[axes[q]] for q in group)
+                   for terms in loads if terms is not None)
+        if not fits:
+            break
+        chosen.insert(0, p)
+    return chosen if len(chosen) > 1 else []
 
 
 class CpuStrategy:
@@ -86,7 +161,9 @@ class CpuStrategy:
         reorder = target.offers(SchedulePrimitive.REORDER)
         inner_spatial = [last_spatial] if reorder and reduce and last_spatial in spatial else []
         if (inner_spatial and _streamed_contiguous(tensor, axes[last_spatial]) == 0
-                and contiguous_loads(tensor, axes[reduce[-1]]) > 0):
+                and contiguous_loads(tensor, axes[reduce[-1]]) > 0
+                and not _short_window(tensor, axes[reduce[-1]], axes[last_spatial],
+                                      options.lanes(tensor.dtype))):
             inner_spatial = []  # a row reduction: the reduce axis is the vector one
         outer_spatial = [p for p in spatial if p not in inner_spatial]
         order = outer_spatial + reduce + inner_spatial
@@ -103,8 +180,11 @@ class CpuStrategy:
             candidates = [p for p in reduce if p != vector]
             if candidates and axes[candidates[-1]].extent <= options.unroll_limit:
                 unrolled = candidates[-1]
-        parallel = self._parallel_axes(order, outer_spatial, vector, axes, options, target,
-                                       reorder)
+        flat = _flattened(tensor, spatial, options) \
+            if vector == last_spatial and not reduce and target.offers(SchedulePrimitive.FUSE) \
+            else []
+        parallel = self._parallel_axes([p for p in order if p not in flat[:-1]], outer_spatial,
+                                       vector, axes, options, target, reorder)
 
         if reorder:  # axes of extent 1 (no loop) outside, reduce ones inside the nest
             unused = [p for p in range(len(roots)) if p not in order]
@@ -117,7 +197,9 @@ class CpuStrategy:
             fused = loops[0] if len(loops) == 1 else \
                 stage.fuse(*loops, name="_".join(loop.name for loop in loops))
             stage.parallel(fused)
-        if vector is not None:
+        if len(flat) > 1:  # contiguous trailing axes: one long vector loop
+            stage.vectorize(fuse_all(stage, [roots[p] for p in flat]), lanes=lanes)
+        elif vector is not None:
             stage.vectorize(roots[vector], lanes=lanes)
         if unrolled is not None:
             stage.unroll(roots[unrolled], factor=axes[unrolled].extent)

@@ -1,0 +1,99 @@
+"""The CPU strategy on memory-bound computes: a short sliding window (max pooling's 3 taps) is
+vectorised along the outputs, not the taps; an elementwise compute whose loads read its
+trailing axes as one contiguous run gets them fused into one vector loop, leaving the
+parallel loop enough iterations. Schedules, and x86 results against the reference on awkward
+shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft import ops, te
+from tilecraft.lower import LoweringOptions
+from tilecraft.reference import run
+from tilecraft.schedule.strategies.base import schedule_with_strategy
+from tilecraft.target.registry import get_target
+
+OPTIONS = LoweringOptions(vector_lanes=16, cores=2)
+
+needs_x86 = pytest.mark.skipif(not get_target("x86_avx512").available().execute,
+                               reason="x86_avx512 cannot execute on this machine")
+
+
+def _describe(tensor: te.Tensor, options: LoweringOptions = OPTIONS) -> str:
+    return schedule_with_strategy(tensor, options)[tensor].describe()
+
+
+def test_max_pooling_is_vectorised_along_its_outputs():
+    x = te.placeholder((1, 8, 23, 23), name="x")
+    pooled = ops.max_pool2d(x, 3, stride=2, padding=1, name="p")
+    assert "w: vector(12, lanes=16)" in _describe(pooled)
+
+
+def test_long_rows_stay_row_reductions():
+    x = te.placeholder((6, 40), name="x")
+    k = te.reduce_axis(40, "k")
+    total = te.compute((6,), lambda i: te.sum(x[i, k], axis=k), name="t")
+    assert "k: vector(40" in _describe(total)
+    window = te.reduce_axis(3, "r")  # three taps but only two outputs per row: taps stay
+    few = te.compute((6, 2), lambda i, j: te.max(x[i, j * 3 + window], axis=window), name="f")
+    assert "r: vector(3" in _describe(few)
+
+
+def test_a_window_read_across_rows_stays_a_row_reduction():
+    x = te.placeholder((30, 8), name="x")
+    r = te.reduce_axis(8, "r")  # out[j] reads the column j: j steps whole rows
+    out = te.compute((30,), lambda j: te.max(x[j, r], axis=r), name="o")
+    assert "r: vector(8" in _describe(out)
+
+
+def test_contiguous_trailing_axes_are_one_vector_loop():
+    a = te.placeholder((1, 64, 7, 11), name="a")
+    b = te.placeholder((64,), name="b")
+    row = te.placeholder((1, 64, 1, 11), name="row")
+    biased = te.compute(a.shape, lambda n, c, h, w: a[n, c, h, w] + b[c], name="biased")
+    assert _describe(biased).endswith("c: parallel(64) > h_w: vector(77, lanes=16)")
+    # all of (c, h, w) would leave no parallel loop: c stays outside
+    plain = te.compute(a.shape, lambda n, c, h, w: a[n, c, h, w] * 2.0, name="plain")
+    assert _describe(plain).endswith("c: parallel(64) > h_w: vector(77, lanes=16)")
+    # without threads everything fuses
+    serial = LoweringOptions(vector_lanes=16, cores=1, parallel=False)
+    assert "c_h_w: vector(4928" in _describe(plain, serial)
+    # a load broadcast along h, a transposed read, a padded read: no fusion
+    broadcast = te.compute(a.shape, lambda n, c, h, w: a[n, c, h, w] + row[n, c, 0, w],
+                           name="broadcast")
+    assert "h: serial(7) > w: vector(11" in _describe(broadcast)
+    square = te.placeholder((1, 64, 11, 11), name="square")
+    transposed = te.compute(square.shape, lambda n, c, h, w: square[n, c, w, h], name="t")
+    assert "w: vector(11" in _describe(transposed)
+    padded = ops.pad(a, [(0, 0), (0, 0), (1, 1), (1, 1)], name="padded")
+    assert "i3: vector(13" in _describe(padded)
+
+
+@needs_x86
+@pytest.mark.parametrize("shape", [(1, 3, 13, 11), (2, 5, 7, 7), (1, 1, 2, 3), (1, 2, 1, 1),
+                                   (1, 17, 5, 1)])
+def test_memory_bound_computes_match_the_reference(shape):
+    x = te.placeholder(shape, name="x")
+    b = te.placeholder((shape[1],), name="b")
+    y = te.placeholder(shape, name="y")
+    outputs = [
+        ops.max_pool2d(ops.relu(x), 3, stride=2, padding=1, name="pooled"),
+        *([ops.max_pool2d(x, 2, name="pooled2")] if min(shape[2:]) >= 2 else []),
+        te.compute(shape, lambda n, c, h, w: te.max(x[n, c, h, w] + b[c] + y[n, c, h, w], 0.0),
+                   name="residual"),
+        te.compute(shape, lambda n, c, h, w: te.min(te.max(x[n, c, h, w], 0.0), 6.0),
+                   name="relu6"),
+    ]
+    rng = np.random.default_rng(sum(shape))
+    for out in outputs:
+        graph = tc.Graph.from_outputs([out])
+        inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32)
+                  for t in graph.inputs}
+        for threads in (1, 2):
+            from tilecraft_x86_avx512.target import X86Avx512Target
+
+            exe = tc.compile(graph, target=X86Avx512Target(threads=threads))
+            np.testing.assert_array_equal(exe(**inputs), run(graph, inputs))
