@@ -45,6 +45,7 @@ from tilecraft_x86_avx512.blocking.contraction_chain import (
     as_chain,
     lower_chain,
 )
+from tilecraft_x86_avx512.blocking.epilogue import epilogue_pairs, lower_with_epilogue
 from tilecraft_x86_avx512.blocking.row_group import lower_row_group, row_buffer_bytes
 from tilecraft_x86_avx512.microkernels import (
     OUTER_PRODUCT_F32,
@@ -248,6 +249,29 @@ def fuse_row_groups(graph: Graph, options: LoweringOptions, machine: BlockingMac
     return groups
 
 
+def fuse_epilogues(graph: Graph, options: LoweringOptions, machine: BlockingMachine,
+                   plan: FusionPlan | None, taken: set[str]) -> list[FusedGroup]:
+    """Each template contraction with no compute in ``taken`` and its elementwise consumer
+    (:func:`.blocking.epilogue.epilogue_pairs`) as one kernel computing the consumer on each
+    finished tile (:mod:`.blocking.epilogue`); a note for each reader of a template
+    contraction that does not fuse, with the reason. ``plan``'s decision, where it placed the
+    consumer, is quoted in the group's note."""
+    notes: list[str] = []
+    groups: list[FusedGroup] = []
+    decided = {} if plan is None else {d.subject: d for d in plan.decisions}
+    for producer, consumer in epilogue_pairs(graph, taken, notes):
+        kernels = lower_with_epilogue(producer, consumer, options, machine.l1_bytes,
+                                      machine.l2_bytes, machine.threads)
+        decision = decided.get(consumer.name)
+        planned = f" (planner: {decision.action.value})" if decision is not None else ""
+        groups.append(FusedGroup((producer.name, consumer.name), tuple(kernels), (
+            f"fused {producer.name} -> {consumer.name} into one kernel{planned}: "
+            f"{kernels[-1].attrs['schedule']}",)))
+    if notes:
+        groups.append(FusedGroup((), (), tuple(notes)))
+    return groups
+
+
 def _inexpressible(graph: Graph, anchors: tuple[str, ...]) -> str:
     """Why the x86 fused kernels cannot express a planned chain."""
     if len(anchors) != 2:
@@ -264,4 +288,5 @@ def _inexpressible(graph: Graph, anchors: tuple[str, ...]) -> str:
             "product's operand")
 
 
-__all__ = ["BlockingMachine", "chain_blocking", "column_chain_blocking", "fuse_chains"]
+__all__ = ["BlockingMachine", "chain_blocking", "column_chain_blocking", "fuse_chains",
+           "fuse_epilogues"]

@@ -54,9 +54,15 @@ from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512 import cpus
+from tilecraft_x86_avx512.blocking.depthwise import fuse_depthwise_pads
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
-from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains, fuse_row_groups
+from tilecraft_x86_avx512.fusion import (
+    BlockingMachine,
+    fuse_chains,
+    fuse_epilogues,
+    fuse_row_groups,
+)
 from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.header import c_header, c_identifier
 from tilecraft_x86_avx512.host import (
@@ -147,11 +153,18 @@ class X86Avx512Target(Target):
              plan: FusionPlan | None = None) -> list[FusedGroup]:
         """The contraction chains Chimera's ``plan`` fuses become one kernel each
         (:mod:`.fusion`), then each row group left (softmax, layer norm) one kernel
-        (:func:`.fusion.fuse_row_groups`)."""
+        (:func:`.fusion.fuse_row_groups`), then each template contraction left with its
+        elementwise consumer one kernel (:func:`.fusion.fuse_epilogues`), then each depthwise
+        convolution left with the pad only it reads one kernel
+        (:func:`.blocking.depthwise.fuse_depthwise_pads`)."""
         machine = BlockingMachine.from_spec(self.spec, self.threads)
         groups = fuse_chains(graph, options, machine, plan)
-        return groups + fuse_row_groups(graph, options, machine,
-                                        {name for group in groups for name in group.computes})
+        groups += fuse_row_groups(graph, options, machine,
+                                  {name for group in groups for name in group.computes})
+        groups += fuse_epilogues(graph, options, machine, plan,
+                                 {name for group in groups for name in group.computes})
+        return groups + fuse_depthwise_pads(graph, options,
+                                            {name for group in groups for name in group.computes})
 
     def native_lowering(self, tensor: Tensor,
                         options: LoweringOptions) -> LoweringEstimate | None:

@@ -28,6 +28,8 @@ packs its own blocks) and no workspace is written to memory and read back.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Buffer,
@@ -58,15 +60,20 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
     panel_copy,
 )
 
+if TYPE_CHECKING:
+    from tilecraft_x86_avx512.blocking.epilogue import Epilogue
+
 
 def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blocking: Blocking,
                        panels_per_block: int, options: LoweringOptions,
-                       pack_level: str | None = None) -> list[Kernel] | None:
+                       pack_level: str | None = None,
+                       epilogue: Epilogue | None = None) -> list[Kernel] | None:
     """One kernel computing ``contraction`` with B packed per block of ``panels_per_block``
     panels inside the parallel loop (see the module docstring), or ``None`` when A is not a
     row-major view of its tensor. ``rows_micro_kernel`` has semantics
     ``C[m, n] += A[m, k] * B[k, n]`` and parameters ``MI``, ``NR``, ``KI`` (and ``MV``,
-    ``NC`` on ragged edges)."""
+    ``NC`` on ragged edges). ``epilogue`` (:mod:`.epilogue`): an elementwise consumer computed
+    on each tile after the last ``KC`` slice, the kernel computing the consumer instead."""
     c, bl = contraction, blocking
     tensor = c.tensor
     batch, m_total, n_total, k_total = c.extents()
@@ -93,7 +100,9 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
     if found is None:
         return None
     a_view, a_base = found
-    out = Buffer(tensor.name, (batch, m_total, n_total), dtype, level=param_level)
+    out = Buffer(tensor.name, (batch, m_total, n_total), dtype, level=param_level) \
+        if epilogue is None else epilogue.out
+    last = eq(pc, k_blocks - 1) if k_blocks > 1 else None
     source = operand_source(c.b, c.batch_axes, c.n_axes, c.k_axes, options)
     local = Buffer(f"{tensor.name}_bblock", (per_block, kc, bl.nr), dtype,
                    level=pack_level or param_level)
@@ -111,7 +120,7 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
         tiles = edge_tiles(rows_micro_kernel, a_region, b_region, out, b_index, m0,
                            panel * bl.nr, m_total, n_total, bl.mi, bl.nr,
                            (("MI", bl.mi), ("NR", bl.nr), ("KI", ki)), eq(pc, 0), options,
-                           a_rows_dim=-2)
+                           a_rows_dim=-2, epilogue=epilogue, last=last)
         if panels % per_block:
             tiles = IfThenElse(panel < panels, tiles)
         compute = nest([(mb, m_blocks, LoopKind.SERIAL, 0), (jr, per_block, LoopKind.SERIAL, 0),
@@ -127,8 +136,8 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
                 f"read in place, B packed per block of {per_block} panels: parallel({outer}) > "
                 f"k-slices({k_blocks}) > [pack B block] > row blocks({m_blocks}) > panels"
                 f"({per_block}) > strips({strips})")
-    return [contraction_kernel(tensor, [source, a_view, out], body, rows_micro_kernel, schedule,
-                               options)]
+    finish = contraction_kernel if epilogue is None else epilogue.kernel
+    return [finish(tensor, [source, a_view, out], body, rows_micro_kernel, schedule, options)]
 
 
 __all__ = ["lower_block_packed"]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.nodes import (
@@ -77,6 +78,9 @@ from tilecraft_x86_avx512.blocking.building import (
     unit_axes,
     vector_kind,
 )
+
+if TYPE_CHECKING:
+    from tilecraft_x86_avx512.blocking.epilogue import Epilogue
 
 
 @dataclass(frozen=True)
@@ -138,13 +142,16 @@ def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]
 def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blocking,
                       options: LoweringOptions, workspace_level: str | None = None,
                       pack_level: str | None = None,
-                      rows_micro_kernel: str | None = None) -> list[Kernel]:
+                      rows_micro_kernel: str | None = None,
+                      epilogue: Epilogue | None = None) -> list[Kernel]:
     """The pack-B kernel and the main kernel of ``contraction`` (see the module docstring).
 
     ``micro_kernel`` names the target's micro-kernel with semantics
     ``C[m, n] += A[k, m] * B[k, n]`` and parameters ``MI``, ``NR``, ``KI``;
     ``rows_micro_kernel`` the one with ``C[m, n] += A[m, k] * B[k, n]`` that reads A in place
-    (used when ``blocking.pack_a`` is false and A is a row-major view).
+    (used when ``blocking.pack_a`` is false and A is a row-major view). ``epilogue``
+    (:mod:`.epilogue`): an elementwise consumer computed on each tile after its last ``KC``
+    slice, written where C would be (the main kernel then computes the consumer).
     """
     c, bl = contraction, blocking
     tensor = c.tensor
@@ -172,13 +179,16 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     a_buffer = Buffer(a_tensor.name, a_tensor.shape, a_tensor.dtype, level=param_level)
     # C viewed as [batch, M, N]: its axes are [batch..., m..., n...] (plus extent-1 axes), so
     # the view is the same row-major memory (the runtime reshapes the array to the parameter)
-    out = Buffer(tensor.name, (batch, m_total, n_total), dtype, level=param_level)
+    out = Buffer(tensor.name, (batch, m_total, n_total), dtype, level=param_level) \
+        if epilogue is None else epilogue.out
+    finish = contraction_kernel if epilogue is None else epilogue.kernel
     packed_in = Buffer(packed.name, packed.shape, dtype, level=packed.level)
     b_batched = packed.shape[0] > 1
     a_pack = Buffer(f"{tensor.name}_apacked", (strips, kc, bl.mi), dtype,
                     level=pack_level or param_level)
     t, pc, ir, kq, r = Var("t"), Var("pc"), Var("ir"), Var("kq"), Var("r")
     jr, ir2 = Var("jr"), Var("is")
+    last = eq(pc, k_blocks - 1) if k_blocks > 1 else None
     b_index = t // m_blocks if batch > 1 else const(0)
     mb = t % m_blocks
     m0 = mb * mc + ir2 * bl.mi
@@ -198,14 +208,14 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
             return edge_tiles(rows_micro_kernel, a_region, b_region, out, b_index, m0, n0,
                               m_total, n_total, bl.mi, bl.nr,
                               (("MI", bl.mi), ("NR", bl.nr), ("KI", ki)), eq(pc, 0), options,
-                              a_rows_dim=-2)
+                              a_rows_dim=-2, epilogue=epilogue, last=last)
 
         tiles = slice_tiles(kc) if k_last == kc else \
             IfThenElse(pc < k_blocks - 1, slice_tiles(kc), slice_tiles(k_last))
         body = nest([(t, outer, parallel_kind(options, outer), 0),
                      (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0),
                      (ir2, strips, LoopKind.SERIAL, 0)], tiles)
-        return [pack_kernel, contraction_kernel(
+        return [pack_kernel, finish(
             tensor, [a_view, packed_in, out], body, rows_micro_kernel,
             f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A read "
             f"in place: parallel({outer}) > k-slices({k_blocks}) > panels({nb}) > "
@@ -235,12 +245,13 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     b_region = Region(packed_in, (bp_batch, jr, pc * kc, const(0)), (1, 1, kc, bl.nr))
     params = (("MI", bl.mi), ("NR", bl.nr), ("KI", kc))
     tiles = edge_tiles(micro_kernel, a_region, b_region, out, b_index, m0, n0, m_total,
-                       n_total, bl.mi, bl.nr, params, eq(pc, 0), options)
+                       n_total, bl.mi, bl.nr, params, eq(pc, 0), options, epilogue=epilogue,
+                       last=last)
     loops = Seq((pack_a, nest([(jr, nb, LoopKind.SERIAL, 0),
                                (ir2, strips, LoopKind.SERIAL, 0)], tiles)))
     body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops))
     body = For(t, const(outer), parallel_kind(options, outer), body)
-    return [pack_kernel, contraction_kernel(
+    return [pack_kernel, finish(
         tensor, [a_buffer, packed_in, out], body, micro_kernel,
         f"micro-kernel {micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}: parallel({outer})"
         f" > k-slices({k_blocks}) > panels({nb}) > strips({strips})", options)]
@@ -322,14 +333,17 @@ def aligned_kc(contraction: Contraction, kc: int) -> int | None:
 def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffer,
                b_index: Expr, m0: Expr, n0: Expr, m_total: int, n_total: int, mi: int, nr: int,
                params: tuple[tuple[str, int], ...], first: Expr | None,
-               options: LoweringOptions, a_rows_dim: int = -1) -> Stmt:
+               options: LoweringOptions, a_rows_dim: int = -1,
+               epilogue: Epilogue | None = None, last: Expr | None = None) -> Stmt:
     """The micro-kernel call for the ``mi x nr`` tile of ``out[b_index]`` at ``(m0, n0)``
     (``m0`` a multiple of ``mi``, ``n0`` of ``nr``): a whole tile, or — on the ragged bottom or
     right edge of C — the same kernel told to write only its ``MV`` valid rows and ``NC``
     valid columns (static: ``m_total % mi`` and ``n_total % nr``), so no tile is copied.
     ``first``: when true, the tile is zeroed before the call (the first reduction slice).
     ``a_rows_dim``: which dimension of ``a_region`` holds the tile's rows (the last for A packed
-    ``[KI, MI]``, the one before for A read as rows ``[MI, KI]``)."""
+    ``[KI, MI]``, the one before for A read as rows ``[MI, KI]``). ``epilogue``: computed on
+    the tile's valid rows and columns after the call where ``last`` holds (the last reduction
+    slice; ``None``: always), while the tile is in L1."""
     row, col = Var("row"), Var("col")
     lanes = max(1, options.lanes(out.dtype))
 
@@ -345,7 +359,11 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
         call = MicroKernelCall(micro_kernel, (
             a_part, b_part, Region(out, (b_index, m0, n0), (1, rows, cols))),
             (*params, ("MV", rows), ("NC", cols)))
-        return call if first is None else Seq((IfThenElse(first, zero), call))
+        stmts: list[Stmt] = [call] if first is None else [IfThenElse(first, zero), call]
+        if epilogue is not None:
+            tail = epilogue.tile(b_index, m0, n0, rows, cols, options)
+            stmts.append(tail if last is None else IfThenElse(last, tail))
+        return stmts[0] if len(stmts) == 1 else Seq(tuple(stmts))
 
     mv, nc = m_total % mi, n_total % nr
     by_cols = variant(mi, nr) if not nc else IfThenElse(n0 + nr <= n_total, variant(mi, nr),
