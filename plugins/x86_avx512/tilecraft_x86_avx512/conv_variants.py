@@ -2,6 +2,12 @@
 
 Each is rewritten into computes the fast paths already handle:
 
+- a depthwise convolution (one input channel per output channel: ``groups == channels``, any
+  window, stride and dilation) runs on its own kernel (:mod:`.blocking.depthwise`): parallel
+  over channels, a vector loop along each output row with the window unrolled — not the
+  template, whose group split leaves a contraction of one row per group, nor the core's
+  loop nest (scalar at stride 2); its pad compute, where the target fuses it
+  (:func:`~.blocking.depthwise.fuse_depthwise_pads`), is read inline;
 - a grouped convolution (output channel ``k = g * Kg + kk``) has that axis split in two
   (the core's :func:`~tilecraft.passes.group_split.split_grouped_axis`): a batched contraction
   with the group as batch, run by the micro-kernel template;
@@ -26,6 +32,7 @@ from tilecraft.passes.group_split import split_grouped_axis
 from tilecraft.passes.transposed_conv import as_transposed_conv, transposed_as_gemm
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512.blocking.col2im import lower_col2im
+from tilecraft_x86_avx512.blocking.depthwise import as_depthwise, lower_depthwise
 from tilecraft_x86_avx512.gemm_template import lower_with_template
 
 
@@ -43,10 +50,14 @@ def lower_conv_variant(tensor: Tensor, options: LoweringOptions, l1_bytes: int, 
                        threads: int, config: Mapping[str, Any] | None = None
                        ) -> list[Kernel] | None:
     """The kernels of ``tensor`` on the x86 templates (see the module docstring), or ``None``
-    when none applies and no ``config`` forces the micro-kernel template."""
+    when none applies and no ``config`` forces the micro-kernel template (a ``config`` runs a
+    depthwise convolution on the template too)."""
     gather = as_col2im_gather(tensor) if not config else None
     if gather is not None:  # the col2im half of a scatter-form conv gradient
         return [lower_col2im(gather.conv, gather.cols.name, options)]
+    depthwise = as_depthwise(tensor) if not config else None
+    if depthwise is not None:  # its input read as a tensor: a pad fused with it is not
+        return [lower_depthwise(depthwise, options)]
     conv = as_transposed_conv(tensor)
     if conv is not None:
         cols, _ = transposed_as_gemm(conv)

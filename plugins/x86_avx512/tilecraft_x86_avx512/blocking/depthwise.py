@@ -1,0 +1,445 @@
+"""A depthwise convolution (NCHW, one input channel per output channel) as one x86 kernel.
+
+``y[n, k, h, w] = sum_{r, s} P[n, c(k), sh*h + dh*r + oh, sw*w + dw*s + ow] * W(k, r, s)`` is
+no contraction the micro-kernel template runs (its only reduction is the ``R x S`` window), and
+the core's loop nest runs it scalar (a stride-2 window is a gather per element). Here the
+kernel runs in parallel over ``(n, k)``; for each output row a vector loop along the output
+width (16 lanes, a masked tail) computes the row's outputs with the whole window unrolled into
+one expression, so the accumulators live in registers and each tap is one (strided, for
+stride 2: a wide masked load and a shuffle) vector load and one FMA.
+
+When ``P`` is the convolution's ``pad`` compute (:func:`as_pad`: ``select(box, value, fill)``
+with the box a conjunction of bounds on the two spatial axes) and the kernel is lowered with
+it (:func:`fuse_depthwise_pads`: the pad is read by the convolution alone), the pad is not
+materialised: each padded input row the window reaches is computed once into a ring of
+``span = dh*(R-1) + 1`` rows (an L1-resident local buffer, slot ``row % span``), the pad's
+``value`` evaluated only on the row's in-box column segment — no select, no out-of-range
+load — and ``fill`` stored on the rows and column segments outside it. ``value`` is whatever
+the graph passes left there (MobileNet's ``relu6(expand + bias)`` of the layer before): it is
+computed once per input element, not once per tap. Without a pad (or with one that other
+computes read too) the window reads the input directly.
+
+>>> from tilecraft import ops, te
+>>> from tilecraft.lower.options import LoweringOptions
+>>> y = ops.depthwise_conv2d(te.placeholder((1, 3, 9, 9), name="x"),
+...                          te.placeholder((3, 1, 3, 3), name="w"), stride=2, name="y")
+>>> kernel = lower_depthwise(as_depthwise(y), LoweringOptions(vector_lanes=16))
+>>> kernel.attrs["schedule"]
+'depthwise 3x3/2: parallel(3 channels) > rows(4) > vector(w=4, lanes=16), window unrolled'
+>>> print(*str(kernel).splitlines()[:4], sep=chr(10))
+kernel y(x: float32[1, 3, 9, 9], w: float32[3, 1, 3, 3], y: float32[1, 3, 4, 4]) -> (y):
+  for t in parallel(3):
+    for h in serial(4):
+      for wv in vector(4, lanes=16):
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tilecraft.dtypes import DType
+from tilecraft.graph import Graph
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    For,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.kernel_ir.simplify import simplify
+from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.target.base import FusedGroup
+from tilecraft.te.bounds import affine, facts_from_condition, tighten
+from tilecraft.te.expr import (
+    Binary,
+    BinaryOp,
+    Compare,
+    Const,
+    Expr,
+    IterVar,
+    Load,
+    Logical,
+    LogicalOp,
+    Reduce,
+    ReduceOp,
+    Select,
+    Var,
+    const,
+)
+from tilecraft.te.tensor import ComputeOp, Tensor
+from tilecraft.te.visit import loads_in, substitute, vars_in
+from tilecraft_x86_avx512.blocking.building import (
+    kernel_expr,
+    parallel_kind,
+    unique_params,
+    unit_axes,
+    vector_kind,
+)
+
+__all__ = ["Depthwise", "Pad", "as_depthwise", "as_pad", "fuse_depthwise_pads",
+           "lower_depthwise"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One spatial dimension of the window: input index ``stride * out + dilation * tap +
+    offset`` for ``out < outputs``, ``tap < taps``; ``tap_axis`` is ``None`` for one tap."""
+
+    out_axis: IterVar
+    tap_axis: IterVar | None
+    stride: int
+    dilation: int
+    offset: int
+
+    @property
+    def outputs(self) -> int:
+        return self.out_axis.extent
+
+    @property
+    def taps(self) -> int:
+        return self.tap_axis.extent if self.tap_axis is not None else 1
+
+    @property
+    def span(self) -> int:
+        """Input positions from the first tap of an output to its last (inclusive)."""
+        return self.dilation * (self.taps - 1) + 1
+
+    @property
+    def reach(self) -> int:
+        """Input positions the whole dimension reads, from ``offset`` on."""
+        return self.stride * (self.outputs - 1) + self.span
+
+
+@dataclass(frozen=True)
+class Pad:
+    """A ``pad`` compute ``P[i0, i1, i2, i3] = select(box, value, fill)``: ``box`` is
+    ``rows[0] <= i2 <= rows[1]`` and ``cols[0] <= i3 <= cols[1]`` (either side may be absent:
+    the full extent)."""
+
+    tensor: Tensor
+    value: Expr
+    fill: Const
+    rows: tuple[int, int]
+    cols: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Depthwise:
+    """A depthwise convolution ``tensor[n, k, h, w] = sum source * weight`` recognised by
+    :func:`as_depthwise`: ``source`` the input load (at channel ``k``, its spatial indices the
+    windows ``rows`` and ``cols``), ``weight`` the other factor (a function of ``k`` and the
+    taps)."""
+
+    tensor: Tensor
+    source: Load
+    weight: Expr
+    rows: Window
+    cols: Window
+
+    @property
+    def label(self) -> str:
+        r, s = self.rows, self.cols
+        stride = f"{r.stride}" if r.stride == s.stride else f"({r.stride},{s.stride})"
+        return f"{r.taps}x{s.taps}/{stride}"
+
+
+def _window(index: Expr, out_axis: IterVar, taps: Sequence[IterVar],
+            units: set[IterVar]) -> Window | None:
+    """``index`` as ``stride * out_axis + dilation * tap + offset`` (``tap`` one of ``taps``,
+    extent-1 axes ``units`` read as 0), or ``None``."""
+    form = affine(index)
+    if form is None:
+        return None
+    terms = {var: coef for var, coef in form.terms().items() if var not in units}
+    stride = terms.pop(out_axis, 0)
+    if out_axis.extent > 1 and stride < 1:
+        return None
+    used = [axis for axis in taps if axis in terms]
+    if len(used) > 1:
+        return None
+    tap = used[0] if used else None
+    dilation = terms.pop(tap, 1) if tap is not None else 1
+    if terms or dilation < 1 or form.constant < 0:
+        return None
+    return Window(out_axis, tap, max(stride, 1), dilation, form.constant)
+
+
+def as_depthwise(tensor: Tensor) -> Depthwise | None:
+    """``tensor`` as a float32 depthwise convolution (see :class:`Depthwise`), or ``None``:
+    a sum over at most two window axes (and extent-1 axes) of the product of a 4-d input load
+    — channel index the output channel ``k`` itself, last two indices the windows — and a
+    weight reading neither ``n`` nor the output position. With several filters per channel
+    (``k // multiplier``) a grouped convolution's group split leaves the template a
+    contraction of ``multiplier`` rows: that stays the template's.
+
+    >>> from tilecraft import ops, te
+    >>> x = te.placeholder((2, 5, 8, 8), name="x")
+    >>> dw = as_depthwise(ops.depthwise_conv2d(x, te.placeholder((5, 1, 3, 3), name="w"),
+    ...                                        padding=1, dilation=2, name="y"))
+    >>> dw.source.tensor.name, dw.label, dw.rows.dilation, dw.cols.offset
+    ('y_pad', '3x3/1', 2, 0)
+    >>> as_depthwise(ops.conv2d(x, te.placeholder((5, 1, 3, 3), name="w"), groups=5)).label
+    '3x3/1'
+    >>> as_depthwise(ops.conv2d(x, te.placeholder((10, 1, 3, 3), name="w"), groups=5)) is None
+    True
+    """
+    if not isinstance(tensor.op, ComputeOp) or tensor.ndim != 4 \
+            or tensor.dtype is not DType.FLOAT32:
+        return None
+    body = tensor.op.body
+    if not (isinstance(body, Reduce) and body.op is ReduceOp.SUM
+            and isinstance(body.body, Binary) and body.body.op is BinaryOp.MUL):
+        return None
+    units = set(unit_axes(tensor))
+    n, k, h, w = tensor.axes
+    taps = [axis for axis in body.axes if axis not in units]
+    if len(taps) > 2:
+        return None
+    for source, weight in ((body.body.a, body.body.b), (body.body.b, body.body.a)):
+        if not (isinstance(source, Load) and source.tensor.ndim == 4
+                and source.tensor.dtype is DType.FLOAT32 and weight.dtype is DType.FLOAT32):
+            continue
+        zero = {axis: const(0) for axis in units}
+        batch_index, channel = (simplify(substitute(i, zero)) for i in source.indices[:2])
+        if channel != zero.get(k, k) or not set(vars_in(batch_index)) <= {n}:
+            continue
+        rows = _window(source.indices[2], h, taps, units)
+        cols = _window(source.indices[3], w, taps, units)
+        if rows is None or cols is None or (rows.tap_axis is not None
+                                            and rows.tap_axis == cols.tap_axis):
+            continue
+        used = {a for a in (rows.tap_axis, cols.tap_axis) if a is not None}
+        if used != set(taps) or not set(vars_in(weight)) - units <= {k, *taps}:
+            continue
+        return Depthwise(tensor, source, weight, rows, cols)
+    return None
+
+
+def _conjuncts(cond: Expr) -> list[Expr]:
+    if isinstance(cond, Logical) and cond.op is LogicalOp.AND:
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def as_pad(tensor: Tensor) -> Pad | None:
+    """``tensor`` as a pad of its two last axes (see :class:`Pad`), or ``None``.
+
+    >>> from tilecraft import ops, te
+    >>> pad = as_pad(ops.pad(te.placeholder((1, 2, 4, 5), name="x"),
+    ...                      [(0, 0), (0, 0), (1, 2), (0, 1)], name="p"))
+    >>> pad.rows, pad.cols, pad.fill.value
+    ((1, 4), (0, 4), 0.0)
+    """
+    if not isinstance(tensor.op, ComputeOp) or tensor.ndim != 4 or tensor.reduce_axes:
+        return None
+    body = tensor.op.body
+    if not (isinstance(body, Select) and isinstance(body.false_value, Const)):
+        return None
+    spatial = tensor.axes[2:]
+    facts = []
+    for leaf in _conjuncts(body.cond):
+        found = facts_from_condition(leaf) if isinstance(leaf, Compare) else []
+        if not found or any(len(f.coefs) != 1 or f.coefs[0][0] not in spatial for f in found):
+            return None
+        facts.extend(found)
+    box = tighten({axis: (0, axis.extent - 1) for axis in spatial}, facts)
+    rows, cols = (box[axis] for axis in spatial)
+    return Pad(tensor, body.true_value, body.false_value, rows, cols)
+
+
+def _segment(lo: int, hi: int, extent: int) -> tuple[int, int]:
+    """``[lo, hi]`` (inclusive) as a half-open ``[a, b)`` inside ``[0, extent)``."""
+    a = min(max(lo, 0), extent)
+    return a, min(max(hi + 1, a), extent)
+
+
+#: the largest padded input plane (bytes) read from a local copy of the whole plane rather
+#: than from a ring of rows
+PLANE_BYTES = 16384
+
+
+def lower_depthwise(conv: Depthwise, options: LoweringOptions,
+                    pad: Pad | None = None, plane_bytes: int = PLANE_BYTES) -> Kernel:
+    """The kernel computing ``conv.tensor`` (see the module docstring); with ``pad`` (the
+    compute ``conv.source`` reads, :func:`as_pad`) the pad is read through its expression
+    instead of as a tensor: into a copy of the whole padded plane where it takes at most
+    ``plane_bytes``, else into a ring of rows."""
+    tensor, source = conv.tensor, conv.source
+    level = options.param_level
+    batch, channels, out_h, out_w = tensor.shape
+    rows, cols = conv.rows, conv.cols
+    units = unit_axes(tensor)
+    buffers: dict[Tensor, Buffer] = {}
+
+    def buffer_of(t: Tensor) -> Buffer:
+        return buffers.setdefault(t, Buffer(t.name, t.shape, t.dtype, level=level))
+
+    t, wv = Var("t"), Var("wv")
+    n = t // channels if batch > 1 else const(0)
+    k = t % channels if batch > 1 else t
+    lead = dict(zip(tensor.axes[:2], (n, k)))
+    lead_index = [kernel_expr(i, lead, buffers, extra_zero=units) for i in source.indices[:2]]
+    for load in loads_in(pad.value if pad is not None else source):
+        buffer_of(load.tensor)
+    for load in loads_in(conv.weight):
+        buffer_of(load.tensor)
+    out = Buffer(tensor.name, tensor.shape, tensor.dtype, level=level)
+    lanes = max(1, options.lanes(tensor.dtype))
+
+    def output_row(h: Expr, row_of: Callable[[int, int], Expr]) -> Stmt:
+        """Output row ``h``, tap ``(r, s)`` reading ``row_of(r, s)``: the whole window as one
+        sum (row by row, each row a chain of FMAs)."""
+        total: Expr | None = None
+        for r in range(rows.taps):
+            line: Expr | None = None
+            for s in range(cols.taps):
+                taps = {a: const(v) for a, v in ((rows.tap_axis, r), (cols.tap_axis, s))
+                        if a is not None}
+                term = row_of(r, s) * kernel_expr(conv.weight, {**lead, **taps}, buffers,
+                                                   extra_zero=units)
+                line = term if line is None else line + term
+            total = line if total is None else total + line
+        assert total is not None
+        return For(wv, const(out_w), vector_kind(options), Store(out, (n, k, h, wv), total),
+                   lanes=lanes)
+
+    h = Var("h")
+    local: Buffer | None = None
+    if pad is None:
+        x = buffer_of(source.tensor)
+        body: Stmt = For(h, const(out_h), LoopKind.SERIAL, output_row(h, lambda r, s: BufferLoad(
+            x, (*lead_index, rows.stride * h + rows.dilation * r + rows.offset,
+                cols.stride * wv + cols.dilation * s + cols.offset))))
+        how = ""
+    else:
+        plane = rows.reach * cols.reach * tensor.dtype.bytes <= plane_bytes
+        local, body = (_plane_body if plane else _ring_body)(
+            conv, pad, buffers, lead_index, output_row, wv, options)
+        how = (f", pad {pad.tensor.name} read inline into a "
+               f"{'plane' if plane else f'{rows.span}-row ring'}")
+    outer = batch * channels
+    loop: Stmt = For(t, const(outer), parallel_kind(options, outer), body)
+    if local is not None:  # one per thread, zeroed once: a zero fill stays where written
+        loop = Allocate(local, loop)
+    kernel = Kernel(tensor.name, tuple(unique_params([*buffers.values(), out])), (tensor.name,),
+                    loop,
+                    attrs={"compute": tensor.name, "statement": tensor.statement(),
+                           "schedule": f"depthwise {conv.label}: parallel({outer} channels) > "
+                                       f"rows({out_h}) > vector(w={out_w}, lanes={lanes}), "
+                                       f"window unrolled{how}"})
+    # the ring's slots are kept in range by the modulo and the pad's value is read only on
+    # its box, which the verifier's interval analysis does not see; the interpreter checks
+    verify_kernel(kernel, options.spec, check_bounds=False)
+    return kernel
+
+
+RowEmitter = Callable[[Expr, Callable[[int, int], Expr]], Stmt]
+
+
+def _plane_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
+                lead_index: Sequence[Expr], output_row: RowEmitter, wv: Var,
+                options: LoweringOptions) -> tuple[Buffer, Stmt]:
+    """The padded plane the windows reach, row by row into a local buffer, then the output
+    rows from it: the buffer and the statement."""
+    rows, cols = conv.rows, conv.cols
+    plane = Buffer(f"{conv.tensor.name}_plane", (rows.reach, cols.reach), conv.tensor.dtype,
+                   level=options.param_level)
+    i, h = Var("i"), Var("h")
+    fill = For(i, const(rows.reach), LoopKind.SERIAL, _padded_row(
+        pad, plane, buffers, lead_index, i + rows.offset, i, cols.offset, options))
+    compute = For(h, const(conv.tensor.shape[2]), LoopKind.SERIAL, output_row(
+        h, lambda r, s: BufferLoad(plane, (rows.stride * h + rows.dilation * r,
+                                           cols.stride * wv + cols.dilation * s))))
+    return plane, Seq((fill, compute))
+
+
+def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
+               lead_index: Sequence[Expr], output_row: RowEmitter, wv: Var,
+               options: LoweringOptions) -> tuple[Buffer, Stmt]:
+    """The output rows, each after the padded rows it adds to a ring of ``span`` rows (slot
+    ``row % span``), the row loop unrolled ``span`` times so that every slot is a constant:
+    the ring and the statement."""
+    rows, cols = conv.rows, conv.cols
+    span, stride, offset = rows.span, rows.stride, rows.offset
+    out_h = conv.tensor.shape[2]
+    ring = Buffer(f"{conv.tensor.name}_rows", (span, cols.reach), conv.tensor.dtype,
+                  level=options.param_level)
+    fresh = min(stride, span)  # padded rows each output row adds
+
+    def padded(row: Expr, padded_row: int) -> Stmt:
+        return _padded_row(pad, ring, buffers, lead_index, row, const(padded_row % span),
+                           cols.offset, options)
+
+    def step(h: Expr, u: int) -> Stmt:
+        # output row h = span * q + u (stride * span * q is a multiple of span: slots are
+        # those of row u)
+        added = [padded(stride * h + offset + span - fresh + j, stride * u + offset + span
+                        - fresh + j) for j in range(fresh)]
+        return Seq((*added, output_row(h, lambda r, s: BufferLoad(ring, (
+            const((stride * u + rows.dilation * r + offset) % span),
+            cols.stride * wv + cols.dilation * s)))))
+
+    q = Var("q")
+    parts = [padded(const(offset + j), offset + j) for j in range(span - fresh)]
+    if out_h >= span:
+        parts.append(For(q, const(out_h // span), LoopKind.SERIAL,
+                         Seq(tuple(step(q * span + u, u) for u in range(span)))))
+    last = out_h // span * span
+    parts += [step(const(last + u), last + u) for u in range(out_h - last)]
+    return ring, Seq(tuple(parts))
+
+
+def _padded_row(pad: Pad, dest: Buffer, buffers: Mapping[Tensor, Buffer],
+                lead_index: Sequence[Expr], row: Expr, slot: Expr, col_offset: int,
+                options: LoweringOptions) -> Stmt:
+    """Padded row ``row`` of ``pad`` (at the batch and channel ``lead_index``) into
+    ``dest[slot]``, whose column ``j`` holds the pad's column ``j + col_offset``: ``value`` on
+    the box's column segment, ``fill`` on rows outside the box. The columns outside the box
+    hold ``fill`` too: written here unless it is 0 (local buffers start zeroed)."""
+    width = dest.shape[1]
+    lanes = max(1, options.lanes(dest.dtype))
+    j = Var("j")
+    a, b = _segment(pad.cols[0] - col_offset, pad.cols[1] - col_offset, width)
+
+    def fill(start: int, stop: int) -> list[Stmt]:
+        if stop <= start:
+            return []
+        return [For(j, const(stop - start), vector_kind(options),
+                    Store(dest, (slot, j + start), pad.fill), lanes=lanes)]
+
+    borders = fill(0, a) + fill(b, width) if pad.fill.value != 0 else []
+    if b <= a:
+        return Seq(tuple(fill(0, width)))
+    values = dict(zip(pad.tensor.axes, (*lead_index, row, j + (a + col_offset))))
+    inside = For(j, const(b - a), vector_kind(options),
+                 Store(dest, (slot, j + a), kernel_expr(pad.value, values, buffers)),
+                 lanes=lanes)
+    in_box = (row >= pad.rows[0]) & (row <= pad.rows[1])
+    return Seq((*borders, IfThenElse(in_box, inside, Seq(tuple(fill(a, b))))))
+
+
+def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
+                        taken: set[str]) -> list[FusedGroup]:
+    """Each depthwise convolution of ``graph`` (:func:`as_depthwise`) reading a pad compute
+    (:func:`as_pad`) that nothing else reads, neither in ``taken`` nor a graph output, as one
+    kernel reading the pad inline: the pad has no kernel of its own."""
+    groups = []
+    outputs = set(graph.outputs)
+    for tensor in graph.computes:
+        conv = as_depthwise(tensor) if tensor.name not in taken else None
+        if conv is None:
+            continue
+        producer = conv.source.tensor
+        pad = as_pad(producer) if producer.name not in taken else None
+        if pad is None or producer in outputs or graph.consumers(producer) != [tensor]:
+            continue
+        groups.append(FusedGroup((producer.name, tensor.name),
+                                 (lower_depthwise(conv, options, pad),)))
+    return groups
