@@ -246,7 +246,7 @@ class _Planner:
             for node in found:
                 predecessors[node].add(start)
         links = {start: next(iter(found)) for start, found in successors.items()
-                 if len(found) == 1 and len(predecessors[next(iter(found))]) == 1}
+                 if len(found) == 1 and self._feeds_chain(start, predecessors[next(iter(found))])}
         paths = []
         for start in intensive:
             if start in links and start not in links.values():
@@ -255,6 +255,19 @@ class _Planner:
                     path.append(links[path[-1]])
                 paths.append(path)
         return paths
+
+    @staticmethod
+    def _feeds_chain(start: Tensor, feeding: set[Tensor]) -> bool:
+        """Whether the chain link from ``start`` to the compute-intensive operator that
+        ``feeding`` (``start`` among them) all reach is the one to plan: ``start`` is its only
+        compute-intensive producer, or the one whose result is strictly the largest — the
+        intermediate fusion would keep on chip (attention's ``Q K^T`` scores, 512 x 512 per
+        head, over the value projection feeding the same GEMM); the others are then the
+        chain's inputs."""
+        if len(feeding) == 1:
+            return True
+        others = [t.size for t in feeding if t is not start]
+        return start.size > max(others)
 
     def _plan_chain(self, path: list[Tensor]) -> None:
         try:

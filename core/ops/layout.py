@@ -110,8 +110,54 @@ def _strides(shape: Sequence[int]) -> list[int]:
     return strides
 
 
+def _linear(terms: Sequence[tuple[te.Expr, int]]) -> te.Expr:
+    """``sum(axis * coefficient)`` (``0`` for no terms), without unit coefficients."""
+    parts = [axis * coefficient if coefficient != 1 else axis for axis, coefficient in terms]
+    total: te.Expr = parts[0] if parts else te.const(0)
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def _source_index(terms: Sequence[tuple[te.Expr, int, int]], stride: int, extent: int,
+                  wraps: bool) -> te.Expr:
+    """The index ``(flat // stride) % extent`` (``% extent`` only when ``wraps``) into a
+    reshape's input, where ``flat = sum(axis * out_stride)`` over ``terms`` of ``(axis,
+    out_stride, axis extent)``, written without division where the terms allow: those whose
+    ``out_stride`` is a multiple of ``stride`` give the quotient when the others sum to less
+    than ``stride``, and those whose quotient coefficient is a multiple of ``extent`` drop out
+    of the remainder when the rest stays below ``extent``. A reshape that splits or merges
+    dimensions (``[512, 768] -> [512, 12, 64]``) so reads its input at affine indices, which
+    the tile analysis, the packing of operands and vector loads need; other reshapes keep the
+    division.
+
+    >>> from tilecraft import te
+    >>> i, h, d = te.reduce_axis(512, "i"), te.reduce_axis(12, "h"), te.reduce_axis(64, "d")
+    >>> terms = [(i, 768, 512), (h, 64, 12), (d, 1, 64)]
+    >>> str(_source_index(terms, 768, 512, False)), str(_source_index(terms, 1, 768, True))
+    ('i', '((h * 64) + d)')
+    """
+    quotient = [(axis, out_stride // stride) for axis, out_stride, _ in terms
+                if out_stride % stride == 0]
+    rest_max = sum(out_stride * (size - 1) for _, out_stride, size in terms
+                   if out_stride % stride)
+    if rest_max >= stride:  # the division mixes terms: keep it
+        flat = _linear([(axis, out_stride) for axis, out_stride, _ in terms])
+        index = flat // stride if stride != 1 else flat
+        return index % extent if wraps else index
+    if not wraps:
+        return _linear(quotient)
+    sizes = {id(axis): size for axis, _, size in terms}
+    kept = [(axis, c) for axis, c in quotient if c % extent]
+    if sum(c * (sizes[id(axis)] - 1) for axis, c in kept) < extent:
+        return _linear(kept)
+    return _linear(quotient) % extent
+
+
 def reshape(x: Tensor, shape: Sequence[int], name: str | None = None) -> Tensor:
-    """Row-major reshape (one entry may be -1), through floordiv/mod index arithmetic."""
+    """Row-major reshape (one entry may be -1): the input is read at ``(flat // stride) %
+    extent`` per dimension, without the division where the shapes allow
+    (:func:`_source_index`)."""
     check_tensor(x, "reshape", "x")
     target = [shape] if isinstance(shape, int) else list(shape)
     if any(not isinstance(e, int) or isinstance(e, bool) for e in target):
@@ -136,20 +182,15 @@ def reshape(x: Tensor, shape: Sequence[int], name: str | None = None) -> Tensor:
     in_strides = _strides(x.shape)
 
     def body(*idx: te.Expr) -> te.Expr:
-        terms = [axis * stride if stride != 1 else axis
+        terms = [(axis, stride, extent)
                  for axis, stride, extent in zip(idx, out_strides, target) if extent != 1]
-        flat: te.Expr = terms[0] if terms else te.const(0)
-        for term in terms[1:]:
-            flat = flat + term
         source: list[te.Expr | int] = []
         for d, (extent, stride) in enumerate(zip(x.shape, in_strides)):
             if extent == 1:
                 source.append(0)
                 continue
-            index = flat // stride if stride != 1 else flat
-            if d > 0 and math.prod(x.shape[:d]) > 1:
-                index = index % extent
-            source.append(index)
+            source.append(_source_index(terms, stride, extent,
+                                        wraps=d > 0 and math.prod(x.shape[:d]) > 1))
         return x[tuple(source)]
 
     return named_compute(tuple(target), axis_names(len(target)), body,
