@@ -122,6 +122,19 @@ def test_batched_conv_residual_relu():
     _fused(_compiled(y, seed=11), "conv", "y")
 
 
+def test_batch_one_conv_residual_read_at_index_zero():
+    """Batch-1 networks read the extent-1 batch axis as 0 (``conv[0, k, h, w]``): still the
+    consumer's own index."""
+    x = te.placeholder((1, 8, 15, 14), name="x")
+    w = te.placeholder((20, 8, 3, 3), name="w")
+    r = te.placeholder((1, 20, 15, 14), name="r")
+    b = te.placeholder((20,), name="b")
+    conv = ops.conv2d(x, w, padding=1, name="conv")
+    y = te.compute(conv.shape, lambda n, k, h, ww: te.max(
+        conv[0, k, h, ww] + b[k] + r[0, k, h, ww], 0.0), name="y")
+    _fused(_compiled(y, seed=19), "conv", "y")
+
+
 def test_batched_matmul_scale():
     X = te.placeholder((3, 37, 29), name="X")
     Y = te.placeholder((3, 29, 41), name="Y")

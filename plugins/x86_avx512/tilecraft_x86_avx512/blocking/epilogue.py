@@ -49,7 +49,7 @@ from tilecraft.passes.col2im_gather import as_col2im_gather
 from tilecraft.passes.contraction import Contraction, as_contraction
 from tilecraft.te.expr import Expr, IterVar, Load, Var
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import loads_in, transform
+from tilecraft.te.visit import is_const, loads_in, transform
 from tilecraft_x86_avx512.blocking.building import (
     kernel_expr,
     nest,
@@ -197,12 +197,28 @@ def epilogue_problem(contraction: Contraction, consumer: Tensor, graph: Graph) -
                 f"in {e.name}'s buffer")
     operands = {contraction.a.tensor, contraction.b.tensor}
     for ld in loads_in(e.op.body):
-        if ld.tensor is c and tuple(ld.indices) != tuple(e.axes):
+        if ld.tensor is c and not _at_own_index(ld, e):
             return (f"{e.name} reads {c.name} at another index than its own (a shifted or "
                     "transposed read needs neighbouring tiles)")
         if ld.tensor in operands:
             return f"{e.name} also reads {ld.tensor.name}, an operand of {c.name}"
     return None
+
+
+def _at_own_index(load: Load, consumer: Tensor) -> bool:
+    """Whether ``load`` reads its tensor at ``consumer``'s own index: each index is the
+    consumer's axis at that position, or 0 (or an axis of extent 1) where that axis has
+    extent 1 (``C[0, k, h, w]`` in a batch-1 network)."""
+    if len(load.indices) != len(consumer.axes):
+        return False
+    for index, axis in zip(load.indices, consumer.axes):
+        if index is axis:
+            continue
+        if axis.extent == 1 and (is_const(index, 0) or
+                                 (isinstance(index, IterVar) and index.extent == 1)):
+            continue
+        return False
+    return True
 
 
 def epilogue_pairs(graph: Graph, taken: set[str] | frozenset[str] = frozenset(),
