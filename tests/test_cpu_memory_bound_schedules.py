@@ -1,8 +1,8 @@
 """The CPU strategy on memory-bound computes: a short sliding window (max pooling's 3 taps) is
 vectorised along the outputs, not the taps; an elementwise compute whose loads read its
 trailing axes as one contiguous run gets them fused into one vector loop, leaving the
-parallel loop enough iterations. Schedules, and x86 results against the reference on awkward
-shapes."""
+parallel loop enough iterations; so do a reduction's trailing reduce axes (a global pool).
+Schedules, and x86 results against the reference on awkward shapes."""
 
 from __future__ import annotations
 
@@ -72,6 +72,20 @@ def test_contiguous_trailing_axes_are_one_vector_loop():
     assert "i3: vector(13" in _describe(padded)
 
 
+def test_contiguous_reduce_axes_are_one_vector_reduction():
+    a = te.placeholder((1, 64, 7, 5), name="a")
+    b = te.placeholder((64,), name="b")
+    rh, rw = te.reduce_axis(7, "rh"), te.reduce_axis(5, "rw")
+    pooled = te.compute((1, 64, 1, 1), lambda n, c, h, w: te.sum(
+        te.max(a[n, c, rh, rw] + b[c], 0.0), axis=[rh, rw]), name="pooled")
+    options = LoweringOptions(vector_lanes=16, cores=2, unroll_limit=8)
+    assert _describe(pooled, options).endswith("c: parallel(64) > rh_rw: vector(35, lanes=16)")
+    column = te.reduce_axis(7, "rh")  # rows apart: stays a short vector, rh unrolled
+    columns = te.compute((64, 5), lambda c, w: te.sum(a[0, c, column, w], axis=column),
+                         name="columns")
+    assert "rh: unrolled(7, factor=7) > w: vector(5" in _describe(columns, options)
+
+
 @needs_x86
 @pytest.mark.parametrize("shape", [(1, 3, 13, 11), (2, 5, 7, 7), (1, 1, 2, 3), (1, 2, 1, 1),
                                    (1, 17, 5, 1)])
@@ -86,6 +100,8 @@ def test_memory_bound_computes_match_the_reference(shape):
                    name="residual"),
         te.compute(shape, lambda n, c, h, w: te.min(te.max(x[n, c, h, w], 0.0), 6.0),
                    name="relu6"),
+        ops.global_avg_pool2d(te.compute(shape, lambda n, c, h, w: te.max(
+            x[n, c, h, w] + b[c], 0.0), name="activated"), name="global"),
     ]
     rng = np.random.default_rng(sum(shape))
     for out in outputs:
@@ -96,4 +112,4 @@ def test_memory_bound_computes_match_the_reference(shape):
             from tilecraft_x86_avx512.target import X86Avx512Target
 
             exe = tc.compile(graph, target=X86Avx512Target(threads=threads))
-            np.testing.assert_array_equal(exe(**inputs), run(graph, inputs))
+            np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-6, atol=1e-6)

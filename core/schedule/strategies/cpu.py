@@ -107,23 +107,22 @@ def _row_major_terms(load: Load) -> dict[IterVar, int] | None:
     return terms
 
 
-def _flattened(tensor: Tensor, spatial: list[int], options: LoweringOptions) -> list[int]:
-    """The trailing spatial axes (positions) of an elementwise compute that every load reads
-    as one contiguous run, or not at all — ``out[c, h, w] = x[c, h, w] + bias[c]`` gives
-    ``(h, w)``: fused, they make one long vector loop instead of ``h`` short ones of ``w``
-    lanes. Enough leading iterations (``options.parallel_threshold``) stay outside for the
-    parallel loop; fewer than two axes means no flattening."""
+def _flattened(tensor: Tensor, positions: list[int], keep: int) -> list[int]:
+    """The trailing axes among ``positions`` (all spatial, or all reduce ones) that every load
+    reads as one contiguous run, or not at all — ``out[c, h, w] = x[c, h, w] + bias[c]``
+    gives ``(h, w)``, a global average pool's sum over ``(h, w)`` too: fused, they make one
+    long vector loop instead of ``h`` short ones of ``w`` lanes. At least ``keep`` iterations
+    of the other ``positions`` stay outside (the parallel loop's); fewer than two axes means
+    no flattening."""
     loads = [_row_major_terms(load) for load in loads_in(tensor.body)]
     if any(terms is None for terms in loads):
         return []
-    axes = tensor.axes
+    axes = (*tensor.axes, *tensor.reduce_axes)
     outer = 1
-    for p in spatial:
+    for p in positions:
         outer *= axes[p].extent
-    keep = options.parallel_threshold if options.parallel and options.allows(LoopKind.PARALLEL) \
-        else 1
     chosen: list[int] = []
-    for p in reversed(spatial):
+    for p in reversed(positions):
         group = [p, *chosen]
         inner = 1
         natural = {}
@@ -174,15 +173,19 @@ class CpuStrategy:
                 and target.offers(SchedulePrimitive.VECTORIZE):
             if order[-1] == last_spatial or (reduce and order[-1] == reduce[-1]):
                 vector = order[-1]
+        flat: list[int] = []
+        if vector is not None and target.offers(SchedulePrimitive.FUSE):
+            if vector == last_spatial and not reduce:
+                flat = _flattened(tensor, spatial, options.parallel_threshold if options.parallel
+                                  and options.allows(LoopKind.PARALLEL) else 1)
+            elif reduce and vector == reduce[-1]:
+                flat = _flattened(tensor, reduce, 1)
         unrolled = None
         if options.unroll_limit and options.allows(LoopKind.UNROLLED) and \
                 target.offers(SchedulePrimitive.UNROLL):
-            candidates = [p for p in reduce if p != vector]
+            candidates = [p for p in reduce if p != vector and p not in flat]
             if candidates and axes[candidates[-1]].extent <= options.unroll_limit:
                 unrolled = candidates[-1]
-        flat = _flattened(tensor, spatial, options) \
-            if vector == last_spatial and not reduce and target.offers(SchedulePrimitive.FUSE) \
-            else []
         parallel = self._parallel_axes([p for p in order if p not in flat[:-1]], outer_spatial,
                                        vector, axes, options, target, reorder)
 
