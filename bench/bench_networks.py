@@ -5,10 +5,13 @@ weights, medians, the speed-ups (their time / ours: > 1 means tilecraft is faste
 whether every output matches onnxruntime's (rtol = atol = 1e-3).
 
     python bench/bench_networks.py [--small] [--threads 1,2] [--no-inline] [--no-torch]
-                                   [--no-inductor] [NAME ...]
+                                   [--no-inductor] [--database PATH] [NAME ...]
 
 ``--no-inline`` compiles with the graph pass ``inline_elementwise`` off (on by default: one
-kernel per compute, as before it was).
+kernel per compute, as before it was). ``--database PATH`` compiles with the best schedules
+recorded there (fill it with ``tilecraft tune`` or ``tc.tune(models.build(NAME), target,
+{"database": PATH, ...})``): the ``tilecraft`` columns are then the tuned kernels and
+``tilecraft untuned`` the defaults, its (x) the speed-up tuning gave.
 
 tilecraft is compiled once per thread count (the x86 target plans its blocking for its
 threads); torch columns are left out when torch is not installed. The small configurations
@@ -57,7 +60,7 @@ def _ms(seconds: float) -> str:
 
 
 def measure(name: str, small: bool, threads: list[int], use_torch: bool, inductor: bool,
-            passes: dict[str, bool] | None = None
+            passes: dict[str, bool] | None = None, database: str | None = None
             ) -> tuple[list[str], dict[str, dict[int, float]]]:
     import onnxruntime as ort
     from tilecraft_x86_avx512.target import X86Avx512Target
@@ -72,6 +75,13 @@ def measure(name: str, small: bool, threads: list[int], use_torch: bool, inducto
         started = time.perf_counter()
         exe = tc.compile(graph, target=X86Avx512Target(threads=n), passes=passes)
         compile_s.append(time.perf_counter() - started)
+        if database is not None:
+            untuned = exe
+            exe = tc.compile(graph, target=X86Avx512Target(threads=n), passes=passes,
+                             database=database)
+            matches &= bool(np.allclose(exe(x), untuned(x), rtol=1e-3, atol=1e-3))
+            times.setdefault("tilecraft untuned", {})[n] = median_seconds(
+                lambda: untuned(x), repeat=7, min_seconds=0.5)
         options = ort.SessionOptions()
         options.intra_op_num_threads = n
         session = ort.InferenceSession(model.SerializeToString(), options,
@@ -111,12 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch", action="store_true", help="leave PyTorch out")
     parser.add_argument("--no-inductor", action="store_true",
                         help="leave torch.compile out (its compile takes minutes at full size)")
+    parser.add_argument("--database", default=None,
+                        help="a tuning database: tilecraft runs its best recorded schedules "
+                             "(and the untuned defaults as a column of their own)")
     args = parser.parse_intermixed_args(argv)
     threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
     passes = {"inline_elementwise": False} if args.no_inline else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
-                       passes) for name in names]
+                       passes, args.database) for name in names]
     columns = list(results[0][1])
     header = ["network", "compile s"]
     for n in threads:
@@ -126,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu = platform.processor() or platform.machine()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print_table(f"networks ({'small' if args.small else 'full size'}"
-                f"{', inline_elementwise off' if args.no_inline else ''}), {cpu}, "
+                f"{', inline_elementwise off' if args.no_inline else ''}"
+                f"{', tuned from ' + args.database if args.database else ''}), {cpu}, "
                 f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
                 header, [row for row, _ in results])
     for column in columns[1:]:
