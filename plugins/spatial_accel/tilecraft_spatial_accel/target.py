@@ -1,5 +1,6 @@
-"""The target object of a spec file: a declared target (no code generator, the core's Kernel IR
-emulator after checking kernels against the spec)."""
+"""The target object of a spec file: a declared target with no code generator, evaluated by
+tilecraft.dataflow's tree model only (capability "model only": ``tilecraft.compile`` refuses it,
+``tilecraft.dataflow.analyze_tree(tree, target.spec)`` estimates a fused dataflow on it)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,9 @@ def load_spec_file(filename: str) -> TargetSpec:
 class SpatialAccelTarget(DeclaredTarget):
     """One accelerator of Table 3.7."""
 
-    availability = Availability(codegen=False, build=False, execute=False, emulate=True,
-                                estimate=False, reasons={"codegen": _WHY, "execute": _WHY,
-                                         "estimate": "per dataflow tree: tilecraft.dataflow"
-                                                     ".analyze_tree(tree, target.spec)"})
+    availability = Availability(codegen=False, build=False, execute=False, emulate=False,
+                                estimate=True, reasons={"codegen": _WHY, "execute": _WHY,
+                                                        "emulate": _WHY})
 
     def __init__(self, filename: str):
         self._filename = filename
