@@ -17,6 +17,7 @@ from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
 from tilecraft import ops, te
+from tilecraft.errors import LoweringError
 from tilecraft.graph import Graph
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import as_contraction
@@ -167,6 +168,30 @@ def test_conv_with_several_kc_slices():
     assert "k-slices(1)" not in attrs["schedule"], attrs["schedule"]
 
 
+def test_a_cast_is_fused_through_a_local_tile():
+    C = _matmul()
+    E = te.compute(C.shape, lambda i, j: te.cast("float16", C[i, j] * 0.5), name="E")
+    attrs = _fused(_compiled(E, atol=1e-2, rtol=1e-3), "C", "E")
+    assert "(local tile)" in attrs["schedule"]
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize(("s", "heads", "d"), [(64, 4, 16), (37, 3, 20)])
+def test_a_split_into_heads_is_fused(s, heads, d, transposed):
+    """BERT's Q/K/V: ``[s, heads*d]`` + bias split into ``[heads, s, d]`` (K: ``[heads, d, s]``),
+    written from a local tile at the index each element goes to."""
+    x = te.placeholder((s, 48), name="x")
+    w = te.placeholder((heads * d, 48), name="w")
+    b = te.placeholder((heads * d,), name="b")
+    C = ops.dense(x, w, name="C")
+    if transposed:
+        E = te.compute((heads, d, s), lambda h, j, i: C[i, h * d + j] + b[h * d + j], name="E")
+    else:
+        E = te.compute((heads, s, d), lambda h, i, j: C[i, h * d + j] + b[h * d + j], name="E")
+    attrs = _fused(_compiled(E, seed=s + d), "C", "E")
+    assert "(local tile)" in attrs["schedule"]
+
+
 # ---- left unfused, still right -----------------------------------------------------------------
 
 def _unfused(exe, producer: str, why: str) -> None:
@@ -200,10 +225,11 @@ def test_a_contraction_that_is_also_an_output_is_not_fused():
     _unfused(_compiled([E, C]), "C", "also a graph output")
 
 
-def test_a_cast_is_not_fused():
-    C = _matmul()
+def test_a_cast_with_several_kc_slices_is_not_fused():
+    C = _matmul(31, 67, 307)
     E = te.compute(C.shape, lambda i, j: te.cast("float16", C[i, j]), name="E")
-    _unfused(_compiled(E, atol=1e-2, rtol=1e-3), "C", "accumulates in E's buffer")
+    _unfused(_compiled(E, threads=1, host=_small_l2_host(), atol=2e-2, rtol=2e-3), "C",
+             "needs the reduction in one KC slice")
 
 
 def test_a_contraction_read_by_two_computes_is_not_fused():
@@ -268,6 +294,40 @@ def test_lowered_epilogue_on_ragged_tiles_and_slices(m, n, k, blocking, native):
                                 epilogue=Epilogue(contraction, E, options))
     assert kernels[-1].name == "E" and "C" not in [p.name for p in kernels[-1].params]
     _run_lowered(kernels, Graph.from_outputs([E]), native, m * n + k)
+
+
+LOCAL_BLOCKINGS = [Blocking(mi=4, nr=32, kc=64, mc=8), Blocking(mi=6, nr=16, kc=64, mc=12,
+                                                               pack_a=False)]
+
+
+@pytest.mark.parametrize("blocking", LOCAL_BLOCKINGS)
+@pytest.mark.parametrize(("m", "heads", "d"), [(1, 3, 7), (13, 2, 17), (23, 5, 16)])
+def test_lowered_head_split_on_ragged_tiles(m, heads, d, blocking, native):
+    A = te.placeholder((m, 40), name="A")
+    B = te.placeholder((40, heads * d), name="B")
+    C = ops.matmul(A, B, name="C")
+    E = te.compute((heads, m, d), lambda h, i, j: C[i, h * d + j] * 2.0, name="E")
+    contraction = as_contraction(C)
+    options = LoweringOptions(vector_lanes=16, cores=2)
+    epilogue = Epilogue(contraction, E, options, (blocking.mi, blocking.nr))
+    assert epilogue.local is not None
+    kernels = lower_contraction(contraction, OUTER_PRODUCT_F32.name, blocking, options,
+                                rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name,
+                                epilogue=epilogue)
+    _run_lowered(kernels, Graph.from_outputs([E]), native, m + d)
+
+
+def test_a_local_tile_refuses_several_slices():
+    A = te.placeholder((20, 100), name="A")
+    B = te.placeholder((100, 30), name="B")
+    C = ops.matmul(A, B, name="C")
+    E = te.compute((30, 20), lambda j, i: C[i, j], name="E")
+    contraction = as_contraction(C)
+    options = LoweringOptions(vector_lanes=16)
+    with pytest.raises(LoweringError, match="one KC slice, the blocking cuts it into 2"):
+        lower_contraction(contraction, OUTER_PRODUCT_F32.name, Blocking(mi=4, nr=16, kc=50,
+                                                                        mc=8), options,
+                          epilogue=Epilogue(contraction, E, options, (4, 16)))
 
 
 @pytest.mark.parametrize("panels", [1, 3])

@@ -260,8 +260,11 @@ def fuse_epilogues(graph: Graph, options: LoweringOptions, machine: BlockingMach
     groups: list[FusedGroup] = []
     decided = {} if plan is None else {d.subject: d for d in plan.decisions}
     for producer, consumer in epilogue_pairs(graph, taken, notes):
-        kernels = lower_with_epilogue(producer, consumer, options, machine.l1_bytes,
-                                      machine.l2_bytes, machine.threads)
+        kernels, reason = lower_with_epilogue(producer, consumer, options, machine.l1_bytes,
+                                              machine.l2_bytes, machine.threads)
+        if kernels is None:
+            notes.append(f"epilogue {consumer.name} of {producer.name} not fused: {reason}")
+            continue
         decision = decided.get(consumer.name)
         planned = f" (planner: {decision.action.value})" if decision is not None else ""
         groups.append(FusedGroup((producer.name, consumer.name), tuple(kernels), (

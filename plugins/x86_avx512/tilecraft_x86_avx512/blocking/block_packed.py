@@ -103,6 +103,8 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
     out = Buffer(tensor.name, (batch, m_total, n_total), dtype, level=param_level) \
         if epilogue is None else epilogue.out
     last = eq(pc, k_blocks - 1) if k_blocks > 1 else None
+    if epilogue is not None:
+        epilogue.check_slices(k_blocks)
     source = operand_source(c.b, c.batch_axes, c.n_axes, c.k_axes, options)
     local = Buffer(f"{tensor.name}_bblock", (per_block, kc, bl.nr), dtype,
                    level=pack_level or param_level)

@@ -13,11 +13,19 @@ materialised and the consumer has no kernel of its own.
 
 What fuses (:func:`epilogue_problem` says why not otherwise): ``C`` a float32 contraction the
 template runs itself (not a grouped or transposed convolution, not too small), not a graph
-output and read by ``E`` alone; ``E`` elementwise (no reduction) of ``C``'s shape and dtype
-(the tile accumulates in ``E``'s buffer, so a cast would change the partial sums), every load
-of ``C`` at ``E``'s own index, and none of ``C``'s operands among its other inputs. Those
-other inputs are read as ``[batch, M, N]`` views where their dimensions allow (a residual of a
-convolution: contiguous along the tile's columns, no div/mod), else through their own indices.
+output and read by ``E`` alone; ``E`` elementwise (no reduction), none of ``C``'s operands among
+its other inputs, and reading ``C`` either
+
+- at its own index, in ``C``'s dtype: the micro-kernel accumulates into ``E``'s buffer over
+  any number of ``KC`` slices and the epilogue runs after the last one; ``E``'s other inputs
+  are read as ``[batch, M, N]`` views where their dimensions allow (a convolution's residual:
+  contiguous along the tile's columns, no div/mod), else through their own indices; or
+- through a one-to-one re-indexing (BERT's split into heads ``Q[h, s, d] = C[s, h*64 + d]``,
+  a transpose) or with a cast: the tile is accumulated in a local ``MI x NR`` buffer and each
+  element written where ``E`` has it — only when the reduction is one ``KC`` slice.
+
+A shifted, padded or broadcast read (a convolution's pad, which reads neighbours' halo),
+a reduction, or ``C`` read elsewhere too stays a kernel of its own.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.graph import Graph
@@ -30,24 +38,34 @@ convolution: contiguous along the tile's columns, no div/mod), else through thei
 >>> graph = Graph.from_outputs([E])
 >>> [(c.name, e.name) for c, e in epilogue_pairs(graph)]
 [('C', 'E')]
->>> kernels = lower_with_epilogue(C, E, LoweringOptions(vector_lanes=16), 49152, 1 << 20, 1)
+>>> kernels, _ = lower_with_epilogue(C, E, LoweringOptions(vector_lanes=16), 49152, 1 << 20, 1)
 >>> [k.name for k in kernels], [p.name for p in kernels[-1].params]
 (['C_bpacked_pack', 'E'], ['A', 'C_bpacked', 'bias', 'E'])
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tilecraft.errors import LoweringError
 from tilecraft.graph import Graph
-from tilecraft.kernel_ir.nodes import Buffer, BufferLoad, Kernel, LoopKind, Stmt, Store
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    Kernel,
+    LoopKind,
+    Stmt,
+    Store,
+)
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.col2im_gather import as_col2im_gather
 from tilecraft.passes.contraction import Contraction, as_contraction
-from tilecraft.te.expr import Expr, IterVar, Load, Var
+from tilecraft.te.expr import Binary, BinaryOp, Expr, IterVar, Load, Var, const
 from tilecraft.te.tensor import Tensor
 from tilecraft.te.visit import is_const, loads_in, transform
 from tilecraft_x86_avx512.blocking.building import (
@@ -60,41 +78,61 @@ from tilecraft_x86_avx512.blocking.building import (
 )
 from tilecraft_x86_avx512.blocking.register_tiles import axis_groups_view
 
-__all__ = ["Epilogue", "epilogue_pairs", "epilogue_problem", "lower_with_epilogue",
-           "template_contraction"]
+__all__ = ["Epilogue", "consumer_merges", "epilogue_pairs", "epilogue_problem",
+           "local_reason", "lower_with_epilogue", "template_contraction"]
 
 
 @dataclass(eq=False)
 class Epilogue:
     """The elementwise consumer ``consumer`` of ``contraction``'s output, as the template's
-    main kernel computes it on a finished tile: ``out`` is the consumer's buffer viewed
-    ``[batch, M, N]`` (the micro-kernel accumulates ``C`` into it, :meth:`tile` overwrites it
-    with the consumer's values), ``operands`` the buffers of the other tensors it reads."""
+    main kernel computes it on a finished tile; ``operands`` are the buffers of the other
+    tensors it reads.
+
+    When the consumer reads ``C`` at its own index and keeps its dtype, ``out`` is the
+    consumer's buffer viewed ``[batch, M, N]``: the micro-kernel accumulates ``C`` into it
+    over the ``KC`` slices and :meth:`tile` overwrites each tile with the consumer's values.
+    Otherwise (a re-indexing such as BERT's split into heads, ``Q[h, s, d] = C[s, h*64 + d]``,
+    or a cast) ``local`` is an ``MI x NR`` tile of ``C``'s dtype the micro-kernel accumulates
+    into, and :meth:`tile` writes the consumer (``out``, its own shape) at the index each
+    element of ``C`` goes to; the tile holds all of a product only with one ``KC`` slice
+    (:meth:`check_slices`)."""
 
     contraction: Contraction
     consumer: Tensor
     options: LoweringOptions
+    blocking: tuple[int, int] = (1, 1)   # (MI, NR): the local tile's size
     out: Buffer = field(init=False)
+    local: Buffer | None = field(init=False)
     operands: dict[Tensor, Buffer] = field(init=False)
     _groups: tuple[tuple[IterVar, ...], ...] = field(init=False)
     _viewed: set[Tensor] = field(init=False)
+    _merges: list[list[IterVar]] | None = field(init=False)
 
     def __post_init__(self) -> None:
         c, e = self.contraction, self.consumer
         batch, m_total, n_total, _ = c.extents()
         level = self.options.param_level
-        self.out = Buffer(e.name, (batch, m_total, n_total), e.dtype, level=level)
-        position = {axis: p for p, axis in enumerate(c.tensor.axes)}
-        self._groups = tuple(tuple(e.axes[position[a]] for a in axes)
-                             for axes in (c.batch_axes, c.m_axes, c.n_axes))
-        self.operands, self._viewed = {}, set()
+        self.operands, self._viewed, self._groups = {}, set(), ()
+        self._merges = None if local_reason(c, e) is None else consumer_merges(c, e)
+        if self._merges is not None:
+            mi, nr = self.blocking
+            self.out = Buffer(e.name, tuple(e.shape), e.dtype, level=level)
+            self.local = Buffer(f"{c.tensor.name}_etile", (1, mi, nr), c.tensor.dtype,
+                                level=self.options.register_level or level)
+        else:
+            self.out = Buffer(e.name, (batch, m_total, n_total), e.dtype, level=level)
+            self.local = None
+            position = {axis: p for p, axis in enumerate(c.tensor.axes)}
+            self._groups = tuple(tuple(e.axes[position[a]] for a in axes)
+                                 for axes in (c.batch_axes, c.m_axes, c.n_axes))
         symbolic = (Var("b"), Var("m"), Var("n"))
         loads: dict[Tensor, list[Load]] = {}
         for ld in loads_in(e.op.body):
             if ld.tensor is not c.tensor:
                 loads.setdefault(ld.tensor, []).append(ld)
         for tensor, reads in loads.items():
-            views = [axis_groups_view(ld, self._with(symbolic), level) for ld in reads]
+            views = [axis_groups_view(ld, self._with(symbolic), level) for ld in reads] \
+                if self.local is None else [None]
             shapes = {None if v is None else v[0].shape for v in views}
             if None not in shapes and len(shapes) == 1:
                 view = views[0]
@@ -108,39 +146,74 @@ class Epilogue:
     def _with(self, values: Sequence[Expr]) -> list[tuple[tuple[IterVar, ...], Expr]]:
         return list(zip(self._groups, values))
 
-    def value(self, b: Expr, m: Expr, n: Expr) -> Expr:
-        """The consumer's element ``(b, m, n)`` (flat batch, row and column of the tile), ``C``
-        read from :attr:`out`."""
+    def check_slices(self, k_blocks: int) -> None:
+        """A local tile holds a whole product only when the reduction is one slice."""
+        if self.local is not None and k_blocks > 1:
+            raise LoweringError(
+                f"epilogue {self.consumer.name} of {self.contraction.tensor.name}: a "
+                f"re-indexing or casting epilogue needs the reduction in one KC slice, the "
+                f"blocking cuts it into {k_blocks}")
+
+    def accumulator(self, b_index: Expr, m0: Expr, n0: Expr) -> tuple[Buffer, tuple[Expr, ...]]:
+        """Where the micro-kernel accumulates the tile at ``(m0, n0)``: the consumer's buffer
+        at the tile, or the local tile."""
+        if self.local is None:
+            return self.out, (b_index, m0, n0)
+        return self.local, (const(0), const(0), const(0))
+
+    def wrap(self, stmt: Stmt) -> Stmt:
+        """``stmt`` (one tile) with the local tile allocated around it (a stack slot)."""
+        return stmt if self.local is None else Allocate(self.local, stmt)
+
+    def _consumer_values(self, b: Expr, m: Expr, n: Expr) -> dict[IterVar, Expr]:
+        """The consumer's axes at the element that ``C[b, m, n]`` goes to (local mode)."""
+        c = self.contraction
+        assert self._merges is not None
+        c_values: dict[IterVar, Expr] = {}
+        for axes, flat in ((c.batch_axes, b), (c.m_axes, m), (c.n_axes, n)):
+            c_values.update(unflatten(flat, axes))
+        values: dict[IterVar, Expr] = {}
+        for axis, merged in zip(c.tensor.axes, self._merges):
+            if merged:
+                values.update(unflatten(c_values.get(axis, const(0)), merged))
+        return values
+
+    def tile(self, b_index: Expr, m0: Expr, n0: Expr, rows: int, cols: int,
+             options: LoweringOptions) -> Stmt:
+        """The consumer over the ``rows x cols`` valid part of the tile at ``(m0, n0)`` of
+        batch ``b_index``, vectorised along the columns (masked past ``cols``)."""
         c, e = self.contraction, self.consumer
-        groups = self._with((b, m, n))
+        row, col = Var("erow"), Var("ecol")
+        lanes = max(1, options.lanes(c.tensor.dtype))
+        b, m, n = b_index, m0 + row, n0 + col
         level = self.options.param_level
+        groups = self._with((b, m, n))
+        source = BufferLoad(self.out, (b, m, n)) if self.local is None else \
+            BufferLoad(self.local, (const(0), row, col))
 
         def replace(node: Expr) -> Expr | None:
             if not isinstance(node, Load):
                 return None
             if node.tensor is c.tensor:
-                return BufferLoad(self.out, (b, m, n))
+                return source
             if node.tensor in self._viewed:
                 found = axis_groups_view(node, groups, level)
                 assert found is not None and isinstance(found[1], BufferLoad)
                 return BufferLoad(self.operands[node.tensor], found[1].indices)
             return None
 
-        values: dict[IterVar, Expr] = {}
-        for axes, flat in groups:
-            values.update(unflatten(flat, axes))
-        return kernel_expr(transform(e.op.body, replace), values, self.operands,
-                           extra_zero=unit_axes(e))
-
-    def tile(self, b_index: Expr, m0: Expr, n0: Expr, rows: int, cols: int,
-             options: LoweringOptions) -> Stmt:
-        """The consumer over the ``rows x cols`` valid part of the tile at ``(m0, n0)`` of
-        batch ``b_index``, in place, vectorised along the columns (masked past ``cols``)."""
-        row, col = Var("erow"), Var("ecol")
-        lanes = max(1, options.lanes(self.out.dtype))
-        value = self.value(b_index, m0 + row, n0 + col)
+        if self.local is None:
+            values: dict[IterVar, Expr] = {}
+            for axes, flat in groups:
+                values.update(unflatten(flat, axes))
+            target: tuple[Expr, ...] = (b, m, n)
+        else:
+            values = self._consumer_values(b, m, n)
+            target = tuple(values.get(a, const(0)) for a in e.axes)
+        value = kernel_expr(transform(e.op.body, replace), values, self.operands,
+                            extra_zero=unit_axes(e))
         return nest([(row, rows, LoopKind.SERIAL, 0), (col, cols, vector_kind(options), lanes)],
-                    Store(self.out, (b_index, m0 + row, n0 + col), simplify(value)))
+                    Store(self.out, target, simplify(value)))
 
     def kernel(self, tensor: Tensor, params: Sequence[Buffer], body: Stmt, micro_kernel: str,
                schedule: str, options: LoweringOptions) -> Kernel:
@@ -154,9 +227,67 @@ class Epilogue:
                             "compute": e.name, "statement": e.statement(),
                             "micro_kernel": micro_kernel, "fused": [tensor.name, e.name],
                             "schedule": f"{schedule}; epilogue {e.name} on each tile after "
-                                        "its last k-slice"})
+                                        "its last k-slice"
+                                        + ("" if self.local is None else " (local tile)")})
         verify_kernel(kernel, options.spec, check_bounds=False)  # see contraction_kernel
         return kernel
+
+
+def _merged_axes(index: Expr) -> list[IterVar] | None:
+    """The axes whose row-major merge ``index`` is (``i0 * 64 + i2`` -> ``[i0, i2]``; an
+    extent-1 axis or 0 -> ``[]``), or ``None``."""
+    if isinstance(index, IterVar):
+        return [] if index.extent == 1 else [index]
+    if is_const(index, 0):
+        return []
+    if isinstance(index, Binary) and index.op is BinaryOp.ADD:
+        for high, low in ((index.a, index.b), (index.b, index.a)):
+            low_axes = _merged_axes(low)
+            if not low_axes:
+                continue
+            width = math.prod(a.extent for a in low_axes)
+            if isinstance(high, Binary) and high.op is BinaryOp.MUL:
+                for outer, scale in ((high.a, high.b), (high.b, high.a)):
+                    if is_const(scale, width):
+                        high_axes = _merged_axes(outer)
+                        if high_axes:
+                            return high_axes + low_axes
+    return None
+
+
+def consumer_merges(contraction: Contraction, consumer: Tensor) -> list[list[IterVar]] | None:
+    """Per dimension of the contraction's output, the consumer's axes it is the row-major merge
+    of, when the consumer reads it everywhere at one index that re-indexes it one to one (a
+    split into heads, a transpose: ``Q[h, s, d] = C[s, h*64 + d]`` -> ``[[s], [h, d]]``);
+    else ``None``."""
+    c = contraction.tensor
+    indices = {tuple(ld.indices) for ld in loads_in(consumer.op.body) if ld.tensor is c}
+    if len(indices) != 1:
+        return None
+    (index,) = indices
+    merges = [_merged_axes(i) for i in index]
+    if any(m is None for m in merges):
+        return None
+    used = [a for m in merges for a in m]  # type: ignore[union-attr]
+    wanted = [a for a in consumer.axes if a.extent > 1]
+    if len(used) != len(set(used)) or set(used) != set(wanted):
+        return None
+    if any(math.prod(a.extent for a in m) != extent   # type: ignore[union-attr]
+           for m, extent in zip(merges, c.shape)):
+        return None
+    return merges  # type: ignore[return-value]
+
+
+def local_reason(contraction: Contraction, consumer: Tensor) -> str | None:
+    """Why ``consumer`` cannot be computed in the consumer's own buffer (it re-indexes
+    ``C`` or casts it: :class:`Epilogue`'s local mode), or ``None``."""
+    c = contraction.tensor
+    if consumer.dtype != c.dtype:
+        return f"{consumer.name} is {consumer.dtype.value}, {c.name} {c.dtype.value}"
+    if any(ld.tensor is c and not _at_own_index(ld, consumer)
+           for ld in loads_in(consumer.op.body)):
+        return f"{consumer.name} reads {c.name} at another index than its own"
+    return None
 
 
 def template_contraction(tensor: Tensor) -> Contraction | None:
@@ -190,16 +321,11 @@ def epilogue_problem(contraction: Contraction, consumer: Tensor, graph: Graph) -
         return f"{c.name} is also read by {', '.join(others)}"
     if e.reduce_axes:
         return f"{e.name} is a reduction, an epilogue is elementwise"
-    if tuple(e.shape) != tuple(c.shape):
-        return f"{e.name}'s shape {tuple(e.shape)} is not {c.name}'s {tuple(c.shape)}"
-    if e.dtype != c.dtype:
-        return (f"{e.name} is {e.dtype.value}, {c.name} {c.dtype.value}: the tile accumulates "
-                f"in {e.name}'s buffer")
+    if local_reason(contraction, e) is not None and consumer_merges(contraction, e) is None:
+        return (f"{e.name} reads {c.name} at another index than its own, and not as a one to "
+                "one re-indexing (a shifted or padded read needs neighbouring tiles)")
     operands = {contraction.a.tensor, contraction.b.tensor}
     for ld in loads_in(e.op.body):
-        if ld.tensor is c and not _at_own_index(ld, e):
-            return (f"{e.name} reads {c.name} at another index than its own (a shifted or "
-                    "transposed read needs neighbouring tiles)")
         if ld.tensor in operands:
             return f"{e.name} also reads {ld.tensor.name}, an operand of {c.name}"
     return None
@@ -251,11 +377,13 @@ def epilogue_pairs(graph: Graph, taken: set[str] | frozenset[str] = frozenset(),
 
 
 def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptions,
-                        l1_bytes: int, l2_bytes: int, threads: int) -> list[Kernel]:
+                        l1_bytes: int, l2_bytes: int, threads: int
+                        ) -> tuple[list[Kernel] | None, str]:
     """The template's kernels of the contraction ``tensor`` with its default parameters
     (:func:`~tilecraft_x86_avx512.gemm_template.default_config`), the last one computing
     ``consumer`` as the epilogue of each tile (B packed per block inside the kernel where the
-    template would, else by a kernel of its own)."""
+    template would, else by a kernel of its own); or ``None`` and why (a local-tile epilogue
+    whose reduction the blocking cuts into several ``KC`` slices)."""
     from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
     from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
     from tilecraft_x86_avx512.gemm_template import default_config
@@ -269,13 +397,15 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
                         mc=max(mi, chosen["MC"] // mi * mi),
                         pack_a=bool(chosen.get("PACK_A", 1)))
     OUTER_PRODUCT_F32.resolve({"MI": mi, "NR": blocking.nr})
-    epilogue = Epilogue(contraction, consumer, options)
-    if chosen.get("NC", 0) > 0 and not blocking.pack_a:
-        kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name, blocking,
-                                     int(chosen["NC"]), options, epilogue=epilogue)
-        if kernels is not None:
-            return kernels
-    return lower_contraction(contraction, OUTER_PRODUCT_F32.name, blocking, options,
-                             rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name, epilogue=epilogue)
-
-
+    epilogue = Epilogue(contraction, consumer, options, (mi, blocking.nr))
+    try:
+        if chosen.get("NC", 0) > 0 and not blocking.pack_a:
+            kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name, blocking,
+                                         int(chosen["NC"]), options, epilogue=epilogue)
+            if kernels is not None:
+                return kernels, ""
+        return lower_contraction(contraction, OUTER_PRODUCT_F32.name, blocking, options,
+                                 rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name,
+                                 epilogue=epilogue), ""
+    except LoweringError as err:
+        return None, str(err)

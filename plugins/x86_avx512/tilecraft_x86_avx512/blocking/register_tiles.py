@@ -189,6 +189,8 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     t, pc, ir, kq, r = Var("t"), Var("pc"), Var("ir"), Var("kq"), Var("r")
     jr, ir2 = Var("jr"), Var("is")
     last = eq(pc, k_blocks - 1) if k_blocks > 1 else None
+    if epilogue is not None:
+        epilogue.check_slices(k_blocks)
     b_index = t // m_blocks if batch > 1 else const(0)
     mb = t % m_blocks
     m0 = mb * mc + ir2 * bl.mi
@@ -347,9 +349,14 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
     row, col = Var("row"), Var("col")
     lanes = max(1, options.lanes(out.dtype))
 
+    # where the micro-kernel accumulates: C's tile, or an epilogue's (its own tile, or a local
+    # one when the epilogue re-indexes or casts C)
+    acc, (b0, r0, c0) = (out, (b_index, m0, n0)) if epilogue is None else \
+        epilogue.accumulator(b_index, m0, n0)
+
     def variant(rows: int, cols: int) -> Stmt:
         zero = nest([(row, rows, LoopKind.SERIAL, 0), (col, cols, vector_kind(options), lanes)],
-                    Store(out, (b_index, m0 + row, n0 + col), const(0, out.dtype)))
+                    Store(acc, (b0, r0 + row, c0 + col), const(0, acc.dtype)))
         # the operands' strides come from their buffers: narrowing the regions to the written
         # rows and columns changes no address, only what the declared semantics covers
         a_extents = list(a_region.extents)
@@ -357,7 +364,7 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
         a_part = Region(a_region.buffer, a_region.base, tuple(a_extents))
         b_part = Region(b_region.buffer, b_region.base, (*b_region.extents[:-1], cols))
         call = MicroKernelCall(micro_kernel, (
-            a_part, b_part, Region(out, (b_index, m0, n0), (1, rows, cols))),
+            a_part, b_part, Region(acc, (b0, r0, c0), (1, rows, cols))),
             (*params, ("MV", rows), ("NC", cols)))
         stmts: list[Stmt] = [call] if first is None else [IfThenElse(first, zero), call]
         if epilogue is not None:
@@ -368,11 +375,14 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
     mv, nc = m_total % mi, n_total % nr
     by_cols = variant(mi, nr) if not nc else IfThenElse(n0 + nr <= n_total, variant(mi, nr),
                                                         variant(mi, nc))
+    tiles: Stmt
     if not mv:  # strips past M exist when the last block of rows is partial
-        return IfThenElse(m0 < m_total, by_cols)
+        tiles = IfThenElse(m0 < m_total, by_cols)
+        return tiles if epilogue is None else epilogue.wrap(tiles)
     last_rows = variant(mv, nr) if not nc else IfThenElse(n0 + nr <= n_total, variant(mv, nr),
                                                           variant(mv, nc))
-    return IfThenElse(m0 + mi <= m_total, by_cols, IfThenElse(m0 < m_total, last_rows))
+    tiles = IfThenElse(m0 + mi <= m_total, by_cols, IfThenElse(m0 < m_total, last_rows))
+    return tiles if epilogue is None else epilogue.wrap(tiles)
 
 
 def pack_operand(name: str, load: Load, tensor: Tensor, batch_axes: Sequence[IterVar],
