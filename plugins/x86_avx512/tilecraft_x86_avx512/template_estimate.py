@@ -43,6 +43,7 @@ from tilecraft.passes.contraction import as_contraction, as_dot_product_contract
 from tilecraft.target.base import LoweringEstimate
 from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.blocking.depthwise import as_depthwise, depthwise_estimate
 from tilecraft_x86_avx512.conv_variants import template_view
 from tilecraft_x86_avx512.fusion import BlockingMachine
 from tilecraft_x86_avx512.gemm_template import (
@@ -66,7 +67,12 @@ def _used(extent: int, tile: int) -> float:
 def template_estimate(tensor: Tensor, spec: TargetSpec, threads: int) -> LoweringEstimate | None:
     """The template's strategy and predicted seconds for ``tensor`` on ``spec`` with
     ``threads`` threads (see the module docstring); ``None`` where the template does not
-    lower it (no contraction, or one too small or too thin to pay for packing)."""
+    lower it (no contraction, or one too small or too thin to pay for packing). A depthwise
+    convolution runs on a kernel of its own: its estimate
+    (:func:`~.blocking.depthwise.depthwise_estimate`)."""
+    depthwise = as_depthwise(tensor)
+    if depthwise is not None:
+        return depthwise_estimate(depthwise, spec, threads)
     view = template_view(tensor)
     contraction = as_contraction(view, broadcast_batch=True)
     dot = as_dot_product_contraction(view) if contraction is None else None

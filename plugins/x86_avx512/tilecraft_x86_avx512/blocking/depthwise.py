@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tilecraft.cost.loop_nest import outer_bandwidth, roofline_seconds
 from tilecraft.dtypes import DType
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import (
@@ -55,7 +56,8 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.target.base import FusedGroup
+from tilecraft.target.base import FusedGroup, LoweringEstimate
+from tilecraft.target.spec import TargetSpec
 from tilecraft.te.bounds import affine, facts_from_condition, tighten
 from tilecraft.te.expr import (
     Binary,
@@ -83,8 +85,11 @@ from tilecraft_x86_avx512.blocking.building import (
     vector_kind,
 )
 
-__all__ = ["Depthwise", "Pad", "as_depthwise", "as_pad", "fuse_depthwise_pads",
-           "lower_depthwise"]
+__all__ = ["Depthwise", "Pad", "as_depthwise", "as_pad", "depthwise_estimate",
+           "fuse_depthwise_pads", "lower_depthwise"]
+
+#: the strategy :func:`depthwise_estimate` names (the mapping stage's report)
+STRATEGY = "x86 depthwise kernel"
 
 
 @dataclass(frozen=True)
@@ -443,3 +448,44 @@ def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
         groups.append(FusedGroup((producer.name, tensor.name),
                                  (lower_depthwise(conv, options, pad),)))
     return groups
+
+
+def depthwise_estimate(conv: Depthwise, spec: TargetSpec, threads: int) -> LoweringEstimate:
+    """The predicted time of :func:`lower_depthwise`'s kernel for ``conv`` on ``spec`` with
+    ``threads`` threads: per output vector, one FMA per tap at the spec's float32 peak unless
+    its vector loads (``stride`` vectors per tap) take longer at the L1 bandwidth, on the
+    lanes the output width fills, with the channels spread over the threads; against the
+    input, output and weights moved once through the outermost memory level.
+
+    >>> from tilecraft import ops, te
+    >>> from tilecraft_x86_avx512.target import X86Avx512Target
+    >>> y = ops.depthwise_conv2d(te.placeholder((1, 32, 112, 112), name="x"),
+    ...                          te.placeholder((32, 1, 3, 3), name="w"), padding=1)
+    >>> estimate = depthwise_estimate(as_depthwise(y), X86Avx512Target(cpu="znver4").spec, 1)
+    >>> estimate.strategy, round(estimate.seconds * 1e6), estimate.basis.split(": ")[-1]
+    ('x86 depthwise kernel', 94, 'compute-bound')
+    """
+    tensor = conv.tensor
+    batch, channels, out_h, out_w = tensor.shape
+    units = spec.compute
+    lanes = max(1, units.lanes(tensor.dtype))
+    flops = 2 * tensor.size * conv.rows.taps * conv.cols.taps
+    per_fma = 2 * lanes / (units.flops_per_core(tensor.dtype) / units.frequency_hz)
+    per_load = conv.cols.stride * lanes * tensor.dtype.bytes / \
+        spec.memory.level("L1").bandwidth_bytes_per_cycle
+    filled = out_w / (-(-out_w // lanes) * lanes)
+    cores = min(threads, units.cores)
+    outer = batch * channels
+    balance = outer / (-(-outer // cores) * cores)
+    efficiency = per_fma / max(per_fma, per_load) * filled * balance
+    rate = cores * units.flops_per_core(tensor.dtype) * efficiency
+    source = conv.source.tensor
+    inputs = source.inputs if not source.is_placeholder and as_pad(source) else [source]
+    moved = sum(t.size * t.dtype.bytes for t in inputs) + tensor.size * tensor.dtype.bytes
+    bandwidth, level = outer_bandwidth(spec)
+    seconds, bound = roofline_seconds(flops, rate, moved, bandwidth)
+    basis = (f"{flops} operations at {efficiency:.0%} of the float32 peak of {cores} core(s) "
+             f"({rate / 1e9:.3g} GFLOP/s: loads per FMA, {filled:.0%} of the lanes, channels "
+             f"over threads {balance:.0%}) vs {moved} bytes at {bandwidth / 1e9:.3g} GB/s "
+             f"({level}): {bound}")
+    return LoweringEstimate(STRATEGY, seconds, basis)
