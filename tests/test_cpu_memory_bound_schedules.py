@@ -84,6 +84,13 @@ def test_contiguous_reduce_axes_are_one_vector_reduction():
     columns = te.compute((64, 5), lambda c, w: te.sum(a[0, c, column, w], axis=column),
                          name="columns")
     assert "rh: unrolled(7, factor=7) > w: vector(5" in _describe(columns, options)
+    # a padded window (bounds guards on rh, rw) over rows as wide as the window: not fused
+    x = te.placeholder((1, 4, 2, 3), name="x")
+    wh, ww = te.reduce_axis(3, "wh"), te.reduce_axis(3, "ww")
+    inside = te.all_of(wh >= 1, wh < 3, ww >= 1)
+    window = te.compute((1, 4, 1, 1), lambda n, c, h, w: te.max(
+        te.select(inside, x[n, c, wh - 1, ww - 1], -1e30), axis=[wh, ww]), name="window")
+    assert "wh_ww" not in _describe(window, options)
 
 
 @needs_x86

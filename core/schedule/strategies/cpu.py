@@ -47,9 +47,9 @@ from tilecraft.lower.options import LoweringOptions
 from tilecraft.schedule.strategies.base import contiguous_loads, fuse_all
 from tilecraft.target.spec import SchedulePrimitive
 from tilecraft.te.bounds import affine
-from tilecraft.te.expr import IterVar, Load
+from tilecraft.te.expr import IterVar, Load, Select
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import loads_in, vars_in
+from tilecraft.te.visit import loads_in, vars_in, walk
 
 __all__ = ["CpuStrategy"]
 
@@ -118,6 +118,8 @@ def _flattened(tensor: Tensor, positions: list[int], keep: int) -> list[int]:
     if any(terms is None for terms in loads):
         return []
     axes = (*tensor.axes, *tensor.reduce_axes)
+    guarded = {var for node in walk(tensor.body) if isinstance(node, Select)
+               for var in vars_in(node.cond)}  # a padded read's bounds guards
     outer = 1
     for p in positions:
         outer *= axes[p].extent
@@ -134,7 +136,7 @@ def _flattened(tensor: Tensor, positions: list[int], keep: int) -> list[int]:
         fits = all(all(terms.get(axes[q], 0) == 0 for q in group)
                    or all(terms.get(axes[q], 0) == natural[axes[q]] for q in group)
                    for terms in loads if terms is not None)
-        if not fits:
+        if not fits or axes[p] in guarded:
             break
         chosen.insert(0, p)
     return chosen if len(chosen) > 1 else []
