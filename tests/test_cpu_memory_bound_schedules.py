@@ -1,7 +1,8 @@
 """The CPU strategy on memory-bound computes: a short sliding window (max pooling's 3 taps) is
 vectorised along the outputs, not the taps; an elementwise compute whose loads read its
 trailing axes as one contiguous run gets them fused into one vector loop, leaving the
-parallel loop enough iterations; so do a reduction's trailing reduce axes (a global pool).
+parallel loop enough iterations; so do a reduction's trailing reduce axes (a global pool); a
+transposition runs in tiles of the lanes.
 Schedules, and x86 results against the reference on awkward shapes."""
 
 from __future__ import annotations
@@ -91,6 +92,34 @@ def test_contiguous_reduce_axes_are_one_vector_reduction():
     window = te.compute((1, 4, 1, 1), lambda n, c, h, w: te.max(
         te.select(inside, x[n, c, wh - 1, ww - 1], -1e30), axis=[wh, ww]), name="window")
     assert "wh_ww" not in _describe(window, options)
+
+
+def test_a_transposition_runs_in_tiles():
+    q = te.placeholder((512, 768), name="q")
+    keys = ops.transpose(ops.reshape(q, (512, 12, 64)), (1, 2, 0), name="keys")
+    assert _describe(keys) == ("i0: parallel(12) > i2.outer: serial(32) > i1: serial(64) > "
+                               "i2.inner: vector(16, lanes=16)")
+    x = te.placeholder((37, 53), name="x")
+    assert _describe(ops.transpose(x, (1, 0), name="t")) == (
+        "i1.outer: parallel(3) > i0: serial(53) > i1.inner: vector(16, lanes=16)")
+    short = te.placeholder((17, 5), name="short")  # 17 outputs per row: no room for tiles
+    assert _describe(ops.transpose(short, (1, 0), name="s")).endswith("i1: vector(17, lanes=16)")
+
+
+@needs_x86
+@pytest.mark.parametrize(("shape", "perm"), [((37, 53), (1, 0)), ((3, 40, 50), (0, 2, 1)),
+                                             ((17, 5), (1, 0)), ((5, 16, 33), (2, 0, 1)),
+                                             ((1, 32), (1, 0)), ((32, 1), (1, 0))])
+def test_transpositions_match_the_reference(shape, perm):
+    x = te.placeholder(shape, name="x")
+    out = ops.transpose(x, perm, name="t")
+    graph = tc.Graph.from_outputs([out])
+    data = {"x": np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)}
+    from tilecraft_x86_avx512.target import X86Avx512Target
+
+    for threads in (1, 2):
+        exe = tc.compile(graph, target=X86Avx512Target(threads=threads))
+        np.testing.assert_array_equal(exe(**data), run(graph, data))
 
 
 @needs_x86

@@ -142,6 +142,34 @@ def _flattened(tensor: Tensor, positions: list[int], keep: int) -> list[int]:
     return chosen if len(chosen) > 1 else []
 
 
+def _transposing_axis(tensor: Tensor, spatial: list[int], vector: int,
+                      lanes: int) -> int | None:
+    """The spatial axis (position) along which the loads that stride along the vector axis
+    (by more than :data:`SMALL_STRIDE`) are contiguous — ``d`` in the head transpose
+    ``out[h, d, t] = x[t, h * 64 + d]`` — when the compute is such a transposition with
+    room for tiles (``lanes`` or more along that axis, twice the lanes along the vector
+    one); else None. Walking the vector axis whole, such reads touch one row per lane and
+    evict each other long before the next ``d`` comes back to them."""
+    axes = tensor.axes
+    if axes[vector].extent < 2 * lanes:
+        return None
+    found: set[int] = set()
+    for load in loads_in(tensor.body):
+        terms = _row_major_terms(load)
+        if terms is None:
+            return None
+        if terms.get(axes[vector], 0) <= SMALL_STRIDE:
+            continue
+        contiguous = [p for p in spatial if p != vector and terms.get(axes[p], 0) == 1]
+        if len(contiguous) != 1:
+            return None
+        found.add(contiguous[0])
+    if len(found) != 1:
+        return None
+    (across,) = found
+    return across if axes[across].extent >= lanes else None
+
+
 class CpuStrategy:
     """Parallel outer loop, vector inner loop (module docstring)."""
 
@@ -188,6 +216,13 @@ class CpuStrategy:
             candidates = [p for p in reduce if p != vector and p not in flat]
             if candidates and axes[candidates[-1]].extent <= options.unroll_limit:
                 unrolled = candidates[-1]
+        if vector == last_spatial and not reduce and len(flat) < 2 and reorder \
+                and target.offers(SchedulePrimitive.SPLIT):
+            across = _transposing_axis(tensor, spatial, last_spatial, lanes)
+            if across is not None:
+                self._transpose_tiles(stage, spatial, across, last_spatial, lanes, options,
+                                      target)
+                return
         parallel = self._parallel_axes([p for p in order if p not in flat[:-1]], outer_spatial,
                                        vector, axes, options, target, reorder)
 
@@ -208,6 +243,30 @@ class CpuStrategy:
             stage.vectorize(roots[vector], lanes=lanes)
         if unrolled is not None:
             stage.unroll(roots[unrolled], factor=axes[unrolled].extent)
+
+    @staticmethod
+    def _transpose_tiles(stage: Any, spatial: list[int], across: int, vector: int, lanes: int,
+                         options: LoweringOptions, target: Any) -> None:
+        """A transposition in tiles (see :func:`_transposing_axis`): the vector axis split
+        into ``lanes``-wide blocks whose outer loop runs outside the axis the reads are
+        contiguous along: ``h > t.outer > d > t.inner (vector)`` for ``out[h, d, t] =
+        x[t, h * 64 + d]``, so a block's ``lanes`` rows stay in L1 while ``d`` walks them."""
+        roots = stage.root_loops
+        unused = [roots[p] for p in range(len(roots)) if p not in spatial]
+        others = [roots[p] for p in spatial if p not in (across, vector)]
+        outer, inner = stage.split(roots[vector], factor=lanes)
+        stage.reorder(*unused, *others, outer, roots[across], inner)
+        if options.parallel and options.allows(LoopKind.PARALLEL) \
+                and target.offers(SchedulePrimitive.PARALLEL):
+            chosen, product = [], 1
+            for loop in [*others, outer]:
+                chosen.append(loop)
+                product *= loop.extent
+                if product >= options.parallel_threshold \
+                        or not target.offers(SchedulePrimitive.FUSE):
+                    break
+            stage.parallel(fuse_all(stage, chosen))
+        stage.vectorize(inner, lanes=lanes)
 
     @staticmethod
     def _parallel_axes(order: list[int], outer_spatial: list[int], vector: int | None,
