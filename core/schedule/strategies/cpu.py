@@ -9,12 +9,17 @@ With the primitives, on the stage of one compute:
   axis (the output's contiguous one) innermost — unless the compute is a row reduction (no
   load the reduction moves walks memory along the innermost spatial axis, some do along the
   innermost reduce axis: softmax's max and sum, batch norm's gradients summed over
-  ``(n, h, w)``), where every spatial axis stays outside. Axes of extent 1 get no
-  loop (spatial ones go first, reduce ones last);
+  ``(n, h, w)``), where every spatial axis stays outside — but not a short window sliding
+  with the outputs (max pooling's 3 taps: the outputs fill the lanes, read with small
+  strides). Axes of extent 1 get no loop (spatial ones go first, reduce ones last);
 - ``fuse`` + ``parallel``: leading spatial axes fused until the loop has
   ``options.parallel_threshold`` iterations, run on the cores;
 - ``vectorize``: the innermost loop, when it is the innermost spatial axis or the innermost
-  reduce axis (a vector reduction), with the target's lanes for the output's dtype;
+  reduce axis (a vector reduction), with the target's lanes for the output's dtype. Trailing
+  axes every load reads as one contiguous run (or not at all) are first fused into it
+  (``out[c, h, w] = x[c, h, w] + b[c]``: ``h_w``; a global pool's ``rh_rw``), leaving the
+  parallel loop its iterations; a transposition (the loads striding along the vector axis
+  are contiguous along another) runs in ``lanes``-wide tiles: ``t.outer > d > t.inner``;
 - ``unroll``: the innermost non-vector reduce loop when its extent is within
   ``options.unroll_limit``.
 
