@@ -30,6 +30,7 @@ from tilecraft_x86_avx512.codegen import convert
 from tilecraft_x86_avx512.codegen.analysis import (
     depends_on,
     flat_coefficient,
+    lane_coefficient,
     unclamped,
     vector_flat_coefficient,
 )
@@ -178,9 +179,42 @@ class MemoryEmitter:
             return None
         unclamped_indices = (*indices[:dim], inner, *indices[dim + 1:])
         coefficient = vector_flat_coefficient(buffer, unclamped_indices, vector.var, lanes)
-        if coefficient is None or not 1 <= coefficient <= MAX_SHUFFLE_STRIDE:
+        coefficient_of_inner = lane_coefficient(inner, vector.var, lanes)
+        if coefficient is None or not 1 <= coefficient <= MAX_SHUFFLE_STRIDE \
+                or coefficient_of_inner is None or coefficient_of_inner <= 0:
             return None
         fb = self.fb
+        # every lane inside the bounds (interior vectors: nearly all): the plain load
+        with self.ctx.lane_zero():
+            first = self.exprs.index(inner)
+        last = fb.binop("add", first, Value(str(coefficient_of_inner * (lanes - 1)), INDEX))
+        checks = ([fb.compare("icmp", "sge", first, Value(str(lo), INDEX))] if lo is not None
+                  else []) + ([fb.compare("icmp", "sle", last, Value(str(hi), INDEX))]
+                              if hi is not None else [])
+        interior = checks[0] if len(checks) == 1 else fb.binop("and", checks[0], checks[1])
+        plain_label, edge_label = fb.new_label("interior"), fb.new_label("edge")
+        merge = fb.new_label("clamped")
+        fb.cond_br(interior, plain_label, edge_label)
+        fb.start_block(plain_label)
+        plain = self.load_stored(buffer, unclamped_indices)
+        plain_end = fb.block
+        fb.br(merge)
+        fb.start_block(edge_label)
+        edge_value = self._edge_load(buffer, indices, dim, inner, lo, hi, unclamped_indices)
+        edge_end = fb.block
+        fb.br(merge)
+        fb.start_block(merge)
+        joined = fb.define(f"phi {plain.type} [ {plain.ref}, %{plain_end} ], "
+                           f"[ {edge_value.ref}, %{edge_end} ]", "clamped")
+        return Value(joined, plain.elem, plain.lanes)
+
+    def _edge_load(self, buffer: Buffer, indices: Sequence[Expr], dim: int, inner: Expr,
+                   lo: int | None, hi: int | None, unclamped_indices: tuple[Expr, ...]) -> Value:
+        """The clamped load of a vector some of whose lanes the clamp moves (see
+        :meth:`_clamped_load`)."""
+        fb, vector = self.fb, self.ctx.vector
+        assert vector is not None
+        lanes = vector.lanes
         position = self.exprs.index(inner)  # per lane
         inside: Value | None = None
         edges: list[tuple[Value, Expr]] = []
