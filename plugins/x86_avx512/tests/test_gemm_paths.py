@@ -10,7 +10,7 @@ from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
 from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
 from tilecraft_x86_avx512.gemm_template import block_panels, default_config
-from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_ROWS, render
+from tilecraft_x86_avx512.microkernels import MICRO_KERNELS, OUTER_PRODUCT_F32_ROWS, render
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
@@ -116,7 +116,7 @@ def test_block_packed_interpreted_and_batched():
     y = rng.standard_normal((3, 9, 71)).astype(np.float32)
     arrays = {"X": x, "Y": y, "Z": np.zeros((3, 7, 71), np.float32)}
     out = run_kernels(kernels, arrays,
-                      semantics={OUTER_PRODUCT_F32_ROWS.name: OUTER_PRODUCT_F32_ROWS.reference})
+                      semantics={name: decl.reference for name, decl in MICRO_KERNELS.items()})
     np.testing.assert_allclose(out["Z"].reshape(3, 7, 71), x @ y, rtol=1e-5, atol=1e-5)
     # A stored transposed (read A[k, m]): no row view, the caller falls back to packing A
     At = te.placeholder((9, 7), name="At")

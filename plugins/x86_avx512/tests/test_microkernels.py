@@ -77,6 +77,41 @@ def test_micro_kernel_matches_its_declared_semantics():
         np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["outer_product_f32", "outer_product_f32_rows",
+                                  "outer_product_f32_set", "outer_product_f32_rows_set"])
+def test_outer_product_variants_match_their_declared_semantics(name):
+    """Each variant (A packed or read as rows; adding to C or writing it: the first reduction
+    slice's ``_set`` kernels never read C), on whole and ragged tiles (MV < MI, NC < NR with a
+    wholly unwritten vector), natively against its declaration; C around the tile untouched."""
+    import ctypes
+
+    from tilecraft_x86_avx512.microkernels import MICRO_KERNELS
+
+    decl = MICRO_KERNELS[name]
+    rows = "rows" in name
+    rng = np.random.default_rng(1)
+    for mi, nr, ki, mv, nc in [(6, 64, 13, 6, 64), (6, 64, 5, 4, 20), (1, 16, 1, 1, 1),
+                               (5, 80, 9, 5, 33)]:
+        params = {"MI": mi, "NR": nr, "KI": ki, "MV": mv, "NC": nc}
+        text = render(name, params, "mk").replace("alwaysinline nounwind", "nounwind").replace(
+            "define internal", "define")
+        text += "\n" + "\n".join([
+            "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)",
+            'declare <16 x float> @"llvm.masked.load.v16f32.p0"(ptr, <16 x i1>, <16 x float>)',
+            'declare void @"llvm.masked.store.v16f32.p0"(<16 x float>, ptr, <16 x i1>)'])
+        fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64] * 3))(
+            build.jit_compile(text, f"{name} test").address("mk"))
+        a = rng.standard_normal((mi + 2, ki + 3) if rows else (ki, mi + 3)).astype(np.float32)
+        b = rng.standard_normal((ki, nr)).astype(np.float32)
+        c = rng.standard_normal((mi + 1, nr + 16)).astype(np.float32)
+        expected = c.copy()
+        a_view = a[:mv, :ki] if rows else a[:, :mv]
+        decl.reference(a_view, b[:, :nc], expected[:mv, :nc], **params)
+        a_strides = (ki + 3, 1) if rows else (mi + 3, 1)
+        fn(a.ctypes.data, *a_strides, b.ctypes.data, nr, 1, c.ctypes.data, nr + 16, 1)
+        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("m, n, k", [(37, 129, 61), (64, 64, 64), (2, 300, 40), (97, 17, 3),
                                      (1, 1, 200)])
 def test_matmul_template_native(m, n, k):

@@ -44,11 +44,15 @@ from tilecraft.errors import CodegenError
 from tilecraft.target.microkernel import MicroKernelDecl
 
 
-def _outer_product_decl(name: str, description: str, a_rows: bool) -> MicroKernelDecl:
+def _outer_product_decl(name: str, description: str, a_rows: bool,
+                        accumulate: bool = True) -> MicroKernelDecl:
     """Algorithm 2's float32 outer product; A packed k-major ``[KI, MI]`` (``a_rows=False``) or
-    read in place as ``[MI, KI]`` rows (``a_rows=True``)."""
+    read in place as ``[MI, KI]`` rows (``a_rows=True``); onto C (``accumulate``) or into it
+    (``C = sum``: a tile's first reduction slice, C neither zeroed nor read)."""
     a_shape, a_index = (["MV", "KI"], ["m", "k"]) if a_rows else (["KI", "MV"], ["k", "m"])
     a_term = "A[m, k]" if a_rows else "A[k, m]"
+    semantics = f"C[m, n] += {a_term} * B[k, n]" if accumulate else \
+        f"C[m, n] = sum({a_term} * B[k, n])"
     return MicroKernelDecl(
         name=name, description=description,
         loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
@@ -60,7 +64,7 @@ def _outer_product_decl(name: str, description: str, a_rows: bool) -> MicroKerne
                    "index": ["k", "n"]},
                   {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
                    "index": ["m", "n"]}],
-        semantics=f"C[m, n] += {a_term} * B[k, n]",
+        semantics=semantics,
         template="templates/outer_product.ll.jinja",
         parameters={"MI": {"default": 5, "minimum": 1, "maximum": 28,
                            "description": "rows of the register tile"},
@@ -85,6 +89,17 @@ OUTER_PRODUCT_F32 = _outer_product_decl(
 OUTER_PRODUCT_F32_ROWS = _outer_product_decl(
     "outer_product_f32_rows",
     "register-tile outer product, A read in place: C[MI,NR] += A[MI,KI] B[KI,NR]", True)
+#: the two kernels for a tile's first reduction slice: C written, never read (no zero-fill)
+OUTER_PRODUCT_F32_SET = _outer_product_decl(
+    "outer_product_f32_set",
+    "register-tile outer product into C: C[MI,NR] = A[KI,MI]^T B[KI,NR]", False, False)
+OUTER_PRODUCT_F32_ROWS_SET = _outer_product_decl(
+    "outer_product_f32_rows_set",
+    "register-tile outer product into C, A read in place: C[MI,NR] = A[MI,KI] B[KI,NR]", True,
+    False)
+#: the variant of a micro-kernel that writes its tile instead of adding to it
+SETTING_VARIANTS = {OUTER_PRODUCT_F32.name: OUTER_PRODUCT_F32_SET.name,
+                    OUTER_PRODUCT_F32_ROWS.name: OUTER_PRODUCT_F32_ROWS_SET.name}
 
 
 def _grouped_decl(name: str, description: str, a: str, b: str, c: str, group: int,
@@ -152,8 +167,9 @@ VNNI_ROW_SUMS_S8 = _row_sums_decl("vnni_row_sums_s8", "int8")
 VNNI_ROW_SUMS_U8 = _row_sums_decl("vnni_row_sums_u8", "uint8")
 
 MICRO_KERNELS: dict[str, MicroKernelDecl] = {
-    decl.name: decl for decl in (OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS, VNNI_U8S8,
-                                 VNNI_S8U8, DOT_BF16, VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8)}
+    decl.name: decl for decl in (OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET,
+                                 OUTER_PRODUCT_F32_ROWS_SET, VNNI_U8S8, VNNI_S8U8, DOT_BF16,
+                                 VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8)}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -172,7 +188,8 @@ LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name] + (
     ("llvm.masked.load.v64i8.p0", "<64 x i8>", ("ptr", "<64 x i1>", "<64 x i8>")),
     ("llvm.vector.reduce.add.v16i32", "i32", ("<16 x i32>",)))
 LLVM_DECLARATIONS[VNNI_ROW_SUMS_U8.name] = LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name]
-LLVM_DECLARATIONS[OUTER_PRODUCT_F32_ROWS.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name]
+for _variant in (OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET, OUTER_PRODUCT_F32_ROWS_SET):
+    LLVM_DECLARATIONS[_variant.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name]
 
 #: template variables beyond the parameters: which vpdpbusd operand the broadcast A is
 _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
@@ -180,8 +197,10 @@ _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
     VNNI_S8U8.name: {"A_UNSIGNED": False},
     VNNI_ROW_SUMS_S8.name: {"A_UNSIGNED": False},
     VNNI_ROW_SUMS_U8.name: {"A_UNSIGNED": True},
-    OUTER_PRODUCT_F32.name: {"A_ROWS": False},
-    OUTER_PRODUCT_F32_ROWS.name: {"A_ROWS": True}}
+    OUTER_PRODUCT_F32.name: {"A_ROWS": False, "ZERO": False},
+    OUTER_PRODUCT_F32_ROWS.name: {"A_ROWS": True, "ZERO": False},
+    OUTER_PRODUCT_F32_SET.name: {"A_ROWS": False, "ZERO": True},
+    OUTER_PRODUCT_F32_ROWS_SET.name: {"A_ROWS": True, "ZERO": True}}
 
 #: k steps per iteration of the template's k loop
 UNROLL = 4
@@ -243,7 +262,8 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
     if values.get("NR", 16) % 16:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")
-    if name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name):
+    if name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name, OUTER_PRODUCT_F32_SET.name,
+                OUTER_PRODUCT_F32_ROWS_SET.name):
         values["MV"] = params.get("MV", values["MI"])
         values["NC"] = params.get("NC", values["NR"])
         if values["MV"] > values["MI"] or values["NC"] > values["NR"]:
@@ -261,6 +281,7 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
 
 
 __all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
-           "OUTER_PRODUCT_F32_ROWS", "VNNI_ROW_SUMS_S8", "VNNI_ROW_SUMS_U8", "VNNI_S8U8",
+           "OUTER_PRODUCT_F32_ROWS", "OUTER_PRODUCT_F32_ROWS_SET", "OUTER_PRODUCT_F32_SET",
+           "SETTING_VARIANTS", "VNNI_ROW_SUMS_S8", "VNNI_ROW_SUMS_U8", "VNNI_S8U8",
            "VNNI_U8S8", "RegisterBlocking", "register_blocking",
            "register_blocking_candidates", "render"]

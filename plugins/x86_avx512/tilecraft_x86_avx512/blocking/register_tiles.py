@@ -78,6 +78,7 @@ from tilecraft_x86_avx512.blocking.building import (
     unit_axes,
     vector_kind,
 )
+from tilecraft_x86_avx512.microkernels import SETTING_VARIANTS
 
 if TYPE_CHECKING:
     from tilecraft_x86_avx512.blocking.epilogue import Epilogue
@@ -341,7 +342,9 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
     (``m0`` a multiple of ``mi``, ``n0`` of ``nr``): a whole tile, or — on the ragged bottom or
     right edge of C — the same kernel told to write only its ``MV`` valid rows and ``NC``
     valid columns (static: ``m_total % mi`` and ``n_total % nr``), so no tile is copied.
-    ``first``: when true, the tile is zeroed before the call (the first reduction slice).
+    ``first``: when true (the first reduction slice), the micro-kernel's setting variant
+    (:data:`~tilecraft_x86_avx512.microkernels.SETTING_VARIANTS`: ``C = sum`` instead of
+    ``C += sum``) writes the tile, or the tile is zeroed before the call where it has none.
     ``a_rows_dim``: which dimension of ``a_region`` holds the tile's rows (the last for A packed
     ``[KI, MI]``, the one before for A read as rows ``[MI, KI]``). ``epilogue``: computed on
     the tile's valid rows and columns after the call where ``last`` holds (the last reduction
@@ -363,10 +366,16 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
         a_extents[a_rows_dim] = rows
         a_part = Region(a_region.buffer, a_region.base, tuple(a_extents))
         b_part = Region(b_region.buffer, b_region.base, (*b_region.extents[:-1], cols))
-        call = MicroKernelCall(micro_kernel, (
-            a_part, b_part, Region(acc, (b0, r0, c0), (1, rows, cols))),
-            (*params, ("MV", rows), ("NC", cols)))
-        stmts: list[Stmt] = [call] if first is None else [IfThenElse(first, zero), call]
+        operands = (a_part, b_part, Region(acc, (b0, r0, c0), (1, rows, cols)))
+        call = MicroKernelCall(micro_kernel, operands, (*params, ("MV", rows), ("NC", cols)))
+        setting = SETTING_VARIANTS.get(micro_kernel)
+        stmts: list[Stmt]
+        if first is None:
+            stmts = [call]
+        elif setting is not None:  # the first slice writes the tile: no zero-fill, no C loads
+            stmts = [IfThenElse(first, MicroKernelCall(setting, operands, call.params), call)]
+        else:
+            stmts = [IfThenElse(first, zero), call]
         if epilogue is not None:
             tail = epilogue.tile(b_index, m0, n0, rows, cols, options)
             stmts.append(tail if last is None else IfThenElse(last, tail))
