@@ -127,6 +127,35 @@ def test_depthwise_kernel_modes(run, target, x_shape, kernel, stride, padding, d
     _close(run(kernel_ir, arrays)["y"], want)
 
 
+@pytest.mark.parametrize("block", [1, 2, 3])
+@pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation", [
+    ((1, 2, 13, 11), (5, 5), 2, 2, 1),
+    ((1, 2, 20, 21), (3, 3), 3, 1, 1),
+    ((1, 1, 9, 8), (3, 3), 1, 1, 1),
+    ((1, 1, 12, 7), (3, 3), 2, 1, 2),
+])
+def test_row_blocks_stay_in_bounds(target, monkeypatch, block, x_shape, kernel, stride, padding,
+                                   dilation):
+    # the Kernel IR interpreter checks every access: ring slots, short last blocks
+    import tilecraft_x86_avx512.blocking.depthwise as depthwise
+
+    monkeypatch.setattr(depthwise, "ROW_BLOCK", block)
+    x = te.placeholder(x_shape, name="x")
+    y = ops.depthwise_conv2d(x, te.placeholder((x_shape[1], 1, *kernel), name="w"),
+                             stride=stride, padding=padding, dilation=dilation, name="y")
+    graph = Graph.from_outputs([y])
+    inputs = _inputs(graph)
+    want = reference(graph, inputs)
+    for mode in ("plane", "ring", None):
+        kernel_ir = _lowered(y, mode, LoweringOptions.from_spec(target.spec))
+        arrays = {**inputs, "y": np.zeros(y.shape, np.float32)}
+        if mode is None:
+            arrays["y_pad"] = _evaluate(as_depthwise(y).source.tensor, inputs)
+            del arrays["x"]
+        target.emulate(kernel_ir, arrays)
+        _close(arrays["y"], want)
+
+
 def test_nonzero_pad_value_and_dilation(native):
     x = te.placeholder((2, 3, 9, 10), name="x")
     padded = ops.pad(x, [(0, 0), (0, 0), (2, 1), (1, 3)], value=1.5, name="x_pad")

@@ -1,40 +1,42 @@
 """A depthwise convolution (NCHW, one input channel per output channel) as one x86 kernel.
 
-``y[n, k, h, w] = sum_{r, s} P[n, c(k), sh*h + dh*r + oh, sw*w + dw*s + ow] * W(k, r, s)`` is
-no contraction the micro-kernel template runs (its only reduction is the ``R x S`` window), and
+``y[n, k, h, w] = sum_{r, s} P[n, k, sh*h + dh*r + oh, sw*w + dw*s + ow] * W(k, r, s)`` is no
+contraction the micro-kernel template runs (its only reduction is the ``R x S`` window), and
 the core's loop nest runs it scalar (a stride-2 window is a gather per element). Here the
-kernel runs in parallel over ``(n, k)``; for each output row a vector loop along the output
-width (16 lanes, a masked tail) computes the row's outputs with the whole window unrolled into
-one expression, so the accumulators live in registers and each tap is one (strided, for
-stride 2: a wide masked load and a shuffle) vector load and one FMA.
+kernel runs in parallel over ``(n, k)``; for each block of ``ROW_BLOCK`` output rows a vector
+loop along the output width (16 lanes, a masked tail) computes the rows' outputs with the
+whole window unrolled into one expression per row, so the accumulators live in registers and
+each tap is one vector load (for stride 2 a wide masked load and a shuffle), shared by the
+rows of the block whose windows overlap, and one FMA.
 
 When ``P`` is the convolution's ``pad`` compute (:func:`as_pad`: ``select(box, value, fill)``
 with the box a conjunction of bounds on the two spatial axes) and the kernel is lowered with
 it (:func:`fuse_depthwise_pads`: the pad is read by the convolution alone), the pad is not
-materialised: each padded input row the window reaches is computed once into a ring of
-``span = dh*(R-1) + 1`` rows (an L1-resident local buffer, slot ``row % span``), the pad's
-``value`` evaluated only on the row's in-box column segment — no select, no out-of-range
-load — and ``fill`` stored on the rows and column segments outside it. ``value`` is whatever
-the graph passes left there (MobileNet's ``relu6(expand + bias)`` of the layer before): it is
-computed once per input element, not once per tap. Without a pad (or with one that other
-computes read too) the window reads the input directly.
+materialised: each padded input row the windows reach is computed once into a local copy of
+the plane (up to ``PLANE_BYTES``) or into a ring of the ``dh*(R-1) + 1 + sh*(ROW_BLOCK-1)``
+rows a block reads (slot ``row % size``), the pad's ``value`` evaluated only on the row's
+in-box column segment — no select, no out-of-range load — and ``fill`` elsewhere. ``value``
+is whatever the graph passes left there (MobileNet's ``relu6(expand + bias)`` of the layer
+before): it is computed once per input element, not once per tap. Without a pad (or with one
+that other computes read too) the windows read the input directly.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
 >>> y = ops.depthwise_conv2d(te.placeholder((1, 3, 9, 9), name="x"),
 ...                          te.placeholder((3, 1, 3, 3), name="w"), stride=2, name="y")
 >>> kernel = lower_depthwise(as_depthwise(y), LoweringOptions(vector_lanes=16))
->>> kernel.attrs["schedule"]
-'depthwise 3x3/2: parallel(3 channels) > rows(4) > vector(w=4, lanes=16), window unrolled'
+>>> print(kernel.attrs["schedule"])
+depthwise 3x3/2: parallel(3 channels) > rows(4, 2 at a time) > vector(w=4, lanes=16) x window
 >>> print(*str(kernel).splitlines()[:4], sep=chr(10))
 kernel y(x: float32[1, 3, 9, 9], w: float32[3, 1, 3, 3], y: float32[1, 3, 4, 4]) -> (y):
   for t in parallel(3):
-    for h in serial(4):
+    for hb in serial(2):
       for wv in vector(4, lanes=16):
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -269,6 +271,14 @@ def _segment(lo: int, hi: int, extent: int) -> tuple[int, int]:
 #: than from a ring of rows
 PLANE_BYTES = 16384
 
+#: output rows computed together (sharing the loads of the input rows their windows share)
+ROW_BLOCK = 2
+
+#: how a tap reads its input: ``read(h, r, s)`` for output row ``h``, tap ``(r, s)``
+TapReader = Callable[[Expr, int, int], Expr]
+#: ``output_rows(rows, read)``: the statement computing those output rows
+RowsEmitter = Callable[[Sequence[Expr], TapReader], Stmt]
+
 
 def lower_depthwise(conv: Depthwise, options: LoweringOptions,
                     pad: Pad | None = None, plane_bytes: int = PLANE_BYTES) -> Kernel:
@@ -298,35 +308,50 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
     out = Buffer(tensor.name, tensor.shape, tensor.dtype, level=level)
     lanes = max(1, options.lanes(tensor.dtype))
 
-    def output_row(h: Expr, row_of: Callable[[int, int], Expr]) -> Stmt:
-        """Output row ``h``, tap ``(r, s)`` reading ``row_of(r, s)``: the whole window as one
-        sum (row by row, each row a chain of FMAs)."""
-        total: Expr | None = None
-        for r in range(rows.taps):
-            line: Expr | None = None
-            for s in range(cols.taps):
-                taps = {a: const(v) for a, v in ((rows.tap_axis, r), (cols.tap_axis, s))
-                        if a is not None}
-                term = row_of(r, s) * kernel_expr(conv.weight, {**lead, **taps}, buffers,
-                                                   extra_zero=units)
-                line = term if line is None else line + term
-            total = line if total is None else total + line
-        assert total is not None
-        return For(wv, const(out_w), vector_kind(options), Store(out, (n, k, h, wv), total),
-                   lanes=lanes)
+    def output_rows(hs: Sequence[Expr], read: TapReader) -> Stmt:
+        """Output rows ``hs`` in one vector loop along the width, tap ``(r, s)`` of row ``h``
+        reading ``read(h, r, s)``: each row's whole window as one sum (row by row, each a
+        chain of FMAs); the rows of a block share their loads of the input rows in common."""
+        stores = []
+        for h in hs:
+            total: Expr | None = None
+            for r in range(rows.taps):
+                line: Expr | None = None
+                for s in range(cols.taps):
+                    taps = {a: const(v) for a, v in ((rows.tap_axis, r), (cols.tap_axis, s))
+                            if a is not None}
+                    term = read(h, r, s) * kernel_expr(conv.weight, {**lead, **taps}, buffers,
+                                                       extra_zero=units)
+                    line = term if line is None else line + term
+                total = line if total is None else total + line
+            assert total is not None
+            stores.append(Store(out, (n, k, h, wv), total))
+        return For(wv, const(out_w), vector_kind(options),
+                   stores[0] if len(stores) == 1 else Seq(tuple(stores)), lanes=lanes)
 
-    h = Var("h")
+    def all_rows(read: TapReader) -> Stmt:
+        """Every output row, ``ROW_BLOCK`` at a time (the last ones alone)."""
+        hb = Var("hb")
+        blocks = out_h // ROW_BLOCK
+        parts: list[Stmt] = []
+        if blocks:
+            parts.append(For(hb, const(blocks), LoopKind.SERIAL, output_rows(
+                [hb * ROW_BLOCK + i if ROW_BLOCK > 1 else hb for i in range(ROW_BLOCK)],
+                read)))
+        parts += [output_rows([const(h)], read) for h in range(blocks * ROW_BLOCK, out_h)]
+        return parts[0] if len(parts) == 1 else Seq(tuple(parts))
+
     local: Buffer | None = None
     if pad is None:
         x = buffer_of(source.tensor)
-        body: Stmt = For(h, const(out_h), LoopKind.SERIAL, output_row(h, lambda r, s: BufferLoad(
+        body: Stmt = all_rows(lambda h, r, s: BufferLoad(
             x, (*lead_index, rows.stride * h + rows.dilation * r + rows.offset,
-                cols.stride * wv + cols.dilation * s + cols.offset))))
+                cols.stride * wv + cols.dilation * s + cols.offset)))
         how = ""
     else:
         plane = rows.reach * cols.reach * tensor.dtype.bytes <= plane_bytes
         local, body = (_plane_body if plane else _ring_body)(
-            conv, pad, buffers, lead_index, output_row, wv, options)
+            conv, pad, buffers, lead_index, output_rows, all_rows, wv, options)
         how = (f", pad {pad.tensor.name} read inline into a "
                f"{'plane' if plane else f'{rows.span}-row ring'}")
     outer = batch * channels
@@ -337,67 +362,74 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
                     loop,
                     attrs={"compute": tensor.name, "statement": tensor.statement(),
                            "schedule": f"depthwise {conv.label}: parallel({outer} channels) > "
-                                       f"rows({out_h}) > vector(w={out_w}, lanes={lanes}), "
-                                       f"window unrolled{how}"})
+                                       f"rows({out_h}, {ROW_BLOCK} at a time) > "
+                                       f"vector(w={out_w}, lanes={lanes}) "
+                                       f"x window{how}"})
     # the ring's slots are kept in range by the modulo and the pad's value is read only on
     # its box, which the verifier's interval analysis does not see; the interpreter checks
     verify_kernel(kernel, options.spec, check_bounds=False)
     return kernel
 
 
-RowEmitter = Callable[[Expr, Callable[[int, int], Expr]], Stmt]
-
-
 def _plane_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
-                lead_index: Sequence[Expr], output_row: RowEmitter, wv: Var,
+                lead_index: Sequence[Expr], output_rows: RowsEmitter,
+                all_rows: Callable[[TapReader], Stmt], wv: Var,
                 options: LoweringOptions) -> tuple[Buffer, Stmt]:
     """The padded plane the windows reach, row by row into a local buffer, then the output
     rows from it: the buffer and the statement."""
     rows, cols = conv.rows, conv.cols
     plane = Buffer(f"{conv.tensor.name}_plane", (rows.reach, cols.reach), conv.tensor.dtype,
                    level=options.param_level)
-    i, h = Var("i"), Var("h")
+    i = Var("i")
     fill = For(i, const(rows.reach), LoopKind.SERIAL, _padded_row(
         pad, plane, buffers, lead_index, i + rows.offset, i, cols.offset, options))
-    compute = For(h, const(conv.tensor.shape[2]), LoopKind.SERIAL, output_row(
-        h, lambda r, s: BufferLoad(plane, (rows.stride * h + rows.dilation * r,
-                                           cols.stride * wv + cols.dilation * s))))
+    compute = all_rows(lambda h, r, s: BufferLoad(plane, (
+        rows.stride * h + rows.dilation * r, cols.stride * wv + cols.dilation * s)))
     return plane, Seq((fill, compute))
 
 
 def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
-               lead_index: Sequence[Expr], output_row: RowEmitter, wv: Var,
+               lead_index: Sequence[Expr], output_rows: RowsEmitter,
+               all_rows: Callable[[TapReader], Stmt], wv: Var,
                options: LoweringOptions) -> tuple[Buffer, Stmt]:
-    """The output rows, each after the padded rows it adds to a ring of ``span`` rows (slot
-    ``row % span``), the row loop unrolled ``span`` times so that every slot is a constant:
-    the ring and the statement."""
+    """The output rows, ``ROW_BLOCK`` at a time, each block after the padded rows it adds to
+    a ring of the ``size`` rows a block reads (slot ``row % size``); the block loop is
+    unrolled until the slots repeat, so that every slot is a constant: the ring and the
+    statement."""
     rows, cols = conv.rows, conv.cols
-    span, stride, offset = rows.span, rows.stride, rows.offset
+    stride, offset, block = rows.stride, rows.offset, ROW_BLOCK
     out_h = conv.tensor.shape[2]
-    ring = Buffer(f"{conv.tensor.name}_rows", (span, cols.reach), conv.tensor.dtype,
+    size = rows.span + stride * (block - 1)
+    ring = Buffer(f"{conv.tensor.name}_rows", (size, cols.reach), conv.tensor.dtype,
                   level=options.param_level)
-    fresh = min(stride, span)  # padded rows each output row adds
+    fresh = min(stride * block, size)  # padded rows each block adds
+    unroll = size // math.gcd(stride * block, size)  # blocks until the slots repeat
 
     def padded(row: Expr, padded_row: int) -> Stmt:
-        return _padded_row(pad, ring, buffers, lead_index, row, const(padded_row % span),
+        return _padded_row(pad, ring, buffers, lead_index, row, const(padded_row % size),
                            cols.offset, options)
 
-    def step(h: Expr, u: int) -> Stmt:
-        # output row h = span * q + u (stride * span * q is a multiple of span: slots are
-        # those of row u)
-        added = [padded(stride * h + offset + span - fresh + j, stride * u + offset + span
-                        - fresh + j) for j in range(fresh)]
-        return Seq((*added, output_row(h, lambda r, s: BufferLoad(ring, (
-            const((stride * u + rows.dilation * r + offset) % span),
+    def step(first: Expr, v: int, count: int) -> Stmt:
+        # output rows first + i, first = block * (unroll * q + v): stride * block * unroll * q
+        # is a multiple of size, so the slots are those of first = block * v
+        base = stride * block * v + offset
+        added = [padded(stride * first + offset + size - fresh + j, base + size - fresh + j)
+                 for j in range(fresh)]
+        hs = [first + i if i else first for i in range(count)]
+        slots = {h: i for i, h in enumerate(hs)}
+        return Seq((*added, output_rows(hs, lambda h, r, s: BufferLoad(ring, (
+            const((base + stride * slots[h] + rows.dilation * r) % size),
             cols.stride * wv + cols.dilation * s)))))
 
     q = Var("q")
-    parts = [padded(const(offset + j), offset + j) for j in range(span - fresh)]
-    if out_h >= span:
-        parts.append(For(q, const(out_h // span), LoopKind.SERIAL,
-                         Seq(tuple(step(q * span + u, u) for u in range(span)))))
-    last = out_h // span * span
-    parts += [step(const(last + u), last + u) for u in range(out_h - last)]
+    parts = [padded(const(offset + j), offset + j) for j in range(size - fresh)]
+    looped = out_h // block // unroll  # rounds of unrolled whole blocks
+    if looped:
+        parts.append(For(q, const(looped), LoopKind.SERIAL, Seq(tuple(
+            step(q * (block * unroll) + block * v if v else q * (block * unroll), v, block)
+            for v in range(unroll)))))
+    for v in range(looped * unroll, -(-out_h // block)):  # the last blocks, the last one short
+        parts.append(step(const(block * v), v, min(block, out_h - block * v)))
     return ring, Seq(tuple(parts))
 
 
