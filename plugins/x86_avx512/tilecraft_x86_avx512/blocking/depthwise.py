@@ -15,7 +15,10 @@ it (:func:`fuse_depthwise_pads`: the pad is read by the convolution alone), the 
 materialised: each padded input row the windows reach is computed once into a local copy of
 the plane (up to ``PLANE_BYTES``) or into a ring of the ``dh*(R-1) + 1 + sh*(ROW_BLOCK-1)``
 rows a block reads (slot ``row % size``), the pad's ``value`` evaluated only on the row's
-in-box column segment — no select, no out-of-range load — and ``fill`` elsewhere. ``value``
+in-box column segment — no select, no out-of-range load — and ``fill`` elsewhere; a local
+row is stored split by column phase (``[j % sw, j // sw]``), so that a stride-``sw`` window
+reads contiguous vectors (the strided loads happen once per input element, in the fill,
+instead of once per tap). ``value``
 is whatever the graph passes left there (MobileNet's ``relu6(expand + bias)`` of the layer
 before): it is computed once per input element, not once per tap. Without a pad (or with one
 that other computes read too) the windows read the input directly.
@@ -378,13 +381,13 @@ def _plane_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
     """The padded plane the windows reach, row by row into a local buffer, then the output
     rows from it: the buffer and the statement."""
     rows, cols = conv.rows, conv.cols
-    plane = Buffer(f"{conv.tensor.name}_plane", (rows.reach, cols.reach), conv.tensor.dtype,
+    plane = Buffer(f"{conv.tensor.name}_plane", (rows.reach, *_phases(cols)), conv.tensor.dtype,
                    level=options.param_level)
     i = Var("i")
     fill = For(i, const(rows.reach), LoopKind.SERIAL, _padded_row(
         pad, plane, buffers, lead_index, i + rows.offset, i, cols.offset, options))
     compute = all_rows(lambda h, r, s: BufferLoad(plane, (
-        rows.stride * h + rows.dilation * r, cols.stride * wv + cols.dilation * s)))
+        rows.stride * h + rows.dilation * r, *_column(cols, wv, s))))
     return plane, Seq((fill, compute))
 
 
@@ -400,7 +403,7 @@ def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
     stride, offset, block = rows.stride, rows.offset, ROW_BLOCK
     out_h = conv.tensor.shape[2]
     size = rows.span + stride * (block - 1)
-    ring = Buffer(f"{conv.tensor.name}_rows", (size, cols.reach), conv.tensor.dtype,
+    ring = Buffer(f"{conv.tensor.name}_rows", (size, *_phases(cols)), conv.tensor.dtype,
                   level=options.param_level)
     fresh = min(stride * block, size)  # padded rows each block adds
     unroll = size // math.gcd(stride * block, size)  # blocks until the slots repeat
@@ -419,7 +422,7 @@ def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
         slots = {h: i for i, h in enumerate(hs)}
         return Seq((*added, output_rows(hs, lambda h, r, s: BufferLoad(ring, (
             const((base + stride * slots[h] + rows.dilation * r) % size),
-            cols.stride * wv + cols.dilation * s)))))
+            *_column(cols, wv, s))))))
 
     q = Var("q")
     parts = [padded(const(offset + j), offset + j) for j in range(size - fresh)]
@@ -433,33 +436,59 @@ def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
     return ring, Seq(tuple(parts))
 
 
+def _phases(cols: Window) -> tuple[int, int]:
+    """A local row's shape: the columns the windows reach split by phase (column ``j`` at
+    ``[j % stride, j // stride]``), so that a strided window reads contiguous columns."""
+    return cols.stride, -(-cols.reach // cols.stride)
+
+
+def _column(cols: Window, wv: Var, tap: int) -> tuple[Expr, Expr]:
+    """Where tap ``tap`` of output column ``wv`` is in a local row (:func:`_phases`): column
+    ``stride*wv + dilation*tap`` is phase ``dilation*tap % stride``, ``wv + dilation*tap //
+    stride`` in it."""
+    shift = cols.dilation * tap
+    return const(shift % cols.stride), wv + shift // cols.stride if shift >= cols.stride else wv
+
+
 def _padded_row(pad: Pad, dest: Buffer, buffers: Mapping[Tensor, Buffer],
                 lead_index: Sequence[Expr], row: Expr, slot: Expr, col_offset: int,
                 options: LoweringOptions) -> Stmt:
     """Padded row ``row`` of ``pad`` (at the batch and channel ``lead_index``) into
-    ``dest[slot]``, whose column ``j`` holds the pad's column ``j + col_offset``: ``value`` on
-    the box's column segment, ``fill`` on rows outside the box. The columns outside the box
-    hold ``fill`` too: written here unless it is 0 (local buffers start zeroed)."""
-    width = dest.shape[1]
+    ``dest[slot]`` (``[phase, q]``: column ``j = phases * q + phase`` holds the pad's column
+    ``j + col_offset``): ``value`` on the box's column segment, ``fill`` on rows outside the
+    box. The columns outside the box hold ``fill`` too: written here unless it is 0 (local
+    buffers start zeroed)."""
+    _, phases, width = dest.shape
     lanes = max(1, options.lanes(dest.dtype))
     j = Var("j")
-    a, b = _segment(pad.cols[0] - col_offset, pad.cols[1] - col_offset, width)
+    a, b = _segment(pad.cols[0] - col_offset, pad.cols[1] - col_offset, phases * width)
+    borders: list[Stmt] = []
+    inside: list[Stmt] = []
+    outside: list[Stmt] = []
+    for phase in range(phases):
 
-    def fill(start: int, stop: int) -> list[Stmt]:
-        if stop <= start:
-            return []
-        return [For(j, const(stop - start), vector_kind(options),
-                    Store(dest, (slot, j + start), pad.fill), lanes=lanes)]
+        def fill(start: int, stop: int, phase: int = phase) -> list[Stmt]:
+            if stop <= start:
+                return []
+            return [For(j, const(stop - start), vector_kind(options),
+                        Store(dest, (slot, const(phase), j + start), pad.fill), lanes=lanes)]
 
-    borders = fill(0, a) + fill(b, width) if pad.fill.value != 0 else []
-    if b <= a:
-        return Seq(tuple(fill(0, width)))
-    values = dict(zip(pad.tensor.axes, (*lead_index, row, j + (a + col_offset))))
-    inside = For(j, const(b - a), vector_kind(options),
-                 Store(dest, (slot, j + a), kernel_expr(pad.value, values, buffers)),
-                 lanes=lanes)
+        lo, hi = -(-(a - phase) // phases), -(-(b - phase) // phases)  # a <= phases*q+phase < b
+        if pad.fill.value != 0:
+            borders += fill(0, lo) + fill(hi, width)
+        if hi <= lo:
+            continue
+        column = (j + lo) * phases + (phase + col_offset) if phases > 1 else \
+            j + (lo + phase + col_offset)
+        values = dict(zip(pad.tensor.axes, (*lead_index, row, column)))
+        inside.append(For(j, const(hi - lo), vector_kind(options), Store(
+            dest, (slot, const(phase), j + lo), kernel_expr(pad.value, values, buffers)),
+            lanes=lanes))
+        outside += fill(lo, hi)
+    if not inside:
+        return Seq(tuple(borders))
     in_box = (row >= pad.rows[0]) & (row <= pad.rows[1])
-    return Seq((*borders, IfThenElse(in_box, inside, Seq(tuple(fill(a, b))))))
+    return Seq((*borders, IfThenElse(in_box, Seq(tuple(inside)), Seq(tuple(outside)))))
 
 
 def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
