@@ -506,8 +506,10 @@ def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
         pad = as_pad(producer) if producer.name not in taken else None
         if pad is None or producer in outputs or graph.consumers(producer) != [tensor]:
             continue
-        groups.append(FusedGroup((producer.name, tensor.name),
-                                 (lower_depthwise(conv, options, pad),)))
+        kernel = lower_depthwise(conv, options, pad)
+        groups.append(FusedGroup((producer.name, tensor.name), (kernel,), (
+            f"fused {producer.name} -> {tensor.name} into one kernel: "
+            f"{kernel.attrs['schedule']}",)))
     return groups
 
 
