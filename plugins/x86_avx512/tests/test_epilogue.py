@@ -280,9 +280,10 @@ BLOCKINGS = [Blocking(mi=4, nr=32, kc=16, mc=8), Blocking(mi=4, nr=32, kc=16, mc
              Blocking(mi=6, nr=16, kc=7, mc=12, pack_a=False)]
 
 
+@pytest.mark.parametrize("per_tile", [False, True])
 @pytest.mark.parametrize("blocking", BLOCKINGS)
 @pytest.mark.parametrize(("m", "n", "k"), [(1, 37, 41), (13, 1, 29), (23, 45, 50), (5, 80, 3)])
-def test_lowered_epilogue_on_ragged_tiles_and_slices(m, n, k, blocking, native):
+def test_lowered_epilogue_on_ragged_tiles_and_slices(m, n, k, blocking, per_tile, native):
     A = te.placeholder((m, k), name="A")
     B = te.placeholder((k, n), name="B")
     bias = te.placeholder((n,), name="bias")
@@ -293,10 +294,12 @@ def test_lowered_epilogue_on_ragged_tiles_and_slices(m, n, k, blocking, native):
     if contraction is None:
         pytest.skip("a matrix-vector product is not a contraction")
     options = LoweringOptions(vector_lanes=16, cores=2)
+    epilogue = Epilogue(contraction, E, options, per_tile=per_tile)
     kernels = lower_contraction(contraction, OUTER_PRODUCT_F32.name, blocking, options,
                                 rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name,
-                                epilogue=Epilogue(contraction, E, options))
+                                epilogue=epilogue)
     assert kernels[-1].name == "E" and "C" not in [p.name for p in kernels[-1].params]
+    assert ("each tile" in kernels[-1].attrs["schedule"]) == per_tile
     _run_lowered(kernels, Graph.from_outputs([E]), native, m * n + k)
 
 
@@ -334,8 +337,9 @@ def test_a_local_tile_refuses_several_slices():
                           epilogue=Epilogue(contraction, E, options, (4, 16)))
 
 
+@pytest.mark.parametrize("per_tile", [False, True])
 @pytest.mark.parametrize("panels", [1, 3])
-def test_lowered_block_packed_conv_epilogue(panels, native):
+def test_lowered_block_packed_conv_epilogue(panels, per_tile, native):
     x = te.placeholder((2, 5, 9, 7), name="x")
     w = te.placeholder((11, 5, 3, 3), name="w")
     b = te.placeholder((11,), name="b")
@@ -346,6 +350,7 @@ def test_lowered_block_packed_conv_epilogue(panels, native):
     options = LoweringOptions(vector_lanes=16, cores=2)
     kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name,
                                  Blocking(mi=4, nr=16, kc=16, mc=8, pack_a=False), panels,
-                                 options, epilogue=Epilogue(contraction, y, options))
+                                 options, epilogue=Epilogue(contraction, y, options,
+                                                            per_tile=per_tile))
     assert kernels is not None and [k.name for k in kernels] == ["y"]
     _run_lowered(kernels, Graph.from_outputs([y]), native, panels)

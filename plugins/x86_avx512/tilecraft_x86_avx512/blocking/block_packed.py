@@ -58,6 +58,7 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
     edge_tiles,
     operand_source,
     panel_copy,
+    with_block_epilogue,
 )
 
 if TYPE_CHECKING:
@@ -123,10 +124,13 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
                            panel * bl.nr, m_total, n_total, bl.mi, bl.nr,
                            (("MI", bl.mi), ("NR", bl.nr), ("KI", ki)), eq(pc, 0), options,
                            a_rows_dim=-2, epilogue=epilogue, last=last)
+        panel_tiles = with_block_epilogue(nest([(ir, strips, LoopKind.SERIAL, 0)], tiles),
+                                          epilogue, last, b_index, mb * mc, mc, m_total,
+                                          panel * bl.nr, n_total, bl.nr, options)
         if panels % per_block:
-            tiles = IfThenElse(panel < panels, tiles)
-        compute = nest([(mb, m_blocks, LoopKind.SERIAL, 0), (jr, per_block, LoopKind.SERIAL, 0),
-                        (ir, strips, LoopKind.SERIAL, 0)], tiles)
+            panel_tiles = IfThenElse(panel < panels, panel_tiles)
+        compute = nest([(mb, m_blocks, LoopKind.SERIAL, 0), (jr, per_block, LoopKind.SERIAL, 0)],
+                       panel_tiles)
         return Seq((nest([(jr, per_block, LoopKind.SERIAL, 0)], pack), compute))
 
     body = slice_body(kc) if k_last == kc else \

@@ -7,9 +7,14 @@ reads ``C`` only at its own index (``E[i, j] = f(C[i, j], bias[j], R[i, j])``). 
 of its own it reads all of ``C`` back from memory (BERT's FFN GELU: 512 x 3072, 6 MB) after
 the GEMM wrote it. Here the template's main kernel
 (:func:`~.register_tiles.lower_contraction`, :func:`~.block_packed.lower_block_packed`)
-computes ``E`` on each ``MI x NR`` register tile right after the tile's last ``KC`` slice —
-while it is still in L1 — and stores ``E`` where ``C`` would have been: ``C`` is never
-materialised and the consumer has no kernel of its own.
+computes ``E`` on each ``MC x NR`` block (the strips of one panel of a block of rows) right
+after its last ``KC`` slice — while it is still in L2 — and stores ``E`` where ``C`` would have
+been: ``C`` is never materialised and the consumer has no kernel of its own. (Per ``MI x NR``
+register tile, in L1, is the other choice, ``Epilogue(per_tile=True)``: on BERT's FFN up GEMM
++ GELU, 512x768 -> 3072, 1 thread, same process alternating, Xeon family 6 model 167, load
+~1.7, thread-time minima / medians: apart 20.7-20.9 / 22.1-23.2 ms, per block 20.6-20.8 /
+21.4-21.9, per tile 21.5-21.8 / 22.4-23.0 — the GELU interleaved with the micro-kernel calls
+cost more than it saved.)
 
 What fuses (:func:`epilogue_problem` says why not otherwise): ``C`` a float32 contraction the
 template runs itself (not a grouped or transposed convolution, not too small), not a graph
@@ -23,7 +28,8 @@ its other inputs, and reading ``C`` either
 - through a one-to-one re-indexing that keeps the tile's rows contiguous (BERT's split into
   heads ``Q[h, s, d] = C[s, h*64 + d]``; not K's transposed ``[h, d, s]``, whose stores would
   scatter) or with a cast: the tile is accumulated in a local ``MI x NR`` buffer and each
-  element written where ``E`` has it — only when the reduction is one ``KC`` slice.
+  element written where ``E`` has it, per register tile — only when the reduction is one
+  ``KC`` slice.
 
 A shifted, padded or broadcast read (a convolution's pad, which reads neighbours' halo),
 a reduction, or ``C`` read elsewhere too stays a kernel of its own.
@@ -56,6 +62,7 @@ from tilecraft.kernel_ir.nodes import (
     Allocate,
     Buffer,
     BufferLoad,
+    IfThenElse,
     Kernel,
     LoopKind,
     Stmt,
@@ -102,6 +109,7 @@ class Epilogue:
     consumer: Tensor
     options: LoweringOptions
     blocking: tuple[int, int] = (1, 1)   # (MI, NR): the local tile's size
+    per_tile: bool = False               # same-index mode: per register tile, not per block
     out: Buffer = field(init=False)
     local: Buffer | None = field(init=False)
     operands: dict[Tensor, Buffer] = field(init=False)
@@ -120,6 +128,7 @@ class Epilogue:
             self.out = Buffer(e.name, tuple(e.shape), e.dtype, level=level)
             self.local = Buffer(f"{c.tensor.name}_etile", (1, mi, nr), c.tensor.dtype,
                                 level=self.options.register_level or level)
+            self.per_tile = True
         else:
             self.out = Buffer(e.name, (batch, m_total, n_total), e.dtype, level=level)
             self.local = None
@@ -179,14 +188,9 @@ class Epilogue:
                 values.update(unflatten(c_values.get(axis, const(0)), merged))
         return values
 
-    def tile(self, b_index: Expr, m0: Expr, n0: Expr, rows: int, cols: int,
-             options: LoweringOptions) -> Stmt:
-        """The consumer over the ``rows x cols`` valid part of the tile at ``(m0, n0)`` of
-        batch ``b_index``, vectorised along the columns (masked past ``cols``)."""
+    def _store(self, b: Expr, m: Expr, n: Expr, row: Expr, col: Expr) -> Stmt:
+        """The consumer's element of ``C[b, m, n]`` (``row``, ``col`` of the local tile)."""
         c, e = self.contraction, self.consumer
-        row, col = Var("erow"), Var("ecol")
-        lanes = max(1, options.lanes(c.tensor.dtype))
-        b, m, n = b_index, m0 + row, n0 + col
         level = self.options.param_level
         groups = self._with((b, m, n))
         source = BufferLoad(self.out, (b, m, n)) if self.local is None else \
@@ -213,8 +217,36 @@ class Epilogue:
             target = tuple(values.get(a, const(0)) for a in e.axes)
         value = kernel_expr(transform(e.op.body, replace), values, self.operands,
                             extra_zero=unit_axes(e))
+        return Store(self.out, target, simplify(value))
+
+    def tile(self, b_index: Expr, m0: Expr, n0: Expr, rows: int, cols: int,
+             options: LoweringOptions) -> Stmt:
+        """The consumer over the ``rows x cols`` valid part of the tile at ``(m0, n0)`` of
+        batch ``b_index``, vectorised along the columns (masked past ``cols``)."""
+        row, col = Var("erow"), Var("ecol")
+        lanes = max(1, options.lanes(self.contraction.tensor.dtype))
         return nest([(row, rows, LoopKind.SERIAL, 0), (col, cols, vector_kind(options), lanes)],
-                    Store(self.out, target, simplify(value)))
+                    self._store(b_index, m0 + row, n0 + col, row, col))
+
+    def block(self, b_index: Expr, m_start: Expr, rows: int, m_total: int, n0: Expr,
+              n_total: int, nr: int, options: LoweringOptions) -> Stmt:
+        """The consumer over the block of ``rows`` rows from ``m_start`` (those inside
+        ``m_total``) and the ``nr`` columns from ``n0`` (those inside ``n_total``), in place:
+        run once the block's last tile is final (same-index mode)."""
+        row, col = Var("brow"), Var("bcol")
+        lanes = max(1, options.lanes(self.contraction.tensor.dtype))
+        m = m_start + row
+
+        def columns(cols: int) -> Stmt:
+            return nest([(col, cols, vector_kind(options), lanes)],
+                        self._store(b_index, m, n0 + col, row, col))
+
+        ragged = n_total % nr
+        body = columns(nr) if not ragged else \
+            IfThenElse(n0 + nr <= n_total, columns(nr), columns(ragged))
+        if m_total % rows:
+            body = IfThenElse(m < m_total, body)
+        return nest([(row, rows, LoopKind.SERIAL, 0)], body)
 
     def kernel(self, tensor: Tensor, params: Sequence[Buffer], body: Stmt, micro_kernel: str,
                schedule: str, options: LoweringOptions) -> Kernel:
@@ -227,8 +259,9 @@ class Epilogue:
                         (e.name,), body, attrs={
                             "compute": e.name, "statement": e.statement(),
                             "micro_kernel": micro_kernel, "fused": [tensor.name, e.name],
-                            "schedule": f"{schedule}; epilogue {e.name} on each tile after "
-                                        "its last k-slice"
+                            "schedule": f"{schedule}; epilogue {e.name} on each "
+                                        + ("tile" if self.per_tile else "block of rows")
+                                        + " after its last k-slice"
                                         + ("" if self.local is None else " (local tile)")})
         verify_kernel(kernel, options.spec, check_bounds=False)  # see contraction_kernel
         return kernel

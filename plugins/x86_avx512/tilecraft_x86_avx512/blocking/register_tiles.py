@@ -215,9 +215,11 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
 
         tiles = slice_tiles(kc) if k_last == kc else \
             IfThenElse(pc < k_blocks - 1, slice_tiles(kc), slice_tiles(k_last))
+        panel = with_block_epilogue(nest([(ir2, strips, LoopKind.SERIAL, 0)], tiles),
+                                    epilogue, last, b_index, mb * mc, mc, m_total, n0,
+                                    n_total, bl.nr, options)
         body = nest([(t, outer, parallel_kind(options, outer), 0),
-                     (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0),
-                     (ir2, strips, LoopKind.SERIAL, 0)], tiles)
+                     (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0)], panel)
         return [pack_kernel, finish(
             tensor, [a_view, packed_in, out], body, rows_micro_kernel,
             f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A read "
@@ -250,8 +252,10 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     tiles = edge_tiles(micro_kernel, a_region, b_region, out, b_index, m0, n0, m_total,
                        n_total, bl.mi, bl.nr, params, eq(pc, 0), options, epilogue=epilogue,
                        last=last)
-    loops = Seq((pack_a, nest([(jr, nb, LoopKind.SERIAL, 0),
-                               (ir2, strips, LoopKind.SERIAL, 0)], tiles)))
+    panel = with_block_epilogue(nest([(ir2, strips, LoopKind.SERIAL, 0)], tiles), epilogue,
+                                last, b_index, mb * mc, mc, m_total, n0, n_total, bl.nr,
+                                options)
+    loops = Seq((pack_a, nest([(jr, nb, LoopKind.SERIAL, 0)], panel)))
     body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops))
     body = For(t, const(outer), parallel_kind(options, outer), body)
     return [pack_kernel, finish(
@@ -333,6 +337,18 @@ def aligned_kc(contraction: Contraction, kc: int) -> int | None:
     return best if best >= min(MIN_ALIGNED_KC, k_inner) else None
 
 
+def with_block_epilogue(strips: Stmt, epilogue: Epilogue | None, last: Expr | None,
+                        b_index: Expr, m_start: Expr, mc: int, m_total: int, n0: Expr,
+                        n_total: int, nr: int, options: LoweringOptions) -> Stmt:
+    """``strips`` (the tiles of one panel of a block of ``mc`` rows), then — for an epilogue
+    run per block (:class:`~.epilogue.Epilogue`, same-index mode) — the epilogue over the
+    block's rows and the panel's columns where ``last`` holds (the last reduction slice)."""
+    if epilogue is None or epilogue.per_tile:
+        return strips
+    tail = epilogue.block(b_index, m_start, mc, m_total, n0, n_total, nr, options)
+    return Seq((strips, tail if last is None else IfThenElse(last, tail)))
+
+
 def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffer,
                b_index: Expr, m0: Expr, n0: Expr, m_total: int, n_total: int, mi: int, nr: int,
                params: tuple[tuple[str, int], ...], first: Expr | None,
@@ -376,7 +392,7 @@ def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffe
             stmts = [IfThenElse(first, MicroKernelCall(setting, operands, call.params), call)]
         else:
             stmts = [IfThenElse(first, zero), call]
-        if epilogue is not None:
+        if epilogue is not None and epilogue.per_tile:
             tail = epilogue.tile(b_index, m0, n0, rows, cols, options)
             stmts.append(tail if last is None else IfThenElse(last, tail))
         return stmts[0] if len(stmts) == 1 else Seq(tuple(stmts))
@@ -526,4 +542,5 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
 
 
 __all__ = ["Blocking", "a_row_view", "aligned_kc", "axis_groups_view", "edge_tiles",
-           "lower_contraction", "operand_source", "pack_operand", "panel_copy", "split_k_inner"]
+           "lower_contraction", "operand_source", "pack_operand", "panel_copy", "split_k_inner",
+           "with_block_epilogue"]
