@@ -30,8 +30,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -162,6 +163,63 @@ def plan_fusion(graph: Graph, spec: TargetSpec | None = None, *,
     return planner.run()
 
 
+def _names(chain: Chain) -> list[str]:
+    """``chain``'s operator and tensor names in the order :func:`structure_key` numbers them."""
+    names: dict[str, None] = {}
+    for op in chain.ops:
+        names.setdefault(op.name)
+        for name in op.attached:
+            names.setdefault(name)
+        for access in op.accesses:
+            names.setdefault(access.tensor)
+            if access.shares_buffer_with:
+                names.setdefault(access.shares_buffer_with)
+    for loop in chain.loops:
+        if loop.op:
+            names.setdefault(loop.op)
+    return list(names)
+
+
+def _renamed(solution: ChainSolution, chain: Chain) -> ChainSolution:
+    """``solution`` of a chain with ``chain``'s structure, as ``chain``'s: its data movement
+    entries name ``chain``'s operators and tensors."""
+    rename = dict(zip(_names(solution.chain), _names(chain)))
+    levels = tuple(dataclasses.replace(level, movement=dataclasses.replace(
+        level.movement, chain=chain, entries=tuple(
+            dataclasses.replace(entry, op=rename.get(entry.op, entry.op),
+                                tensor=rename.get(entry.tensor, entry.tensor))
+            for entry in level.movement.entries))) for level in solution.levels)
+    return dataclasses.replace(solution, chain=chain, levels=levels)
+
+
+def structure_key(chain: Chain) -> Hashable:
+    """``chain`` without its tensors' and operators' names (each replaced by its order of first
+    appearance): two chains with the same key have the same loops, accesses and work, so
+    :func:`solve_chain` gives them the same orders, tiles and costs.
+
+    >>> from tilecraft import ops, te
+    >>> def gemm(prefix):
+    ...     A = te.placeholder((64, 32), name=prefix + "A")
+    ...     B = te.placeholder((32, 48), name=prefix + "B")
+    ...     return chain_from_computes([ops.matmul(A, B, name=prefix + "C")])
+    >>> structure_key(gemm("x")) == structure_key(gemm("y"))
+    True
+    """
+    names = {name: number for number, name in enumerate(_names(chain))}
+
+    def canon(name: str) -> int | str:
+        return names[name] if name else ""
+
+    ops = tuple((canon(op.name), op.loops, op.reduce_loops, op.flops,
+                 tuple(canon(a) for a in op.attached),
+                 tuple((canon(access.tensor), access.indices, access.role, access.dtype,
+                        canon(access.shares_buffer_with)) for access in op.accesses))
+                for op in chain.ops)
+    loops = tuple((loop.name, loop.extent, loop.reduce, canon(loop.op), loop.full_extent)
+                  for loop in chain.loops)
+    return ops, loops
+
+
 def _main_dtype(graph: Graph) -> DType:
     for tensor in graph.computes:
         if is_compute_intensive(tensor):
@@ -194,6 +252,8 @@ class _Planner:
         self.decisions: dict[str, tuple[Action, _Group, str, FusionBenefit | None]] = {}
         self.order = {t: i for i, t in enumerate(graph.topological_order())}
         self.single: dict[Tensor, ChainSolution | None] = {}
+        #: solutions by the chain's structure: a network's repeated layers are solved once
+        self.solved: dict[Hashable, ChainSolution] = {}
 
     # driver -----------------------------------------------------------------------------------
     def run(self) -> FusionPlan:
@@ -325,9 +385,21 @@ class _Planner:
         return {loop: c for loop, c in self.constraints.items() if loop in chain.loop_names}
 
     def _solve_chain(self, chain: Chain) -> ChainSolution:
-        return solve_chain(chain, self.capacity if self.spec is None else None, spec=self.spec,
-                           levels=self.levels, constraints=self._constraints_for(chain),
-                           capacity_fraction=self.fraction)
+        """:func:`solve_chain` of ``chain``, or the solution of an earlier chain of the same
+        structure (:func:`structure_key`: ResNet-50's 16 blocks repeat a few shapes) with its
+        tensors and operators renamed to ``chain``'s (the same orders, tiles and costs).
+        ResNet-50's plan, 1 thread, Xeon family 6 model 167, load ~2: 20.3 -> 6.8 s."""
+        constraints = self._constraints_for(chain)
+        key = (structure_key(chain), tuple(sorted((name, repr(c))
+                                                  for name, c in constraints.items())))
+        known = self.solved.get(key)
+        if known is not None:
+            return _renamed(known, chain)
+        solution = solve_chain(chain, self.capacity if self.spec is None else None,
+                               spec=self.spec, levels=self.levels, constraints=constraints,
+                               capacity_fraction=self.fraction)
+        self.solved[key] = solution
+        return solution
 
     def _solve(self, path: list[Tensor]) -> ChainSolution | None:
         """The solution of one compute-intensive operator on its own (cached)."""
