@@ -102,6 +102,24 @@ def const_int(expr: Expr) -> int | None:
     return None
 
 
+def _combined(expr: Binary, ca: int | None, cb: int | None) -> int | None:
+    """The coefficient of ``expr`` (an integer ``+``, ``-`` or ``*``) from its operands'
+    coefficients ``ca`` and ``cb``: ``None`` when either is, or for a product of two terms
+    that both depend on the variable, or for another operator."""
+    if ca is None or cb is None:
+        return None
+    if expr.op is BinaryOp.ADD:
+        return ca + cb
+    if expr.op is BinaryOp.SUB:
+        return ca - cb
+    if expr.op is BinaryOp.MUL:
+        if ca == 0 and (k := const_int(expr.a)) is not None:
+            return k * cb
+        if cb == 0 and (k := const_int(expr.b)) is not None:
+            return k * ca
+    return None
+
+
 def affine_coefficient(expr: Expr, var: Var) -> int | None:
     """``c`` when ``expr == c * var + (terms without var)`` for a constant ``c``; ``0`` when
     ``expr`` does not mention ``var``; None when the dependence is not affine."""
@@ -110,19 +128,7 @@ def affine_coefficient(expr: Expr, var: Var) -> int | None:
     if isinstance(expr, Var):
         return 1
     if isinstance(expr, Binary) and expr.dtype.is_int:
-        ca, cb = affine_coefficient(expr.a, var), affine_coefficient(expr.b, var)
-        if ca is None or cb is None:
-            return None
-        if expr.op is BinaryOp.ADD:
-            return ca + cb
-        if expr.op is BinaryOp.SUB:
-            return ca - cb
-        if expr.op is BinaryOp.MUL:
-            if ca == 0 and (k := const_int(expr.a)) is not None:
-                return k * cb
-            if cb == 0 and (k := const_int(expr.b)) is not None:
-                return k * ca
-        return None
+        return _combined(expr, affine_coefficient(expr.a, var), affine_coefficient(expr.b, var))
     if isinstance(expr, Cast) and expr.dtype.is_int and expr.x.dtype.is_int:
         return affine_coefficient(expr.x, var)
     return None
@@ -225,19 +231,8 @@ def lane_coefficient(expr: Expr, var: Var, lanes: int) -> int | None:
         if inner != 1 or k % lanes or not _at_lane_zero_divisible(expr.a, var, lanes):
             return None
         return 0 if expr.op is BinaryOp.FLOORDIV else 1
-    ca, cb = lane_coefficient(expr.a, var, lanes), lane_coefficient(expr.b, var, lanes)
-    if ca is None or cb is None:
-        return None
-    if expr.op is BinaryOp.ADD:
-        return ca + cb
-    if expr.op is BinaryOp.SUB:
-        return ca - cb
-    if expr.op is BinaryOp.MUL:
-        if ca == 0 and (k := const_int(expr.a)) is not None:
-            return k * cb
-        if cb == 0 and (k := const_int(expr.b)) is not None:
-            return k * ca
-    return None
+    return _combined(expr, lane_coefficient(expr.a, var, lanes),
+                     lane_coefficient(expr.b, var, lanes))
 
 
 def _recombined(terms: dict[Expr, int]) -> bool:
