@@ -165,7 +165,24 @@ def tunable_computes_of(graph):
     from tilecraft.pipeline import run_pipeline
     from tilecraft.target.registry import get_target
 
-    return tunable_computes(run_pipeline(graph, get_target("x86_avx512")))
+    # as compile(..., overlap=...) runs it: fusion groups with a tunable compute apart
+    return tunable_computes(run_pipeline(graph, get_target("x86_avx512"), tunable_apart=True))
+
+
+def test_a_gemm_fused_with_its_epilogue_runs_apart_where_tuning_swaps_it():
+    """x86 fuses C's ReLU into C's kernel; a compile that tunes in the background keeps them
+    apart (the fused kernel would take only the template's defaults), with a note."""
+    from tilecraft.pipeline import run_pipeline
+    from tilecraft.target.registry import get_target
+
+    graph, _, _ = _program()
+    fused = run_pipeline(graph, get_target("x86_avx512"))
+    assert [g.computes for g in fused.groups if g.computes] == [("C", "D")]
+    assert [g.tunable for g in fused.groups if g.computes] == ["C"]
+    assert tunable_computes(fused) == []
+    apart = run_pipeline(graph, get_target("x86_avx512"), tunable_apart=True)
+    assert not [g for g in apart.groups if g.computes]
+    assert any("C -> D run apart" in note for note in apart.schedule_notes)
 
 
 @pytest.mark.parametrize("overlap", ["sideways", 3])

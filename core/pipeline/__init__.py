@@ -59,12 +59,13 @@ def run_pipeline(graph: Graph, target: Target, *, tuning: Any = None,
                  database: str | None = None, tensorize: Any = None, plugins: Any = None,
                  cost_model: str = "amos", dump_stages: str | Path | None = None,
                  stages: list[Stage] | None = None,
-                 passes: Any = None) -> CompileState:
+                 passes: Any = None, tunable_apart: bool = False) -> CompileState:
     """Run ``stages`` (default: :func:`default_stages`) on ``graph`` for ``target`` and return
     the state every stage filled; with ``dump_stages`` each stage's output is written there.
     ``plugins``: the plugin manager supplying the hooks' extensions (default: the process's);
     ``cost_model``: the registered cost model ranking AMOS mappings; ``passes``: graph pass
-    name -> ``False`` to skip it."""
+    name -> ``False`` to skip it; ``tunable_apart``: leave every fusion group with a tunable
+    compute apart (see :class:`~tilecraft.target.base.FusedGroup`)."""
     from tilecraft.lower import LoweringOptions
 
     availability = target.available()
@@ -74,7 +75,8 @@ def run_pipeline(graph: Graph, target: Target, *, tuning: Any = None,
     state = CompileState(graph=graph, target=target, availability=availability,
                          options=LoweringOptions.from_spec(target.spec), tuning=tuning,
                          database=database, tensorize=tensorize, plugins=plugins,
-                         cost_model=cost_model, pass_switches=dict(passes or {}))
+                         cost_model=cost_model, pass_switches=dict(passes or {}),
+                         tunable_apart=tunable_apart)
     return Pipeline(default_stages() if stages is None else stages).run(state, dump_stages)
 
 

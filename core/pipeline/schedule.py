@@ -27,9 +27,11 @@ class ScheduleSelection:
     def run(self, state: CompileState) -> CompileState:
         from tilecraft.tuning.tuner import is_schedule_config
 
-        grouped = state.grouped
-        fixed = set(grouped) | set(state.tensorized)
+        tunable = {group.tunable for group in state.groups if group.tunable}
+        fixed = (set(state.grouped) - tunable) | set(state.tensorized)
         configs, source = self._configs(state, fixed)
+        self._apart(state, configs)
+        grouped = state.grouped
         for tensor in state.graph.computes:
             name = tensor.name
             if name in grouped:
@@ -45,6 +47,24 @@ class ScheduleSelection:
                 choice = ScheduleChoice(name, ScheduleKind.DEFAULT)
             state.schedules[name] = choice
         return state
+
+    @staticmethod
+    def _apart(state: CompileState, configs: dict[str, dict[str, Any]]) -> None:
+        """Leave apart each fusion group whose tunable compute has parameters (tuned now or
+        from the database) or whose compile overlaps tuning; forget the parameters of the
+        tunable computes of the groups kept (their kernels are the group's)."""
+        kept = []
+        for group in state.groups:
+            if group.tunable and (state.tunable_apart or group.tunable in configs):
+                why = "tuning swaps its kernels" if state.tunable_apart and \
+                    group.tunable not in configs else f"{group.tunable} has tuned parameters"
+                state.schedule_notes.append(
+                    f"{' -> '.join(group.computes)} run apart, not fused: {why} (the fused "
+                    "kernel takes the template's default parameters)")
+                continue
+            kept.append(group)
+            configs.pop(group.tunable, None)
+        state.groups = kept
 
     def _configs(self, state: CompileState, fixed: set[str]
                  ) -> tuple[dict[str, dict[str, Any]], str]:

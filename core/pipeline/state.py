@@ -83,6 +83,9 @@ class CompileState:
     tuning: Any = None
     database: str | None = None
     tensorize: Any = None
+    #: leave fusion groups with a ``tunable`` compute apart whatever the database holds (a
+    #: compile whose kernels background tuning will swap: ``compile(..., overlap=...)``)
+    tunable_apart: bool = False
     #: the plugin manager whose hooks supply passes, cost models and search engines (``None``:
     #: the process-wide one, :func:`tilecraft.target.plugins.get_plugin_manager`)
     plugins: Any = None

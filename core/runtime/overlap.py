@@ -424,8 +424,10 @@ def compile_overlapped(graph: Any, target: Any, tuning: Any, overlap: Any, *,
     if database is not None and options.database is None:
         options = options.replace(database=database)
     known = None if options.database is None else str(options.database)
+    # a GEMM fused with its epilogue would take only default parameters: tuning swaps the
+    # GEMM's kernels, so it runs apart from its epilogue here
     state = run_pipeline(graph, target, database=known, tensorize=tensorize,
-                         dump_stages=dump_stages, passes=passes)
+                         dump_stages=dump_stages, passes=passes, tunable_apart=True)
     assert state.report is not None
     reason = None
     if state.availability.capability not in (Capability.EXECUTE, Capability.EMULATE):

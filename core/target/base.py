@@ -152,11 +152,16 @@ class KernelFunction(Protocol):
 @dataclass(frozen=True)
 class FusedGroup:
     """Computes (by name, in topological order) lowered together into ``kernels``; ``notes``
-    say what was decided and why (they go into the Executable's report)."""
+    say what was decided and why (they go into the Executable's report). ``tunable`` names
+    the group's compute whose template parameters tuning searches (a GEMM with its epilogue
+    fused in), where the group's kernels take only the template's defaults: where tuning or
+    the database gives that compute parameters — or a compile overlaps tuning with calls —
+    the pipeline leaves the group apart, so the tuned kernels run (``""``: none)."""
 
     computes: tuple[str, ...]
     kernels: tuple[Kernel, ...]
     notes: tuple[str, ...] = ()
+    tunable: str = ""
 
 
 @dataclass(frozen=True)

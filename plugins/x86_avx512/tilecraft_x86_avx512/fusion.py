@@ -269,7 +269,7 @@ def fuse_epilogues(graph: Graph, options: LoweringOptions, machine: BlockingMach
         planned = f" (planner: {decision.action.value})" if decision is not None else ""
         groups.append(FusedGroup((producer.name, consumer.name), tuple(kernels), (
             f"fused {producer.name} -> {consumer.name} into one kernel{planned}: "
-            f"{kernels[-1].attrs['schedule']}",)))
+            f"{kernels[-1].attrs['schedule']}",), tunable=producer.name))
     if notes:
         groups.append(FusedGroup((), (), tuple(notes)))
     return groups
