@@ -426,7 +426,18 @@ def written_buffers(kernel: Kernel) -> set[Buffer]:
 
 def estimate_work(stmt: Stmt, unknown_extent: int = 16) -> int:
     """Roughly how many element updates ``stmt`` performs (dynamic extents count as
-    ``unknown_extent``)."""
+    ``unknown_extent``). A micro-kernel or intrinsic call counts the elements of its operand
+    regions (a GEMM tile call: ``MV*KI + KI*NC + MV*NC``), a lower bound on its work: calls
+    counted as nothing left a template GEMM whose tiles need no zero-fill loop (92083a6)
+    below the threads' threshold, and it ran on one thread.
+
+    >>> from tilecraft.kernel_ir.nodes import Buffer, MicroKernelCall, Region
+    >>> from tilecraft.te.expr import const
+    >>> a, c = Buffer("a", (6, 8), "float32"), Buffer("c", (6, 4), "float32")
+    >>> estimate_work(MicroKernelCall("mk", (Region(a, (const(0), const(0)), (6, 8)),
+    ...                                      Region(c, (const(0), const(0)), (6, 4))), ()))
+    72
+    """
     if isinstance(stmt, (Store, Copy)):
         if isinstance(stmt, Copy):
             count = 1
@@ -434,6 +445,14 @@ def estimate_work(stmt: Stmt, unknown_extent: int = 16) -> int:
                 count *= extent
             return count
         return 1
+    if isinstance(stmt, (MicroKernelCall, IntrinsicCall)):
+        total = 0
+        for region in stmt.operands:
+            count = 1
+            for extent in region.extents:
+                count *= extent if isinstance(extent, int) else unknown_extent
+            total += count
+        return total
     if isinstance(stmt, For):
         extent = const_int(stmt.extent)
         return (unknown_extent if extent is None else max(extent, 0)) * estimate_work(stmt.body)
