@@ -16,7 +16,7 @@ contraction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 from tilecraft.kernel_ir.nodes import Buffer, For, Kernel, LoopKind, Stmt
 from tilecraft.kernel_ir.verify import verify_kernel
@@ -24,7 +24,7 @@ from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.te.expr import Expr, IterVar, Load, Var, const
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import loads_in, vars_in
+from tilecraft.te.visit import loads_in, substitute, transform, vars_in
 
 #: one loop of :func:`nest`: (variable, extent, kind, vector lanes)
 LoopSpec = tuple[Var, int, LoopKind, int]
@@ -78,6 +78,28 @@ def kernel_expr(expr: Expr, values: Mapping[IterVar, Expr], buffers: Mapping[Ten
     for axis in extra_zero:
         mapping.setdefault(axis, const(0))
     return to_kernel_expr(expr, mapping, buffers)
+
+
+def inline_loads(expr: Expr, inlined: Set[Tensor]) -> Expr:
+    """``expr`` with every load of a compute in ``inlined`` replaced by that compute's body at
+    the load's indices, recursively (a fused kernel computes those values where they are read).
+
+    >>> from tilecraft import te
+    >>> a = te.placeholder((4,), name="a")
+    >>> b = te.compute((4,), lambda i: a[i] * 2.0, name="b")
+    >>> c = te.compute((4,), lambda i: b[i] + 1.0, name="c")
+    >>> from tilecraft.te.printer import expr_to_str
+    >>> expr_to_str(inline_loads(c.op.body, {b}))
+    '((a[i] * 2.0) + 1.0)'
+    """
+    def inline(node: Expr) -> Expr | None:
+        if isinstance(node, Load) and node.tensor in inlined:
+            producer = node.tensor
+            return substitute(inline_loads(producer.op.body, inlined),
+                              dict(zip(producer.axes, node.indices)))
+        return None
+
+    return transform(expr, inline)
 
 
 def nest(loops: Sequence[LoopSpec], body: Stmt) -> Stmt:

@@ -67,9 +67,10 @@ from tilecraft.te.expr import (
 )
 from tilecraft.te.functions import all_of, minimum
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import is_const, loads_in, substitute, transform
+from tilecraft.te.visit import is_const, loads_in, transform
 from tilecraft_x86_avx512.blocking.building import (
     ceil_div,
+    inline_loads,
     kernel_expr,
     nest,
     parallel_kind,
@@ -412,13 +413,7 @@ def between_passes(chain: ContractionChain, tile: Buffer, b_index: Expr, m0: Exp
                and len(reads.get(t, ())) == 1}
 
     def expand(expr: Expr) -> Expr:
-        def inline(node: Expr) -> Expr | None:
-            if isinstance(node, Load) and node.tensor in inlined:
-                producer = node.tensor
-                return substitute(expand(producer.op.body),
-                                  dict(zip(producer.axes, node.indices)))
-            return None
-        return transform(expr, inline)
+        return inline_loads(expr, inlined)
 
     scale: tuple[BinaryOp, Tensor] | None = None
     z_source = z

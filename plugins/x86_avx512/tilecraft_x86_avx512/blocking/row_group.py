@@ -42,8 +42,9 @@ from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.te.expr import Expr, IterVar, Load, Reduce, Var, const
 from tilecraft.te.tensor import Tensor
-from tilecraft.te.visit import loads_in, substitute, transform
+from tilecraft.te.visit import loads_in, transform
 from tilecraft_x86_avx512.blocking.building import (
+    inline_loads,
     kernel_expr,
     parallel_kind,
     unflatten,
@@ -91,13 +92,7 @@ def lower_row_group(group: RowGroup, options: LoweringOptions) -> Kernel:
     level = options.param_level
 
     def expand(expr: Expr) -> Expr:
-        def inline(node: Expr) -> Expr | None:
-            if isinstance(node, Load) and node.tensor in inlined:
-                producer = node.tensor
-                return substitute(expand(producer.op.body),
-                                  dict(zip(producer.axes, node.indices)))
-            return None
-        return transform(expr, inline)
+        return inline_loads(expr, inlined)
 
     row, lv = Var("row"), Var("l")
     params: dict[Tensor, Buffer] = {}
