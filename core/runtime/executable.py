@@ -22,8 +22,10 @@ import numpy as np
 from tilecraft.errors import InputError, TargetError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
+from tilecraft.runtime.aligned import aligned_empty
 from tilecraft.runtime.allocation import CHECK_ABOVE_BYTES, check_allocation, tensor_bytes
 from tilecraft.runtime.inputs import InputBinder
+from tilecraft.runtime.memory_plan import Lifetime, MemoryPlan, plan_memory
 from tilecraft.runtime.report import KernelReport, Report
 from tilecraft.target.base import Source
 
@@ -31,6 +33,8 @@ KernelRunner = Callable[[Mapping[str, np.ndarray]], None]
 
 #: the workspaces of a program that has none (never written: no step has a workspace)
 _NO_WORKSPACES: Mapping[str, np.ndarray] = MappingProxyType({})
+#: how a memory check names a set's arena of intermediates and workspaces
+_ARENA = "intermediates and workspaces (one arena)"
 
 
 @dataclass
@@ -67,6 +71,10 @@ class _Plan:
     idle_workspaces: list[dict[str, np.ndarray]]
     #: what the kernels that read only constants wrote, run once when the plan was made
     precomputed: Mapping[str, np.ndarray]
+    #: where each intermediate and workspace lives in a set's one arena (by lifetime)
+    memory: MemoryPlan
+    #: the buffers of a set: name, shape, dtype
+    workspace_buffers: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
 
 
 class Executable:
@@ -139,14 +147,18 @@ class Executable:
             steps.append(_Step(entry.runner, report, tuple(allocations),
                                tuple(workspaces), params))
         steps, precomputed = self._precompute(compiled, steps)
-        # what a call may allocate: its fresh tensors, and workspaces not yet in its set
-        allocations = tuple(item for step in steps
-                            for item in (*step.allocations, *step.workspaces))
+        buffers = {item[0]: item for step in steps for item in step.workspaces}
+        memory = plan_memory(_lifetimes(steps, buffers))
+        # what a call may allocate: its fresh tensors, and a set's arena when it needs one
+        allocations = tuple(item for step in steps for item in step.allocations)
+        if buffers:
+            allocations += ((_ARENA, (memory.size,), np.dtype(np.uint8)),)
         return _Plan(tuple(compiled), tuple(steps), allocations,
                      sum(tensor_bytes(shape, dtype) for _, shape, dtype
                          in allocations) >= CHECK_ABOVE_BYTES,
-                     any(step.workspaces for step in steps), [],
-                     MappingProxyType(precomputed) if precomputed else _NO_WORKSPACES)
+                     bool(buffers), [],
+                     MappingProxyType(precomputed) if precomputed else _NO_WORKSPACES,
+                     memory, tuple(buffers.values()))
 
     def _precompute(self, compiled: Sequence[CompiledKernel], steps: list[_Step]
                     ) -> tuple[list[_Step], dict[str, np.ndarray]]:
@@ -173,7 +185,7 @@ class Executable:
                 continue
             values = dict(known)
             for name, shape, dtype in (*step.allocations, *step.workspaces):
-                values[name] = np.empty(shape, dtype=dtype)
+                values[name] = aligned_empty(shape, dtype)
             start = time.perf_counter()
             step.runner({name: values[name] if shape is None else values[name].reshape(shape)
                          for name, shape in step.params})
@@ -220,42 +232,45 @@ class Executable:
         else:
             # concurrent calls (ctypes releases the GIL) must not pack operands into the same
             # workspace: each call takes an idle set of workspaces (list.pop and append are
-            # atomic), or a new one while every set is in use, and gives it back afterwards
+            # atomic), or a new one (one arena: runtime/memory_plan.py) while every set is in
+            # use, and gives it back afterwards
             try:
                 workspaces = plan.idle_workspaces.pop()
             except IndexError:
-                workspaces = {}
+                workspaces = None
             try:
                 self._check_memory(plan, workspaces)
+                if workspaces is None:
+                    workspaces = plan.memory.allocate(plan.workspace_buffers)
                 self._run(plan, values, workspaces)
             finally:
-                plan.idle_workspaces.append(workspaces)
+                if workspaces is not None:
+                    plan.idle_workspaces.append(workspaces)
         for name in self._passed_through:  # an input that is an output: a copy, as the
             values[name] = values[name].copy()  # reference gives (never the caller's array)
         if len(self._output_names) == 1:
             return values[self._output_names[0]]
         return tuple(values[name] for name in self._output_names)
 
-    def _check_memory(self, plan: _Plan, workspaces: Mapping[str, np.ndarray]) -> None:
-        """Refuse a call whose allocations cannot succeed, before allocating (workspaces of
-        the set this call reuses are already there)."""
+    def _check_memory(self, plan: _Plan, workspaces: Mapping[str, np.ndarray] | None) -> None:
+        """Refuse a call whose allocations cannot succeed, before allocating (``workspaces``:
+        the set this call reuses, already there; ``None``: a new set's arena is allocated)."""
         if plan.checks_memory:
-            check_allocation([item for item in plan.allocations if item[0] not in workspaces],
+            fresh = [item for item in plan.allocations
+                     if workspaces is None or item[0] != _ARENA]
+            check_allocation(fresh,
                              f"calling the {self.target_name} executable of "
                              f"{', '.join(self._output_names)}")
 
     def _run(self, plan: _Plan, values: dict[str, np.ndarray], workspaces: Any) -> None:
-        """Run every kernel in order: fresh arrays for the graph's tensors, ``workspaces``
-        (name -> array, filled on first use) for the templates' workspaces."""
+        """Run every kernel in order: fresh arrays for the graph's outputs, ``workspaces``
+        (name -> array over the set's arena) for intermediates and the templates' workspaces."""
         clock = time.perf_counter
         for step in plan.steps:
             for name, shape, dtype in step.allocations:
-                values[name] = np.empty(shape, dtype=dtype)
-            for name, shape, dtype in step.workspaces:
-                workspace = workspaces.get(name)
-                if workspace is None:
-                    workspace = workspaces[name] = np.empty(shape, dtype=dtype)
-                values[name] = workspace
+                values[name] = aligned_empty(shape, dtype)
+            for name, _, _ in step.workspaces:
+                values[name] = workspaces[name]
             arrays = {name: values[name] if shape is None else values[name].reshape(shape)
                       for name, shape in step.params}
             assert step.runner is not None
@@ -284,3 +299,16 @@ class Executable:
     def __repr__(self) -> str:
         return (f"Executable(target={self.target_name!r}, kernels="
                 f"{[c.kernel.name for c in self.compiled]})")
+
+
+def _lifetimes(steps: Sequence[_Step], buffers: Mapping[str, tuple[str, tuple[int, ...], np.dtype]]
+               ) -> list[Lifetime]:
+    """Each buffer's bytes and the first and last step naming it (as a parameter)."""
+    spans: dict[str, list[int]] = {}
+    for index, step in enumerate(steps):
+        for name, _ in step.params:
+            if name in buffers:
+                span = spans.setdefault(name, [index, index])
+                span[1] = index
+    return [(name, tensor_bytes(shape, dtype), *spans.get(name, (0, len(steps))))
+            for name, shape, dtype in buffers.values()]
