@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -58,6 +58,27 @@ class _Step:
     params: tuple[tuple[str, tuple[int, ...] | None], ...]  # name, shape to view it in or None
 
 
+class _Call(NamedTuple):
+    """A step as one call runs it: ``run`` takes the arrays of ``passed`` (name, shape to view
+    it in or None: the call's inputs and fresh outputs), its other parameters' arrays bound
+    when the workspace set (or, without workspaces, the plan) was made. (A tuple: the loop
+    between two kernels touches as few objects as it can — they come back from cold caches.)"""
+
+    allocations: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
+    run: Callable[[Sequence[np.ndarray]], None]
+    passed: tuple[tuple[str, tuple[int, ...] | None], ...]
+    report: KernelReport
+
+
+@dataclass(frozen=True)
+class _WorkspaceSet:
+    """One concurrently running call's intermediates and workspaces (arrays over one arena),
+    and the plan's steps bound to them."""
+
+    arrays: Mapping[str, np.ndarray]
+    calls: tuple[_Call, ...]
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What a call runs: the kernels and their steps, and the sets of template workspaces no
@@ -68,13 +89,15 @@ class _Plan:
     allocations: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
     checks_memory: bool
     has_workspaces: bool
-    idle_workspaces: list[dict[str, np.ndarray]]
+    idle_workspaces: list[_WorkspaceSet]
     #: what the kernels that read only constants wrote, run once when the plan was made
     precomputed: Mapping[str, np.ndarray]
     #: where each intermediate and workspace lives in a set's one arena (by lifetime)
     memory: MemoryPlan
     #: the buffers of a set: name, shape, dtype
     workspace_buffers: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
+    #: a plan without workspaces: its steps bound once, on the first call (shared by calls)
+    calls: list[tuple[_Call, ...]]
 
 
 class Executable:
@@ -158,7 +181,7 @@ class Executable:
                          in allocations) >= CHECK_ABOVE_BYTES,
                      bool(buffers), [],
                      MappingProxyType(precomputed) if precomputed else _NO_WORKSPACES,
-                     memory, tuple(buffers.values()))
+                     memory, tuple(buffers.values()), [])
 
     def _precompute(self, compiled: Sequence[CompiledKernel], steps: list[_Step]
                     ) -> tuple[list[_Step], dict[str, np.ndarray]]:
@@ -228,7 +251,9 @@ class Executable:
         values.update(plan.precomputed)
         if not plan.has_workspaces:
             self._check_memory(plan, _NO_WORKSPACES)
-            self._run(plan, values, _NO_WORKSPACES)
+            if not plan.calls:
+                plan.calls.append(self._bind_steps(plan, _NO_WORKSPACES))
+            self._run(plan.calls[0], values)
         else:
             # concurrent calls (ctypes releases the GIL) must not pack operands into the same
             # workspace: each call takes an idle set of workspaces (list.pop and append are
@@ -241,8 +266,9 @@ class Executable:
             try:
                 self._check_memory(plan, workspaces)
                 if workspaces is None:
-                    workspaces = plan.memory.allocate(plan.workspace_buffers)
-                self._run(plan, values, workspaces)
+                    arrays = plan.memory.allocate(plan.workspace_buffers)
+                    workspaces = _WorkspaceSet(arrays, self._bind_steps(plan, arrays))
+                self._run(workspaces.calls, values)
             finally:
                 if workspaces is not None:
                     plan.idle_workspaces.append(workspaces)
@@ -262,21 +288,39 @@ class Executable:
                              f"calling the {self.target_name} executable of "
                              f"{', '.join(self._output_names)}")
 
-    def _run(self, plan: _Plan, values: dict[str, np.ndarray], workspaces: Any) -> None:
-        """Run every kernel in order: fresh arrays for the graph's outputs, ``workspaces``
-        (name -> array over the set's arena) for intermediates and the templates' workspaces."""
-        clock = time.perf_counter
+    def _bind_steps(self, plan: _Plan, workspaces: Mapping[str, np.ndarray]
+                    ) -> tuple[_Call, ...]:
+        """The plan's steps with the arrays that are the same objects every call bound:
+        ``workspaces`` (a set's intermediates and workspaces), constants, precomputed arrays.
+        A runner offering ``bind(fixed) -> bound`` (``bound.names``: the parameters each call
+        passes, in order; ``bound(arrays)`` runs) checks those arrays once; any other runner
+        gets the whole mapping each call."""
+        fixed = {**self._constants, **plan.precomputed, **workspaces}
+        calls = []
         for step in plan.steps:
-            for name, shape, dtype in step.allocations:
-                values[name] = aligned_empty(shape, dtype)
-            for name, _, _ in step.workspaces:
-                values[name] = workspaces[name]
-            arrays = {name: values[name] if shape is None else values[name].reshape(shape)
-                      for name, shape in step.params}
             assert step.runner is not None
+            views = {name: fixed[name] if shape is None else fixed[name].reshape(shape)
+                     for name, shape in step.params if name in fixed}
+            bind = getattr(step.runner, "bind", None)
+            run = bind(views) if bind is not None else _MappingCall(step.runner, views, tuple(
+                name for name, _ in step.params if name not in views))
+            shapes = dict(step.params)
+            calls.append(_Call(step.allocations, run,
+                               tuple((name, shapes[name]) for name in run.names), step.report))
+        return tuple(calls)
+
+    def _run(self, calls: Sequence[_Call], values: dict[str, np.ndarray]) -> None:
+        """Run every kernel in order: fresh arrays for the graph's outputs, bound ones for the
+        rest (see :meth:`_bind_steps`)."""
+        clock = time.perf_counter
+        for allocations, run, passed, report in calls:
+            for name, shape, dtype in allocations:
+                values[name] = aligned_empty(shape, dtype)
+            arrays = [values[name] if shape is None else values[name].reshape(shape)
+                      for name, shape in passed] if passed else ()
             start = clock()
-            step.runner(arrays)
-            timings = step.report.run_seconds
+            run(arrays)
+            timings = report.run_seconds
             timings.append(clock() - start)
             if len(timings) > 1000:
                 del timings[:-100]
@@ -299,6 +343,18 @@ class Executable:
     def __repr__(self) -> str:
         return (f"Executable(target={self.target_name!r}, kernels="
                 f"{[c.kernel.name for c in self.compiled]})")
+
+
+class _MappingCall:
+    """A runner without ``bind``, called with the whole mapping: ``fixed`` and the arrays of
+    ``names`` (passed in that order)."""
+
+    def __init__(self, runner: KernelRunner, fixed: Mapping[str, np.ndarray],
+                 names: tuple[str, ...]) -> None:
+        self.runner, self.fixed, self.names = runner, fixed, names
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+        self.runner({**self.fixed, **dict(zip(self.names, arrays))})
 
 
 def _lifetimes(steps: Sequence[_Step], buffers: Mapping[str, tuple[str, tuple[int, ...], np.dtype]]

@@ -1,0 +1,153 @@
+"""NativeKernel.bind: the arrays bound once are checked once, the arrays passed per call are
+checked on every call exactly as ``__call__`` checks them (same InputError naming the parameter),
+and a bound kernel computes what ``__call__`` computes, inline and on threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from x86_kernels import buffer, kernel, load, loop, store, vloop
+
+import tilecraft as tc
+from tilecraft import ops, te
+from tilecraft.errors import InputError
+from tilecraft.te import Var
+
+
+@pytest.fixture(scope="module")
+def add(native):
+    """``C = A + B`` on 7x5 float32 (a prime row count, a ragged vector loop)."""
+    a, b, c = buffer("A", (7, 5)), buffer("B", (7, 5)), buffer("C", (7, 5))
+    i, j = Var("i"), Var("j")
+    return native.compile_kernel(kernel("add", [a, b, c], ["C"], loop(i, 7, vloop(j, 5, store(
+        c, (i, j), load(a, i, j) + load(b, i, j))))))
+
+
+def _arrays(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((7, 5)).astype(np.float32),
+            rng.standard_normal((7, 5)).astype(np.float32))
+
+
+def test_bound_matches_call_and_names_the_passed_parameters(add):
+    a, b = _arrays(0)
+    bound = add.bind({"B": b})
+    assert bound.names == ("A", "C")
+    c = np.full((7, 5), np.nan, np.float32)
+    bound([a, c])
+    np.testing.assert_array_equal(c, a + b)
+    a2 = a * 3  # a new array each call: its pointer is taken per call
+    bound([a2, c])
+    np.testing.assert_array_equal(c, a2 + b)
+    everything = add.bind({"A": a, "B": b, "C": c})
+    assert everything.names == ()
+    c[...] = 0
+    everything(())
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_passed_arrays_are_checked_every_call(add):
+    a, b = _arrays(1)
+    bound = add.bind({"B": b})
+    c = np.zeros((7, 5), np.float32)
+    with pytest.raises(InputError, match=r"'A' must have shape \[7, 5\], got \[5, 7\]"):
+        bound([a.T.copy(), c])
+    with pytest.raises(InputError, match="'A' must have dtype float32, got float64"):
+        bound([a.astype(np.float64), c])
+    with pytest.raises(InputError, match="'A' is not C-contiguous"):
+        bound([np.asfortranarray(a), c])
+    with pytest.raises(InputError, match="'C' is written but its array is read-only"):
+        read_only = np.zeros((7, 5), np.float32)
+        read_only.flags.writeable = False
+        bound([a, read_only])
+    with pytest.raises(InputError, match="'A' must be a numpy array"):
+        bound([a.tolist(), c])
+    with pytest.raises(InputError, match="takes 2 array.*for A, C; got 1"):
+        bound([a])
+    with pytest.raises(InputError, match="takes 0 array.*got 1"):
+        add.bind({"A": a, "B": b, "C": c})([a])
+    np.testing.assert_array_equal(c, 0)  # nothing ran
+
+
+def test_overlaps_with_bound_and_passed_arrays_are_refused(add):
+    a, b = _arrays(2)
+    storage = np.zeros(70, np.float32)
+    bound = add.bind({"B": storage[:35].reshape(7, 5)})
+    # the output passed per call shares one element with the bound B
+    with pytest.raises(InputError, match="'C', which the kernel writes, overlaps .*'B'"):
+        bound([a, storage[34:69].reshape(7, 5)])
+    bound([a, storage[35:].reshape(7, 5)])  # adjacent: fine
+    np.testing.assert_array_equal(storage[35:].reshape(7, 5), a)
+    # the output passed per call is the input passed per call
+    c = np.zeros((7, 5), np.float32)
+    with pytest.raises(InputError, match="'C', which the kernel writes, overlaps .*'A'"):
+        bound([c, c])
+    # the bound output overlaps a bound input: refused when binding
+    with pytest.raises(InputError, match="'C', which the kernel writes, overlaps .*'A'"):
+        add.bind({"A": c, "C": c})
+
+
+def test_bound_arrays_are_checked_when_bound(add):
+    a, _ = _arrays(3)
+    with pytest.raises(InputError, match="'B' must have dtype float32, got int32"):
+        add.bind({"B": np.zeros((7, 5), np.int32)})
+    with pytest.raises(InputError, match="'B' is not C-contiguous"):
+        add.bind({"B": np.zeros((5, 7), np.float32).T})
+    with pytest.raises(InputError, match="no parameter.*'D'.*its parameters are A, B, C"):
+        add.bind({"D": a})
+
+
+@pytest.fixture(scope="module")
+def relu(native):
+    """A kernel whose PARALLEL loop runs on threads (large enough for a parallel region)."""
+    A = te.placeholder((512, 384), name="A")
+    exe = tc.compile(tc.Graph.from_outputs([ops.relu(A, name="R")]), target=native)
+    runner = exe.compiled[0].runner
+    assert runner._parallel, "the test needs a kernel whose PARALLEL loop runs on threads"
+    return runner
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_bound_parallel_kernel_covers_its_range_at_any_thread_count(relu, threads):
+    rng = np.random.default_rng(threads)
+    a = rng.standard_normal((512, 384)).astype(np.float32)
+    saved = relu.threads
+    try:
+        bound = relu.bind({"A": a})
+        relu.threads = threads  # changed after binding: the bound kernel follows it
+        out = np.full((512, 384), np.nan, np.float32)
+        bound([out])
+        np.testing.assert_array_equal(out, np.maximum(a, 0))
+        fixed_out = np.full((512, 384), np.nan, np.float32)
+        relu.bind({"A": a, "R": fixed_out})(())
+        np.testing.assert_array_equal(fixed_out, np.maximum(a, 0))
+    finally:
+        relu.threads = saved
+
+
+def test_one_bound_kernel_from_several_threads(relu):
+    """A call changes nothing in the bound kernel: concurrent calls with their own outputs."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((512, 384)).astype(np.float32)
+    bound = relu.bind({"A": a})
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def body() -> None:
+        try:
+            barrier.wait()
+            for _ in range(20):
+                out = np.full((512, 384), np.nan, np.float32)
+                bound([out])
+                np.testing.assert_array_equal(out, np.maximum(a, 0))
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            errors.append(err)
+
+    workers = [threading.Thread(target=body) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors, errors[0]

@@ -1,0 +1,145 @@
+"""The Executable binds each workspace set's arrays (intermediates, workspaces, constants,
+precomputed packs) to runners that offer ``bind`` once, and passes only the call's inputs and
+fresh outputs per call. Bad inputs still raise an InputError naming the input; concurrent calls,
+calls after :meth:`Executable.install`, and runners without ``bind`` give the reference's
+results."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft import ops, te
+from tilecraft.errors import InputError
+from tilecraft.reference import run
+from tilecraft.runtime.executable import CompiledKernel
+from tilecraft.target.registry import get_target
+
+pytestmark = pytest.mark.skipif(not get_target("x86_avx512").available().execute,
+                                reason="x86_avx512 cannot execute on this machine")
+
+
+def small_net() -> tc.Graph:
+    """conv (constant weights: packed once) -> relu (a graph output read by the next kernel)
+    -> matmul with a constant -> softmax: intermediates, workspaces, constants, a precomputed
+    pack and a fresh output passed on, on awkward sizes (13x13 image, 7 channels, 29 columns)."""
+    rng = np.random.default_rng(0)
+    X = te.placeholder((1, 7, 13, 13), name="X")
+    W = te.constant(rng.standard_normal((11, 7, 3, 3)).astype(np.float32), name="W")
+    R = ops.relu(ops.conv2d(X, W, padding=1, name="Y"), name="R")
+    flat = ops.reshape(R, (11, 169), name="F")
+    M = te.constant(rng.standard_normal((169, 29)).astype(np.float32), name="M")
+    S = ops.softmax(ops.matmul(flat, M, name="P"), name="S")
+    return tc.Graph.from_outputs([R, S])
+
+
+@pytest.fixture(scope="module")
+def net():
+    graph = small_net()
+    return graph, tc.compile(graph, target="x86_avx512")
+
+
+def _inputs(seed: int) -> dict[str, np.ndarray]:
+    return {"X": np.random.default_rng(seed).standard_normal((1, 7, 13, 13)).astype(np.float32)}
+
+
+def _check(exe, graph, seed: int) -> None:
+    inputs = _inputs(seed)
+    for got, want in zip(exe(**inputs), run(graph, inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_every_step_is_bound_and_matches_the_reference(net):
+    graph, exe = net
+    _check(exe, graph, 0)
+    plan = exe._plan
+    assert plan.has_workspaces and plan.idle_workspaces
+    calls = plan.idle_workspaces[0].calls
+    assert len(calls) == len(exe._steps) > 2
+    assert all(type(call.run).__name__ == "BoundKernel" for call in calls)
+    # only the call's input and fresh outputs are passed per call
+    passed = {name for call in calls for name, _ in call.passed}
+    assert passed <= {"X", "R", "S"} and "X" in passed
+    _check(exe, graph, 1)  # the same set again, on other inputs
+
+
+def test_bad_inputs_still_raise_naming_the_input(net):
+    graph, exe = net
+    x = _inputs(2)["X"]
+    exe(X=x)  # a set is bound already: the checks below run on the fast path
+    with pytest.raises(InputError, match=r"input 'X' has shape \(1, 7, 13, 12\)"):
+        exe(X=x[..., :12].copy())
+    with pytest.raises(InputError, match="input 'X' has dtype float64, expected float32"):
+        exe(X=x.astype(np.float64))
+    with pytest.raises(InputError, match="input 'X' must be a numpy array"):
+        exe(X=x.tolist())
+    strided = np.zeros((1, 7, 13, 26), np.float32)[..., ::2]
+    strided[...] = x
+    assert not strided.flags.c_contiguous  # copied, not rejected, as before
+    for got, want in zip(exe(X=strided), run(graph, {"X": x})):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_concurrent_calls_match_the_reference(net):
+    graph, exe = net
+    threads, errors = 6, []
+    barrier = threading.Barrier(threads)
+    expected = {seed: run(graph, _inputs(seed)) for seed in range(threads)}
+
+    def body(index: int) -> None:
+        try:
+            barrier.wait()
+            for iteration in range(15):
+                seed = (index + iteration) % threads
+                for got, want in zip(exe(**_inputs(seed)), expected[seed]):
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            errors.append(err)
+
+    workers = [threading.Thread(target=body, args=(k,)) for k in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors, errors[0]
+    assert len(exe._plan.idle_workspaces) >= 1
+
+
+def test_results_unchanged_after_install(net):
+    graph, exe = net
+    _check(exe, graph, 3)
+    other = tc.compile(graph, target="x86_avx512")
+    old_plan = exe._plan
+    exe.install(other.compiled, copy.deepcopy(other.report.kernels))
+    assert exe._plan is not old_plan and not exe._plan.idle_workspaces  # fresh sets, rebound
+    _check(exe, graph, 4)
+    runners = {id(c.runner) for c in other.compiled}
+    assert all(id(call.run.kernel) in runners for call in exe._plan.idle_workspaces[0].calls)
+
+
+def test_runners_without_bind_get_the_whole_mapping():
+    """A runner that is a plain function (another target's, a wrapper) is called with the
+    mapping of every parameter, bound arrays included."""
+    graph = small_net()
+    exe = tc.compile(graph, target="x86_avx512")
+    seen: list[set[str]] = []
+
+    def wrap(runner):
+        def call(arrays):
+            seen.append(set(arrays))
+            runner(arrays)
+        return call
+
+    compiled = [CompiledKernel(c.kernel, c.source, wrap(c.runner)) for c in exe.compiled]
+    exe.install(compiled, copy.deepcopy(exe.report.kernels))
+    del seen[:]  # what install ran once (a constant's packing)
+    _check(exe, graph, 5)
+    steps = exe._steps
+    assert len(seen) == len(steps)
+    for names, step in zip(seen, steps):
+        assert names == {name for name, _ in step.params}
+    _check(exe, graph, 6)
