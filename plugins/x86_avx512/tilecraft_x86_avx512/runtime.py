@@ -342,7 +342,9 @@ class BoundKernel:
         self._overlap(self._addresses, [(k, j) for k, j in pairs if (k, j) not in self._pairs])
         self._threads = kernel.threads
         self._args = kernel._pointer_array(*self._addresses)
-        self._launch = kernel.launcher(self._args)
+        # only a kernel with every array bound launches on this array (the others' pointers
+        # in it are null until a call fills a copy)
+        self._launch = None if self._varying else kernel.launcher(self._args)
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         """Run the kernel with ``arrays`` for ``names`` (checked; InputError otherwise)."""
