@@ -81,7 +81,10 @@ def run_tune(args: argparse.Namespace) -> int:
         gflops = task.best_gflops
         best = "every candidate failed" if gflops is None else \
             f"{task.best_seconds * 1e3:.3f} ms ({gflops:.1f} GFLOP/s) with {task.best_config}"
-        print(f"{task.compute}: {len(task.trials)} trials in {task.seconds:.1f} s, "
+        reused = len(task.trials) - task.measured
+        recorded = f" ({reused} reused a cost already measured or in the database)" \
+            if reused else ""
+        print(f"{task.compute}: {len(task.trials)} trials{recorded} in {task.seconds:.1f} s, "
               f"stopped by {task.stopped_by}; best {best}; 90% of it after "
               f"{task.time_to_fraction(0.9)} trials")
     print(f"records in {args.database}; `tilecraft compile` / tc.compile(..., database=...) "

@@ -33,6 +33,7 @@ def test_tune_records_resumes_and_compiles(tmp_path):
     with TuningDatabase(database) as db:
         assert len(db.records(task.workload_key, "x86_avx512")) == 6
     assert again.tasks[0].best_seconds == task.best_seconds
+    assert task.measured == 6 and again.tasks[0].measured == 0
     # compile picks the best recorded parameters
     graph = tc.Graph.from_outputs([C])
     assert best_configs(graph, target, str(database)) == {"C": task.best_config}
@@ -58,6 +59,11 @@ def test_cli_tune(tmp_path, capsys):
                        "graph = ops.relu(te.placeholder((1,), name='x'))\n")
     assert main(["tune", str(nothing), "--database", str(database), "--no-progress"]) == 2
     assert "nothing was tuned" in capsys.readouterr().err
+    # a rerun measures nothing: it says the trials reused recorded costs (not "3 trials in 0.0 s")
+    assert main(["tune", str(program), "--preset", "quick", "--trials", "3", "--database",
+                 str(database), "--no-progress"]) == 0
+    assert "C: 3 trials (3 reused a cost already measured or in the database)" in \
+        capsys.readouterr().out
 
 
 def test_generic_schedule_space_is_tuned_and_reused(tmp_path):

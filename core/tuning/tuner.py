@@ -75,6 +75,8 @@ class TaskResult:
     trials: list[tuple[dict[str, Any], float, str | None]] = field(default_factory=list)
     stopped_by: str = ""
     seconds: float = 0.0
+    #: trials measured by this run; the others reused a cost recorded in the database
+    measured: int = 0
 
     @property
     def best_gflops(self) -> float | None:
@@ -228,6 +230,7 @@ def _tune_task(tensor: Tensor, template: Any, builder: str, target: Target, targ
             events.candidate_result(tensor.name, result, label=label,
                                     **({"node": result.node} if result.node else {}))
 
+        task.measured += len(inputs)
         if inputs:
             batch = measurer.submit(inputs)
             try:
