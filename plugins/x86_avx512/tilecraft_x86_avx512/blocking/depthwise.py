@@ -23,6 +23,11 @@ is whatever the graph passes left there (MobileNet's ``relu6(expand + bias)`` of
 before): it is computed once per input element, not once per tap. Without a pad (or with one
 that other computes read too) the windows read the input directly.
 
+With an ``epilogue`` (:mod:`.depthwise_epilogue`: the elementwise computes after the
+convolution — MobileNet's ``relu6(conv + bias)`` — that :func:`fuse_depthwise_pads` finds)
+each row's window sum goes through the epilogue's expression in registers and the kernel
+stores the epilogue's tensor: the convolution's output is never written.
+
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
 >>> y = ops.depthwise_conv2d(te.placeholder((1, 3, 9, 9), name="x"),
@@ -89,6 +94,7 @@ from tilecraft_x86_avx512.blocking.building import (
     unit_axes,
     vector_kind,
 )
+from tilecraft_x86_avx512.blocking.depthwise_epilogue import DepthwiseEpilogue, depthwise_epilogue
 
 __all__ = ["Depthwise", "Pad", "as_depthwise", "as_pad", "depthwise_estimate",
            "fuse_depthwise_pads", "lower_depthwise"]
@@ -284,11 +290,13 @@ RowsEmitter = Callable[[Sequence[Expr], TapReader], Stmt]
 
 
 def lower_depthwise(conv: Depthwise, options: LoweringOptions,
-                    pad: Pad | None = None, plane_bytes: int = PLANE_BYTES) -> Kernel:
+                    pad: Pad | None = None, plane_bytes: int = PLANE_BYTES,
+                    epilogue: DepthwiseEpilogue | None = None) -> Kernel:
     """The kernel computing ``conv.tensor`` (see the module docstring); with ``pad`` (the
     compute ``conv.source`` reads, :func:`as_pad`) the pad is read through its expression
     instead of as a tensor: into a copy of the whole padded plane where it takes at most
-    ``plane_bytes``, else into a ring of rows."""
+    ``plane_bytes``, else into a ring of rows. With ``epilogue`` the kernel computes and
+    stores ``epilogue.tensor`` instead, from the window sums in registers."""
     tensor, source = conv.tensor, conv.source
     level = options.param_level
     batch, channels, out_h, out_w = tensor.shape
@@ -308,7 +316,10 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
         buffer_of(load.tensor)
     for load in loads_in(conv.weight):
         buffer_of(load.tensor)
-    out = Buffer(tensor.name, tensor.shape, tensor.dtype, level=level)
+    for operand in epilogue.operands if epilogue is not None else ():
+        buffer_of(operand)
+    stored = epilogue.tensor if epilogue is not None else tensor
+    out = Buffer(stored.name, stored.shape, stored.dtype, level=level)
     lanes = max(1, options.lanes(tensor.dtype))
 
     def output_rows(hs: Sequence[Expr], read: TapReader) -> Stmt:
@@ -328,6 +339,8 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
                     line = term if line is None else line + term
                 total = line if total is None else total + line
             assert total is not None
+            if epilogue is not None:
+                total = epilogue.value(total, dict(zip(stored.axes, (n, k, h, wv))), buffers)
             stores.append(Store(out, (n, k, h, wv), total))
         return For(wv, const(out_w), vector_kind(options),
                    stores[0] if len(stores) == 1 else Seq(tuple(stores)), lanes=lanes)
@@ -361,13 +374,16 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
     loop: Stmt = For(t, const(outer), parallel_kind(options, outer), body)
     if local is not None:  # one per thread, zeroed once: a zero fill stays where written
         loop = Allocate(local, loop)
-    kernel = Kernel(tensor.name, tuple(unique_params([*buffers.values(), out])), (tensor.name,),
-                    loop,
-                    attrs={"compute": tensor.name, "statement": tensor.statement(),
-                           "schedule": f"depthwise {conv.label}: parallel({outer} channels) > "
-                                       f"rows({out_h}, {ROW_BLOCK} at a time) > "
-                                       f"vector(w={out_w}, lanes={lanes}) "
-                                       f"x window{how}"})
+    if epilogue is not None:
+        how += f", epilogue {' -> '.join(t.name for t in epilogue.chain)} before the store"
+    attrs = {"compute": stored.name, "statement": stored.statement(),
+             "schedule": f"depthwise {conv.label}: parallel({outer} channels) > "
+                         f"rows({out_h}, {ROW_BLOCK} at a time) > "
+                         f"vector(w={out_w}, lanes={lanes}) x window{how}"}
+    if epilogue is not None:
+        attrs["fused"] = [tensor.name, *(t.name for t in epilogue.chain)]
+    kernel = Kernel(stored.name, tuple(unique_params([*buffers.values(), out])), (stored.name,),
+                    loop, attrs=attrs)
     # the ring's slots are kept in range by the modulo and the pad's value is read only on
     # its box, which the verifier's interval analysis does not see; the interpreter checks
     verify_kernel(kernel, options.spec, check_bounds=False)
@@ -493,10 +509,14 @@ def _padded_row(pad: Pad, dest: Buffer, buffers: Mapping[Tensor, Buffer],
 
 def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
                         taken: set[str]) -> list[FusedGroup]:
-    """Each depthwise convolution of ``graph`` (:func:`as_depthwise`) reading a pad compute
-    (:func:`as_pad`) that nothing else reads, neither in ``taken`` nor a graph output, as one
-    kernel reading the pad inline: the pad has no kernel of its own."""
+    """Each depthwise convolution of ``graph`` (:func:`as_depthwise`) not in ``taken`` with
+    the pad compute (:func:`as_pad`) it reads where nothing else reads it (neither in
+    ``taken`` nor a graph output) — the kernel reads the pad inline: the pad has no kernel of
+    its own — and with the elementwise computes after it that the kernel computes before the
+    store (:func:`.depthwise_epilogue.depthwise_epilogue`) as one kernel; a note for each
+    convolution whose reader does not fuse, with the reason."""
     groups = []
+    notes: list[str] = []
     outputs = set(graph.outputs)
     for tensor in graph.computes:
         conv = as_depthwise(tensor) if tensor.name not in taken else None
@@ -504,12 +524,18 @@ def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
             continue
         producer = conv.source.tensor
         pad = as_pad(producer) if producer.name not in taken else None
-        if pad is None or producer in outputs or graph.consumers(producer) != [tensor]:
+        if pad is not None and (producer in outputs or graph.consumers(producer) != [tensor]):
+            pad = None
+        epilogue = depthwise_epilogue(tensor, graph, taken, notes)
+        if pad is None and epilogue is None:
             continue
-        kernel = lower_depthwise(conv, options, pad)
-        groups.append(FusedGroup((producer.name, tensor.name), (kernel,), (
-            f"fused {producer.name} -> {tensor.name} into one kernel: "
-            f"{kernel.attrs['schedule']}",)))
+        kernel = lower_depthwise(conv, options, pad, epilogue=epilogue)
+        names = ((producer.name,) if pad is not None else ()) + (tensor.name,) + \
+            (tuple(t.name for t in epilogue.chain) if epilogue is not None else ())
+        groups.append(FusedGroup(names, (kernel,), (
+            f"fused {' -> '.join(names)} into one kernel: {kernel.attrs['schedule']}",)))
+    if notes:
+        groups.append(FusedGroup((), (), tuple(notes)))
     return groups
 
 

@@ -86,7 +86,7 @@ from tilecraft_x86_avx512.blocking.building import (
 )
 from tilecraft_x86_avx512.blocking.register_tiles import axis_groups_view
 
-__all__ = ["Epilogue", "consumer_merges", "epilogue_pairs", "epilogue_problem",
+__all__ = ["Epilogue", "at_own_index", "consumer_merges", "epilogue_pairs", "epilogue_problem",
            "local_reason", "lower_with_epilogue", "template_contraction"]
 
 
@@ -318,7 +318,7 @@ def local_reason(contraction: Contraction, consumer: Tensor) -> str | None:
     c = contraction.tensor
     if consumer.dtype != c.dtype:
         return f"{consumer.name} is {consumer.dtype.value}, {c.name} {c.dtype.value}"
-    if any(ld.tensor is c and not _at_own_index(ld, consumer)
+    if any(ld.tensor is c and not at_own_index(ld, consumer)
            for ld in loads_in(consumer.op.body)):
         return f"{consumer.name} reads {c.name} at another index than its own"
     return None
@@ -374,7 +374,7 @@ def epilogue_problem(contraction: Contraction, consumer: Tensor, graph: Graph) -
     return None
 
 
-def _at_own_index(load: Load, consumer: Tensor) -> bool:
+def at_own_index(load: Load, consumer: Tensor) -> bool:
     """Whether ``load`` reads its tensor at ``consumer``'s own index: each index is the
     consumer's axis at that position, or 0 (or an axis of extent 1) where that axis has
     extent 1 (``C[0, k, h, w]`` in a batch-1 network)."""
