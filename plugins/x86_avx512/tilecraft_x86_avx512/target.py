@@ -155,7 +155,7 @@ class X86Avx512Target(Target):
         (:mod:`.fusion`), then each row group left (softmax, layer norm) one kernel
         (:func:`.fusion.fuse_row_groups`), then each template contraction left with its
         elementwise consumer one kernel (:func:`.fusion.fuse_epilogues`), then each depthwise
-        convolution left with the pad only it reads one kernel
+        convolution left with the pad only it reads and its elementwise consumer one kernel
         (:func:`.blocking.depthwise.fuse_depthwise_pads`)."""
         machine = BlockingMachine.from_spec(self.spec, self.threads)
         groups = fuse_chains(graph, options, machine, plan)
