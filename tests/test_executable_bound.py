@@ -37,6 +37,20 @@ def small_net() -> tc.Graph:
     return tc.Graph.from_outputs([R, S])
 
 
+def deep_net() -> tc.Graph:
+    """Two convolutions and relus, a matmul and a softmax, only the softmax an output: the
+    kernels between the first and the last pass nothing per call (one native chain)."""
+    rng = np.random.default_rng(1)
+    X = te.placeholder((1, 7, 13, 13), name="X")
+    W1 = te.constant(rng.standard_normal((11, 7, 3, 3)).astype(np.float32), name="W1")
+    W2 = te.constant(rng.standard_normal((5, 11, 3, 3)).astype(np.float32), name="W2")
+    H = ops.relu(ops.conv2d(X, W1, padding=1, name="Y1"), name="H")
+    G = ops.relu(ops.conv2d(H, W2, padding=1, name="Y2"), name="G")
+    M = te.constant(rng.standard_normal((169, 29)).astype(np.float32), name="M")
+    P = ops.matmul(ops.reshape(G, (5, 169), name="F"), M, name="P")
+    return tc.Graph.from_outputs([ops.softmax(P, name="S")])
+
+
 @pytest.fixture(scope="module")
 def net():
     graph = small_net()
@@ -47,10 +61,18 @@ def _inputs(seed: int) -> dict[str, np.ndarray]:
     return {"X": np.random.default_rng(seed).standard_normal((1, 7, 13, 13)).astype(np.float32)}
 
 
+def _same(got, want) -> None:
+    """``got`` (an array or a tuple of them) equals the reference's ``want``."""
+    if not isinstance(got, tuple):
+        got, want = (got,), (want,)
+    assert len(got) == len(want)
+    for each, wanted in zip(got, want):
+        np.testing.assert_allclose(each, wanted, rtol=1e-4, atol=1e-4)
+
+
 def _check(exe, graph, seed: int) -> None:
     inputs = _inputs(seed)
-    for got, want in zip(exe(**inputs), run(graph, inputs)):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    _same(exe(**inputs), run(graph, inputs))
 
 
 def test_every_step_is_bound_and_matches_the_reference(net):
@@ -59,8 +81,8 @@ def test_every_step_is_bound_and_matches_the_reference(net):
     plan = exe._plan
     assert plan.has_workspaces and plan.idle_workspaces
     calls = plan.idle_workspaces[0].calls
-    assert len(calls) == len(exe._steps) > 2
-    assert all(type(call.run).__name__ == "BoundKernel" for call in calls)
+    assert len(exe._steps) > 2
+    assert all(type(call.run).__name__ in ("BoundKernel", "KernelChain") for call in calls)
     # only the call's input and fresh outputs are passed per call
     passed = {name for call in calls for name, _ in call.passed}
     assert passed <= {"X", "R", "S"} and "X" in passed
@@ -84,8 +106,42 @@ def test_bad_inputs_still_raise_naming_the_input(net):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def test_concurrent_calls_match_the_reference(net):
-    graph, exe = net
+@pytest.fixture(scope="module")
+def deep():
+    graph = deep_net()
+    return graph, tc.compile(graph, target="x86_avx512")
+
+
+def test_a_chain_runs_the_kernels_that_pass_nothing(deep):
+    graph, exe = deep
+    inputs = _inputs(7)
+    np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-4)
+    calls = exe._plan.idle_workspaces[0].calls
+    chains = [call for call in calls if call.chained]
+    assert chains, [type(call.run).__name__ for call in calls]
+    chained = [timings for call in chains for timings in call.chained]  # their run_seconds
+    assert len(chained) + len(calls) - len(chains) == len(exe._steps)
+    reported = {id(step.report.run_seconds) for step in exe._steps}
+    assert all(id(timings) in reported for timings in chained)
+    before = [len(timings) for timings in chained]
+    inputs = _inputs(8)
+    np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-4)
+    assert [len(timings) for timings in chained] == [n + 1 for n in before]
+    assert all(0 <= timings[-1] < 10 for timings in chained)
+    saved = [c.runner.threads for c in exe.compiled]
+    try:  # thread counts set after the set was bound: the chain launches at the new counts
+        for threads in (1, 2):
+            for c in exe.compiled:
+                c.runner.threads = threads
+            np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-4)
+    finally:
+        for c, threads in zip(exe.compiled, saved):
+            c.runner.threads = threads
+
+
+@pytest.mark.parametrize("which", ["net", "deep"])
+def test_concurrent_calls_match_the_reference(which, request):
+    graph, exe = request.getfixturevalue(which)
     threads, errors = 6, []
     barrier = threading.Barrier(threads)
     expected = {seed: run(graph, _inputs(seed)) for seed in range(threads)}
@@ -95,8 +151,7 @@ def test_concurrent_calls_match_the_reference(net):
             barrier.wait()
             for iteration in range(15):
                 seed = (index + iteration) % threads
-                for got, want in zip(exe(**_inputs(seed)), expected[seed]):
-                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+                _same(exe(**_inputs(seed)), expected[seed])
         except BaseException as err:  # noqa: BLE001 - reported by the test
             errors.append(err)
 
@@ -109,8 +164,9 @@ def test_concurrent_calls_match_the_reference(net):
     assert len(exe._plan.idle_workspaces) >= 1
 
 
-def test_results_unchanged_after_install(net):
-    graph, exe = net
+@pytest.mark.parametrize("which", ["net", "deep"])
+def test_results_unchanged_after_install(which, request):
+    graph, exe = request.getfixturevalue(which)
     _check(exe, graph, 3)
     other = tc.compile(graph, target="x86_avx512")
     old_plan = exe._plan
@@ -118,7 +174,10 @@ def test_results_unchanged_after_install(net):
     assert exe._plan is not old_plan and not exe._plan.idle_workspaces  # fresh sets, rebound
     _check(exe, graph, 4)
     runners = {id(c.runner) for c in other.compiled}
-    assert all(id(call.run.kernel) in runners for call in exe._plan.idle_workspaces[0].calls)
+    bound = [bound for call in exe._plan.idle_workspaces[0].calls
+             for bound in getattr(call.run, "bounds", (call.run,))]
+    assert len(bound) == len(exe._steps)
+    assert all(id(each.kernel) in runners for each in bound)
 
 
 def test_runners_without_bind_get_the_whole_mapping():
@@ -143,3 +202,16 @@ def test_runners_without_bind_get_the_whole_mapping():
     for names, step in zip(seen, steps):
         assert names == {name for name, _ in step.params}
     _check(exe, graph, 6)
+
+
+def test_without_the_native_loop_each_kernel_runs_alone(monkeypatch):
+    """Where the chain's C loop cannot be built (no gcc), bound kernels run one call each."""
+    from tilecraft_x86_avx512 import bound
+
+    monkeypatch.setattr(bound, "run_steps", lambda: None)
+    graph = deep_net()
+    exe = tc.compile(graph, target="x86_avx512")
+    _check(exe, graph, 9)
+    calls = exe._plan.idle_workspaces[0].calls
+    assert len(calls) == len(exe._steps) and not any(call.chained for call in calls)
+    _check(exe, graph, 10)

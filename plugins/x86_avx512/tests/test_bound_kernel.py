@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from tilecraft_x86_avx512.bound import BoundKernel
 from x86_kernels import buffer, kernel, load, loop, store, vloop
 
 import tilecraft as tc
@@ -151,3 +152,35 @@ def test_one_bound_kernel_from_several_threads(relu):
     for worker in workers:
         worker.join()
     assert not errors, errors[0]
+
+
+def test_chain_runs_bound_kernels_in_order_and_times_each(add, relu):
+    a, b = _arrays(6)
+    c, d = np.full((7, 5), np.nan, np.float32), np.full((7, 5), np.nan, np.float32)
+    first = add.bind({"A": a, "B": b, "C": c})
+    second = add.bind({"A": c, "B": b, "C": d})  # reads what the first wrote
+    chain = BoundKernel.chain([first, second])
+    assert chain is not None, "gcc builds the chain's C loop wherever the parallel shim builds"
+    seconds = chain()
+    assert len(seconds) == 2 and all(0 <= s < 10 for s in seconds)
+    np.testing.assert_array_equal(d, (a + b) + b)
+    assert BoundKernel.chain([first, add.bind({"B": b})]) is None  # one passes arrays per call
+
+
+def test_chain_follows_thread_counts_set_after_it_was_made(relu):
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((512, 384)).astype(np.float32)
+    out, again = np.empty_like(a), np.empty_like(a)
+    chain = BoundKernel.chain([relu.bind({"A": a, "R": out}), relu.bind({"A": -a, "R": again})])
+    saved = relu.threads
+    try:
+        for threads in (1, 3, 2):
+            relu.threads = threads
+            out[...] = np.nan
+            again[...] = np.nan
+            chain()
+            np.testing.assert_array_equal(out, np.maximum(a, 0))
+            np.testing.assert_array_equal(again, np.maximum(-a, 0))
+            assert chain._launches[1][0].threads == (1 if threads == 1 else threads)
+    finally:
+        relu.threads = saved

@@ -9,12 +9,8 @@ A NativeKernel keeps no state between calls (the native ``args`` array is built 
 so several threads may call one at the same time; each then launches its own parallel region
 (the native shim runs one region at a time; a thread finding it busy runs its whole range).
 
-An Executable calls each kernel of a network on every call, mostly on the same arrays (its
-intermediates and workspaces live in one arena per concurrently running call). For it,
-:meth:`NativeKernel.bind` checks the arrays that stay fixed once and fills their pointers into
-a native ``args`` array; a call of the :class:`BoundKernel` then checks and points at only the
-others (a network's input and fresh outputs), about 0.5 us a kernel against ~6 us through
-``__call__`` (MobileNet-V2, 82 kernels).
+An Executable calls each kernel of a network on every call, mostly on the same arrays;
+:meth:`NativeKernel.bind` gives it a kernel with those checked once (:mod:`.bound`).
 
 Arrays are checked before any native code runs: each parameter must be present, a numpy
 array, C-contiguous, of the declared shape and dtype; written ones must be writeable and must
@@ -25,6 +21,7 @@ not overlap another parameter (the generated code assumes ``noalias``). Violatio
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import statistics
 import threading
@@ -32,13 +29,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import InputError, TargetError
 from tilecraft_x86_avx512.parallel import parallel_for
+
+if TYPE_CHECKING:
+    from tilecraft_x86_avx512.bound import BoundKernel
 
 #: below this many estimated element updates a kernel runs on the calling thread only
 PARALLEL_MIN_WORK = 1 << 15
@@ -48,6 +48,11 @@ ENTRY_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes
 #: types (prebuilt once), it converts nothing per call — ~0.25 us a call against ~0.5 us
 #: through ENTRY_PROTOTYPE's per-argument conversions
 _BARE_PROTOTYPE = ctypes.CFUNCTYPE(None)
+
+#: a fresh number each time any kernel's thread count is set (a KernelChain built under
+#: another number launches anew); ``next`` on a count is atomic, so no change is missed
+_THREAD_COUNTER = itertools.count(1)
+_THREAD_CHANGES = [0]
 
 _POOL_LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
@@ -146,7 +151,7 @@ class NativeKernel:
         self._address = ctypes.cast(entry, ctypes.c_void_p).value if isinstance(
             entry, ctypes._CFuncPtr) else None
         self._keepalive = keepalive  # the JIT engine or shared library owning the code
-        self.threads = max(1, threads)
+        self._threads = max(1, threads)
         self._params = [(p["name"], tuple(int(n) for n in p["shape"]), DType.parse(p["dtype"]))
                         for p in meta["params"]]
         self._numpy_dtypes = [dtype.numpy for _, _, dtype in self._params]
@@ -164,6 +169,16 @@ class NativeKernel:
         self._bare = None if self._address is None else ctypes.cast(self._address,
                                                                      _BARE_PROTOTYPE)
         self._range = (ctypes.c_int64(0), ctypes.c_int64(self._extent or 0))
+
+    @property
+    def threads(self) -> int:
+        """Threads a parallel region of this kernel uses (settable)."""
+        return self._threads
+
+    @threads.setter
+    def threads(self, threads: int) -> None:
+        self._threads = max(1, int(threads))
+        _THREAD_CHANGES[0] = next(_THREAD_COUNTER)  # chains rebuild their launches
 
     def __repr__(self) -> str:
         params = ", ".join(f"{name}: {dtype.value}{list(shape)}"
@@ -298,93 +313,9 @@ class NativeKernel:
         their pointers filled in; the returned :class:`BoundKernel` takes the other
         parameters' arrays (its ``names``, in order) per call. The fixed arrays must keep
         their data where it is while the BoundKernel is used (it keeps them referenced)."""
+        from tilecraft_x86_avx512.bound import BoundKernel  # it builds on this module
+
         return BoundKernel(self, fixed)
-
-
-class BoundKernel:
-    """A :class:`NativeKernel` with some parameters' arrays fixed: those were checked (types,
-    shapes, dtypes, contiguity, writeability, overlaps among them) when bound and their
-    pointers sit in a prebuilt native ``args`` array. A call passes the other parameters'
-    arrays in the order of ``names``; each is checked as ``NativeKernel.__call__`` checks it,
-    with the overlap test against every other parameter, and raises the same
-    :class:`InputError` naming the parameter. A call changes nothing in the object (one with
-    arrays to pass gets a fresh ``args`` array), so several threads may call one at once.
-
-    >>> # bound = kernel.bind({"W": packed}); bound.names == ("A", "C"); bound([a, c])
-    """
-
-    def __init__(self, kernel: NativeKernel, fixed: Mapping[str, np.ndarray]) -> None:
-        params = [name for name, _, _ in kernel._params]
-        unknown = sorted(set(fixed) - set(params))
-        if unknown:
-            raise InputError(f"kernel {kernel.name} has no parameter(s) "
-                             f"{', '.join(map(repr, unknown))} to bind; its parameters are "
-                             f"{', '.join(params)}")
-        self.kernel = kernel
-        #: the parameters each call passes arrays for, in this order
-        self.names = tuple(name for name in params if name not in fixed)
-        checks = kernel._checks
-        self._fixed = [kernel._check_one(name, fixed[name]) if name in fixed else None
-                       for name, _, _, _ in checks]  # referenced while bound
-        self._addresses = [0 if array is None else data_address(array)
-                           for array in self._fixed]
-        self._varying = tuple((k, *checks[k]) for k, array in enumerate(self._fixed)
-                              if array is None)
-        sizes = [int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                 for _, shape, dtype, _ in checks]
-        # written parameter k against every other j: pairs between fixed arrays now, pairs
-        # with a passed array on each call (by the ranges their checked shapes give)
-        pairs = [(k, j) for k in kernel._written_indices for j in range(len(checks))
-                 if j != k and sizes[k] and sizes[j]]
-        self._sizes = sizes
-        self._pairs = tuple((k, j) for k, j in pairs
-                            if self._fixed[k] is None or self._fixed[j] is None)
-        self._overlap(self._addresses, [(k, j) for k, j in pairs if (k, j) not in self._pairs])
-        self._threads = kernel.threads
-        self._args = kernel._pointer_array(*self._addresses)
-        # only a kernel with every array bound launches on this array (the others' pointers
-        # in it are null until a call fills a copy)
-        self._launch = None if self._varying else kernel.launcher(self._args)
-
-    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
-        """Run the kernel with ``arrays`` for ``names`` (checked; InputError otherwise)."""
-        kernel = self.kernel
-        if not self._varying:
-            if arrays:
-                self._count(arrays)
-            if kernel.threads != self._threads:  # set since binding: launch at the new count
-                self._threads = kernel.threads
-                self._launch = kernel.launcher(self._args)
-            self._launch()
-            return
-        if len(arrays) != len(self._varying):
-            self._count(arrays)
-        addresses = self._addresses.copy()
-        for array, (k, name, shape, numpy_dtype, written) in zip(arrays, self._varying):
-            if type(array) is not np.ndarray or array.dtype is not numpy_dtype \
-                    or array.shape != shape or not array.flags.c_contiguous \
-                    or (written and not array.flags.writeable):
-                array = kernel._check_one(name, array)
-            addresses[k] = data_address(array)
-        self._overlap(addresses, self._pairs)
-        kernel.launcher(kernel._pointer_array(*addresses))()  # ``arrays`` referenced till done
-
-    def _count(self, arrays: Sequence[Any]) -> None:
-        if len(arrays) != len(self._varying):
-            raise InputError(f"bound kernel {self.kernel.name} takes {len(self._varying)} "
-                             f"array(s), for {', '.join(self.names) or 'no parameter'}; got "
-                             f"{len(arrays)}")
-
-    def _overlap(self, addresses: Sequence[int], pairs: Sequence[tuple[int, int]]) -> None:
-        """No written parameter ``k`` may share bytes with ``j``, for each pair ``(k, j)``."""
-        sizes = self._sizes
-        for k, j in pairs:
-            if addresses[j] < addresses[k] + sizes[k] and addresses[k] < addresses[j] + sizes[j]:
-                params = self.kernel._params
-                raise InputError(
-                    f"kernel {self.kernel.name}: the array of {params[k][0]!r}, which the kernel "
-                    f"writes, overlaps the array of {params[j][0]!r}; pass separate arrays "
-                    "(copy one)")
 
 
 def _bare_shim(native: Callable[..., None]) -> Callable[..., None]:
