@@ -215,3 +215,34 @@ def test_without_the_native_loop_each_kernel_runs_alone(monkeypatch):
     calls = exe._plan.idle_workspaces[0].calls
     assert len(calls) == len(exe._steps) and not any(call.chained for call in calls)
     _check(exe, graph, 10)
+
+
+def test_install_while_other_threads_call(deep):
+    """Calls running while :meth:`Executable.install` swaps the kernels finish with the plan
+    they started with (its bound sets and chains); later calls bind the new plan's sets."""
+    graph, exe = deep
+    other = tc.compile(graph, target="x86_avx512")
+    kernels = [(exe.compiled, copy.deepcopy(exe.report.kernels)),
+               (other.compiled, copy.deepcopy(other.report.kernels))]
+    expected = {seed: run(graph, _inputs(seed)) for seed in range(4)}
+    stop, errors = threading.Event(), []
+
+    def body(index: int) -> None:
+        try:
+            while not stop.is_set():
+                _same(exe(**_inputs(index)), expected[index])
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            errors.append(err)
+
+    workers = [threading.Thread(target=body, args=(k,)) for k in range(4)]
+    for worker in workers:
+        worker.start()
+    try:
+        for swap in range(12):
+            exe.install(*kernels[swap % 2])
+            _check(exe, graph, swap % 4)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    assert not errors, errors[0]
