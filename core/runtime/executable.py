@@ -302,7 +302,9 @@ class Executable:
         gets the whole mapping each call. Consecutive bound steps that pass nothing run as one
         chain where their type offers ``chain(bounds) -> chained | None`` (``chained()`` runs
         them in order and returns each one's seconds): no Python between those kernels."""
-        fixed = {**self._constants, **plan.precomputed, **workspaces}
+        kept = {name for step in plan.steps for name, _, _ in step.workspaces}
+        fixed = {**self._constants, **plan.precomputed,
+                 **{name: array for name, array in workspaces.items() if name in kept}}
         calls = []
         for step in plan.steps:
             assert step.runner is not None
