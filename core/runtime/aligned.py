@@ -34,7 +34,9 @@ def aligned_empty(shape: Sequence[int], dtype: np.dtype | str,
     dtype = np.dtype(dtype)
     count = math.prod(int(n) for n in shape) * dtype.itemsize
     raw = np.empty(count + align, dtype=np.uint8)
-    offset = -raw.ctypes.data % align
+    # the array interface, not ``raw.ctypes.data`` (which builds a ctypes helper: slow with
+    # cold caches, between kernels)
+    offset = -raw.__array_interface__["data"][0] % align
     return raw[offset:offset + count].view(dtype).reshape(tuple(int(n) for n in shape))
 
 
