@@ -12,7 +12,11 @@ reads it in place, which measured faster on every shape tried (1.2x on 256^3, 1.
 gather — cost more than the products). ``NC`` > 0 packs B inside the parallel loop, ``NC``
 panels at a time (:mod:`~tilecraft_x86_avx512.blocking.block_packed`), instead of all of B
 first into a workspace: the default for a convolution's im2col operand with enough panels (1.45x on
-YOLO-v1's first layer, whose im2col matrix is 29 MB; 5-20% on the 3x3 layers).
+YOLO-v1's first layer, whose im2col matrix is 29 MB; 5-20% on the 3x3 layers). ``TRANSPOSE``
+(default :func:`~tilecraft_x86_avx512.blocking.transposed_conv1x1.prefers_transposed`: a 1x1
+stride-1 convolution with constant weights and few output channels) computes ``C^T`` instead,
+the activation read in place and the weights packed once
+(:mod:`~tilecraft_x86_avx512.blocking.transposed_conv1x1`).
 
 Contractions of narrow types take the dot-product micro-kernels instead
 (:mod:`~tilecraft_x86_avx512.blocking.dot_product`): uint8/int8 operands with an int32 result go to
@@ -54,6 +58,11 @@ from tilecraft_x86_avx512.blocking.dot_product import (
     reads_a_in_place,
 )
 from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
+from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
+    activation_view,
+    lower_transposed_config,
+    prefers_transposed,
+)
 from tilecraft_x86_avx512.microkernels import (
     DOT_BF16,
     OUTER_PRODUCT_F32,
@@ -69,7 +78,7 @@ from tilecraft_x86_avx512.microkernels import (
 MIN_FLOPS = 2 * 32 * 32 * 32
 #: a product with fewer rows or columns than this is a matrix-vector product in disguise
 MIN_SIDE = 4
-CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC")
+CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC", "TRANSPOSE")
 #: zmm registers Eq. 3.4 leaves free: with all 32 in the tile's budget (4 x 96: 24 accumulators,
 #: 6 B vectors, a broadcast) LLVM's scheduler loads the next k step's B vectors early and spills
 #: an accumulator to the stack every step. 512x768x768 with constant B, 1 thread, Xeon
@@ -321,6 +330,15 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
     if unknown:
         raise LoweringError(f"compute {tensor.name}: unknown micro-kernel template parameters "
                             f"{unknown}; the template takes {', '.join(CONFIG_KEYS)}")
+    if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else
+                                              prefers_transposed(contraction, l2_bytes, threads)):
+        # a 1x1 convolution with few output channels: activation read in place, its own MI,
+        # NR, MC unless the config names them (blocking/transposed_conv1x1.py)
+        transposed = lower_transposed_config(contraction, {k: int(v) for k, v in
+                                                           (config or {}).items()},
+                                             options, l2_bytes, threads)
+        if transposed is not None:
+            return transposed
     chosen.update({k: int(v) for k, v in (config or {}).items()})
     mi = chosen["MI"]
     blocking = Blocking(mi=mi, nr=chosen["NR"], kc=chosen["KC"],
@@ -408,14 +426,22 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     tiles = tile_candidates(contraction, count=8)
     kcs = sorted({min(kc, k) for kc in (32, 48, 64, 96, 128, 192, 256, 384, 512)})
     strips = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+    # the transposed 1x1 path (constant weights, activation read in place) as a choice too
+    transposable = contraction.a.tensor.is_constant and activation_view(contraction) is not None
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
-                   ("strips", ChoiceSpace(strips))])
+                   ("strips", ChoiceSpace(strips)),
+                   *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else [])])
 
     def decode(point) -> dict[str, int]:
         values = space.values(point)
         mi, nr = values["tile"]
+        if values.get("TRANSPOSE"):  # MC counts pixels (the contraction's columns)
+            pixels = contraction.extents()[2]
+            return {"MI": mi, "NR": nr, "MC": min(values["strips"] * mi,
+                                                  _ceil_div(pixels, mi) * mi), "TRANSPOSE": 1}
         rows = min(values["strips"] * mi, _ceil_div(m, mi) * mi)
-        return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows}
+        return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows,
+                **({"TRANSPOSE": 0} if transposable else {})}
 
     del batch, l1_bytes, l2_bytes, threads
     return TemplateSpace(space, decode)

@@ -188,12 +188,19 @@ class Epilogue:
                 values.update(unflatten(c_values.get(axis, const(0)), merged))
         return values
 
-    def _store(self, b: Expr, m: Expr, n: Expr, row: Expr, col: Expr) -> Stmt:
+    def store_value(self, b: Expr, m: Expr, n: Expr, value: Expr) -> Stmt:
+        """The consumer's element of ``C[b, m, n]``, with ``value`` standing for ``C``'s
+        (same-index mode: the transposed 1x1 path's tile, :mod:`.transposed_conv1x1`)."""
+        return self._store(b, m, n, const(0), const(0), value)
+
+    def _store(self, b: Expr, m: Expr, n: Expr, row: Expr, col: Expr,
+               value_of_c: Expr | None = None) -> Stmt:
         """The consumer's element of ``C[b, m, n]`` (``row``, ``col`` of the local tile)."""
         c, e = self.contraction, self.consumer
         level = self.options.param_level
         groups = self._with((b, m, n))
-        source = BufferLoad(self.out, (b, m, n)) if self.local is None else \
+        source = value_of_c if value_of_c is not None else \
+            BufferLoad(self.out, (b, m, n)) if self.local is None else \
             BufferLoad(self.local, (const(0), row, col))
 
         def replace(node: Expr) -> Expr | None:
@@ -429,6 +436,10 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     whose reduction the blocking cuts into several ``KC`` slices)."""
     from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
     from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
+    from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
+        lower_transposed_config,
+        prefers_transposed,
+    )
     from tilecraft_x86_avx512.gemm_template import default_config
     from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS
 
@@ -442,6 +453,11 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     OUTER_PRODUCT_F32.resolve({"MI": mi, "NR": blocking.nr})
     epilogue = Epilogue(contraction, consumer, options, (mi, blocking.nr))
     try:
+        if prefers_transposed(contraction, l2_bytes, threads):
+            transposed = lower_transposed_config(contraction, {}, options, l2_bytes, threads,
+                                                 epilogue=epilogue)
+            if transposed is not None:
+                return transposed, ""
         if chosen.get("NC", 0) > 0 and not blocking.pack_a:
             kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name, blocking,
                                          int(chosen["NC"]), options, epilogue=epilogue)
