@@ -10,6 +10,10 @@ producing Kernel IR:
   register-tile micro-kernel (:class:`~.register_tiles.Blocking`), with the operand packing
   and edge tiles the other modules reuse;
 - :mod:`.block_packed`: B packed inside the parallel loop, one block of columns at a time;
+- :mod:`.transposed_conv1x1`: a 1x1 convolution with few output channels as ``y^T = x^T W^T``,
+  the activation read in place and the weights packed once, tiles stored transposed;
+- :mod:`.epilogue`, :mod:`.depthwise` and :mod:`.depthwise_epilogue`: a contraction's or a
+  depthwise convolution's elementwise consumer computed in the same kernel;
 - :mod:`.dot_product` and :mod:`.dot_product_packing`: int8 (VNNI) and bfloat16 contractions,
   packed with ``k`` groups innermost, with the sign compensation of ``vpdpbusd``;
 - :mod:`.contraction_chain` and :mod:`.chain_rows`: a GEMM chain (GEMM -> memory-bound ops ->
