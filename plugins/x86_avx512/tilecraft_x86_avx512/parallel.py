@@ -35,7 +35,7 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 #: how many ``pause`` iterations an idle worker spins before it sleeps (the launching thread
@@ -183,29 +183,39 @@ def parallel_for() -> ParallelFor | None:
     return shim  # type: ignore[return-value]
 
 
-def _build() -> ParallelFor | None:
-    if os.environ.get("TILECRAFT_X86_NO_OPENMP"):
-        return None
-    digest = hashlib.sha256(_SOURCE.encode()).hexdigest()[:16]
-    library = _cache_dir() / f"tilecraft_parallel_pool_{digest}.so"
+def build_shim(source: str, stem: str, flags: Sequence[str] = ()) -> ctypes.CDLL | None:
+    """The shared library of C ``source`` built with gcc (``-O2 -shared -fPIC`` plus
+    ``flags``) into the cache directory under ``stem`` and the source's hash, and loaded; or
+    ``None`` when gcc or the loader fails. Each process builds under names of its own and
+    renames the result into place, so processes building the same library at once never load
+    a half-written file."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    library = _cache_dir() / f"{stem}_{digest}.so"
     if not library.exists():
-        # names of this process's own: another process may be building the same library
         unique = f"{os.getpid()}.{threading.get_ident()}"
-        source = library.with_suffix(f".{unique}.c")
+        written = library.with_suffix(f".{unique}.c")
         partial = library.with_suffix(f".{unique}.tmp")
         try:
-            source.write_text(_SOURCE)
-            subprocess.run(["gcc", "-O2", "-pthread", "-shared", "-fPIC", str(source), "-o",
+            written.write_text(source)
+            subprocess.run(["gcc", "-O2", *flags, "-shared", "-fPIC", str(written), "-o",
                             str(partial)], check=True, capture_output=True, timeout=60)
             os.replace(partial, library)
         except (OSError, subprocess.SubprocessError):
             return None
         finally:
-            for leftover in (source, partial):
+            for leftover in (written, partial):
                 leftover.unlink(missing_ok=True)
     try:
-        shim = ctypes.CDLL(str(library))
+        return ctypes.CDLL(str(library))
     except OSError:
+        return None
+
+
+def _build() -> ParallelFor | None:
+    if os.environ.get("TILECRAFT_X86_NO_OPENMP"):
+        return None
+    shim = build_shim(_SOURCE, "tilecraft_parallel_pool", ["-pthread"])
+    if shim is None:
         return None
     function = shim.tilecraft_parallel_for
     function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]

@@ -17,13 +17,10 @@ True
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import subprocess
 import threading
 from collections.abc import Callable
 
-from tilecraft_x86_avx512.parallel import _cache_dir
+from tilecraft_x86_avx512.parallel import build_shim
 
 _SOURCE = r"""
 #include <stdint.h>
@@ -80,26 +77,8 @@ def run_steps() -> RunSteps | None:
 
 
 def _build() -> RunSteps | None:
-    digest = hashlib.sha256(_SOURCE.encode()).hexdigest()[:16]
-    library = _cache_dir() / f"tilecraft_run_steps_{digest}.so"
-    if not library.exists():
-        # names of this process's own: another process may be building the same library
-        unique = f"{os.getpid()}.{threading.get_ident()}"
-        source = library.with_suffix(f".{unique}.c")
-        partial = library.with_suffix(f".{unique}.tmp")
-        try:
-            source.write_text(_SOURCE)
-            subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(source), "-o", str(partial)],
-                           check=True, capture_output=True, timeout=60)
-            os.replace(partial, library)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        finally:
-            for leftover in (source, partial):
-                leftover.unlink(missing_ok=True)
-    try:
-        shared = ctypes.CDLL(str(library))
-    except OSError:
+    shared = build_shim(_SOURCE, "tilecraft_run_steps")
+    if shared is None:
         return None
     function = shared.tilecraft_run_steps
     # no argtypes: called with ctypes objects of the exact C types, converted by nothing
