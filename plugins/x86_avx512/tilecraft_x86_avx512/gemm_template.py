@@ -53,6 +53,7 @@ from tilecraft.passes.contraction import (
 from tilecraft.te.expr import IterVar
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
+from tilecraft_x86_avx512.blocking.direct_conv import lower_direct_config, prefers_direct
 from tilecraft_x86_avx512.blocking.dot_product import (
     lower_dot_product_contraction,
     reads_a_in_place,
@@ -78,7 +79,7 @@ from tilecraft_x86_avx512.microkernels import (
 MIN_FLOPS = 2 * 32 * 32 * 32
 #: a product with fewer rows or columns than this is a matrix-vector product in disguise
 MIN_SIDE = 4
-CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC", "TRANSPOSE")
+CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC", "TRANSPOSE", "DIRECT")
 #: zmm registers Eq. 3.4 leaves free: with all 32 in the tile's budget (4 x 96: 24 accumulators,
 #: 6 B vectors, a broadcast) LLVM's scheduler loads the next k step's B vectors early and spills
 #: an accumulator to the stack every step. 512x768x768 with constant B, 1 thread, Xeon
@@ -330,6 +331,14 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
     if unknown:
         raise LoweringError(f"compute {tensor.name}: unknown micro-kernel template parameters "
                             f"{unknown}; the template takes {', '.join(CONFIG_KEYS)}")
+    if grouped is None and (config or {}).get("DIRECT", 0 if config else
+                                              prefers_direct(contraction, l2_bytes)):
+        # a stride-1 KxK convolution: the padded activation read in place tap by tap, W^T
+        # packed once (blocking/direct_conv.py)
+        direct = lower_direct_config(contraction, {k: int(v) for k, v in (config or {}).items()},
+                                     options, threads)
+        if direct is not None:
+            return direct
     if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else
                                               prefers_transposed(contraction, l2_bytes, threads)):
         # a 1x1 convolution with few output channels: activation read in place, its own MI,

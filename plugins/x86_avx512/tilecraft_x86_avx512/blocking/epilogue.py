@@ -435,6 +435,7 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     template would, else by a kernel of its own); or ``None`` and why (a local-tile epilogue
     whose reduction the blocking cuts into several ``KC`` slices)."""
     from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
+    from tilecraft_x86_avx512.blocking.direct_conv import lower_direct_config, prefers_direct
     from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
     from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
         lower_transposed_config,
@@ -453,6 +454,10 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     OUTER_PRODUCT_F32.resolve({"MI": mi, "NR": blocking.nr})
     epilogue = Epilogue(contraction, consumer, options, (mi, blocking.nr))
     try:
+        if prefers_direct(contraction, l2_bytes):
+            direct = lower_direct_config(contraction, {}, options, threads, epilogue=epilogue)
+            if direct is not None:
+                return direct, ""
         if prefers_transposed(contraction, l2_bytes, threads):
             transposed = lower_transposed_config(contraction, {}, options, l2_bytes, threads,
                                                  epilogue=epilogue)

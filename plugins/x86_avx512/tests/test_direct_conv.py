@@ -1,0 +1,197 @@
+"""The direct lowering of stride-1 KxK convolutions (blocking/direct_conv.py): the padded
+activation read in place tap by tap by ``outer_product_f32_taps``, W^T packed once, tiles stored
+transposed (through the fused epilogue where there is one), against the reference on awkward
+shapes at 1 and 2 threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tilecraft_x86_avx512.blocking import direct_conv as direct
+from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS
+from tilecraft_x86_avx512.target import X86Avx512Target
+
+import tilecraft as tc
+from tilecraft import ops, te
+from tilecraft.errors import TilecraftError
+from tilecraft.graph import Graph
+from tilecraft.passes.contraction import as_contraction
+from tilecraft.reference import run
+
+
+class _Forced(X86Avx512Target):
+    """The x86 target with the template's parameters of compute ``name`` fixed."""
+
+    def __init__(self, config, name, threads=1):
+        super().__init__(threads=threads)
+        self.config, self.compute = config, name
+
+    def lower_compute(self, tensor, options, config=None):
+        return super().lower_compute(tensor, options,
+                                     self.config if tensor.name == self.compute else config)
+
+
+def _check(outputs, threads: int, seed: int = 0, target=None) -> tc.Executable:
+    graph = Graph.from_outputs(outputs)
+    exe = tc.compile(graph, target=target or X86Avx512Target(threads=threads))
+    rng = np.random.default_rng(seed)
+    arrays = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
+    got, want = exe(**arrays), run(graph, arrays)
+    for g, w in zip(got if isinstance(got, tuple) else [got],
+                    want if isinstance(want, tuple) else [want]):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)
+    return exe
+
+
+def _weights(shape: tuple[int, ...], seed: int = 7) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _direct_kernels(exe) -> list:
+    return [k for k in exe.kernels if "direct" in k.attrs.get("schedule", "")]
+
+
+# (in channels, out channels, height, width, window, padding): primes, channels not multiples
+# of 16 (ragged panels), rows not multiples of the strip (ragged strips), one output pixel,
+# one output row or column, 1xK and Kx1 windows, no padding, a 5x5 window
+SHAPES = [(37, 17, 7, 5, (3, 3), 1), (23, 80, 9, 8, (5, 5), 2), (19, 97, 6, 9, (3, 3), 0),
+          (17, 16, 1, 1, (3, 3), 1), (29, 33, 1, 13, (3, 3), 1), (13, 40, 11, 1, (3, 3), 1),
+          (31, 64, 10, 11, (1, 3), (0, 1)), (16, 48, 12, 7, (3, 1), (1, 0)),
+          (64, 64, 14, 14, (3, 3), 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_plain_conv_matches_reference(shape, threads):
+    cin, cout, h, w, (kh, kw), pad = shape
+    x = te.placeholder((1, cin, h, w), name="x")
+    wt = te.placeholder((cout, cin, kh, kw), name="w")
+    y = ops.conv2d(x, wt, padding=pad, name="y")
+    exe = _check([y], threads, target=_Forced({"DIRECT": 1}, "y", threads))
+    # an output of one row or column, a window of one row or column: a contraction over fewer
+    # axes, the template's
+    applies = direct.direct_geometry(as_contraction(y, broadcast_batch=True)) is not None
+    assert applies == (min(h, w, kh, kw) > 1)
+    assert len(_direct_kernels(exe)) == applies
+
+
+@pytest.mark.parametrize("config", [{"MI": 5, "NR": 32}, {"MI": 12, "NR": 16},
+                                    {"MI": 3, "NR": 96}])
+def test_config_tiles(config):
+    x = te.placeholder((1, 21, 9, 13), name="x")
+    wt = te.placeholder((50, 21, 3, 3), name="w")
+    exe = _check([ops.conv2d(x, wt, padding=1, name="y")], 2,
+                 target=_Forced({"DIRECT": 1, **config}, "y", 2))
+    (kernel,) = _direct_kernels(exe)
+    assert f"MI={config['MI']} NR={config['NR']}" in kernel.attrs["schedule"]
+
+
+@pytest.mark.parametrize("form", ["strided", "dilated", "batched", "1x1"])
+def test_other_forms_fall_back_to_the_template(form):
+    """Forced, a convolution the path cannot compute (stride 2, dilation, a batch, a 1x1
+    window) takes the template's lowering, still right."""
+    n = 2 if form == "batched" else 1
+    x = te.placeholder((n, 24, 11, 9), name="x")
+    k = 1 if form == "1x1" else 3
+    wt = te.placeholder((32, 24, k, k), name="w")
+    kwargs = {"stride": 2} if form == "strided" else {"dilation": 2} if form == "dilated" \
+        else {}
+    y = ops.conv2d(x, wt, padding=k // 2, name="y", **kwargs)
+    assert direct.direct_geometry(as_contraction(y, broadcast_batch=True)) is None
+    exe = _check([y], 1, target=_Forced({"DIRECT": 1}, "y"))
+    assert not _direct_kernels(exe)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(37, 48, 15, 14), (64, 64, 16, 16), (29, 97, 14, 17)])
+def test_residual_and_relu_epilogues_match_reference(shape, threads, monkeypatch):
+    """Fused epilogues go through the default path (made the default for every shape it can
+    take, so ragged panels are covered too): bias, residual add, ReLU."""
+    monkeypatch.setattr(direct, "prefers_direct",
+                        lambda c, l2_bytes: direct.direct_geometry(c) is not None)
+    cin, cout, h, w = shape
+    x = te.placeholder((1, cin, h, w), name="x")
+    wt = te.constant(_weights((cout, cin, 3, 3)), name="w")
+    bias = te.placeholder((cout,), name="bias")
+    res = te.placeholder((1, cout, h, w), name="res")
+    y = ops.conv2d(x, wt, padding=1, name="y")
+    e = te.compute(y.shape, lambda n, k, i, j: te.max(y[n, k, i, j] + bias[k] + res[n, k, i, j],
+                                                       0.0), name="sum")
+    exe = _check([e], threads, seed=1)
+    (kernel,) = _direct_kernels(exe)
+    assert kernel.attrs.get("fused") == ["y", "sum"]
+
+
+def test_default_choice():
+    """3x3 stride-1 convolutions with constant weights, whole vectors of output channels,
+    rows of 14 pixels or more and an activation in L2 take the path by default."""
+    def conv(cin, cout, size, k=3, constant=True, stride=1):
+        x = te.placeholder((1, cin, size, size), name="x")
+        w = te.constant(_weights((cout, cin, k, k)), name="w") if constant else \
+            te.placeholder((cout, cin, k, k), name="w")
+        return as_contraction(ops.conv2d(x, w, padding=k // 2, stride=stride),
+                              broadcast_batch=True)
+
+    l2 = 1 << 21
+    assert all(direct.prefers_direct(conv(*args), l2)
+               for args in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (32, 16, 20, 5)))
+    assert not any(direct.prefers_direct(c, l2) for c in (
+        conv(512, 512, 7), conv(64, 24, 56), conv(64, 64, 56, constant=False),
+        conv(64, 64, 56, k=1), conv(8, 64, 56), conv(64, 64, 56, stride=2),
+        conv(512, 64, 56)))    # 512 x 58 x 58 floats: more than L2
+    exe = _check([ops.conv2d(te.placeholder((1, 32, 16, 16), name="x"),
+                             te.constant(_weights((32, 32, 3, 3)), name="w"), padding=1,
+                             name="y")], 2)
+    assert len(_direct_kernels(exe)) == 1
+    assert set(exe._plan.precomputed) == {"y_wpacked"}   # the weights packed once
+
+
+def test_config_switch_off():
+    x = te.placeholder((1, 32, 16, 16), name="x")
+    y = ops.conv2d(x, te.constant(_weights((32, 32, 3, 3)), name="w"), padding=1, name="y")
+    exe = _check([y], 1, target=_Forced({"DIRECT": 0}, "y"))
+    assert not _direct_kernels(exe)
+
+
+def test_unknown_tile_is_refused():
+    x = te.placeholder((1, 32, 8, 8), name="x")
+    y = ops.conv2d(x, te.placeholder((16, 32, 3, 3), name="w"), padding=1, name="y")
+    with pytest.raises(TilecraftError, match="NR"):
+        tc.compile(y, target=_Forced({"DIRECT": 1, "MI": 6, "NR": 24}, "y"))
+
+
+@pytest.mark.parametrize("tile", [(6, 32), (5, 16), (7, 48)])
+def test_kernels_in_the_interpreter(tile):
+    """The Kernel IR itself on the interpreter (every access bounds-checked), the micro-kernel
+    emulated from its declared semantics: ragged strips, ragged panels, row blocks past the
+    last row."""
+    from tilecraft.kernel_ir.interpreter import run_kernels
+    from tilecraft.lower.options import LoweringOptions
+
+    x = te.placeholder((1, 11, 7, 9), name="x")
+    wt = te.placeholder((19, 11, 3, 3), name="w")
+    y = ops.conv2d(x, wt, padding=1, name="y")
+    mi, nr = tile
+    kernels = direct.lower_direct(as_contraction(y, broadcast_batch=True), mi, nr,
+                                  LoweringOptions(vector_lanes=16), threads=4)
+    rng = np.random.default_rng(8)
+    inputs = {"x": rng.standard_normal((1, 11, 7, 9)).astype(np.float32),
+              "w": rng.standard_normal((19, 11, 3, 3)).astype(np.float32)}
+    padded = np.pad(inputs["x"], ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = run_kernels(kernels, {"y_pad": padded, "w": inputs["w"],
+                                "y": np.full((1, 19, 7, 9), np.nan, np.float32)},
+                      semantics={OUTER_PRODUCT_F32_TAPS.name: OUTER_PRODUCT_F32_TAPS.reference})
+    np.testing.assert_allclose(out["y"].reshape(1, 19, 7, 9), run(y, inputs), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_micro_kernel_renders_every_edge():
+    """The template renders (and LLVM accepts, through a compiled convolution above) ragged
+    rows, ragged columns and one-tap-row windows."""
+    from tilecraft_x86_avx512.microkernels import render
+
+    for params in ({"MI": 6, "NR": 64, "KI": 5, "MV": 2, "NC": 50, "KH": 3, "KW": 3, "AW": 4},
+                   {"MI": 4, "NR": 16, "KI": 1, "MV": 4, "NC": 16, "KH": 1, "KW": 2, "AW": 5}):
+        ir = render(OUTER_PRODUCT_F32_TAPS.name, params, "mk")
+        assert ir.count("llvm.fma.v16f32") == params["MV"] * -(-params["NC"] // 16) * \
+            params["KH"] * params["KW"]

@@ -1,0 +1,274 @@
+"""A stride-1 ``KH x KW`` convolution lowered directly: no im2col, the padded activation read
+in place at each tap's shift, the weights packed once.
+
+The template (:mod:`.register_tiles`) lowers ``y[oc, p] = sum_{c, kh, kw} W[oc, c, kh, kw] *
+xp[c, oh + kh, ow + kw]`` as a GEMM whose B operand is the im2col matrix, packed per call
+(``KH * KW`` copies of the activation) and, where the pixels are few (14x14 = 196, 7x7 = 49),
+in ragged ``NR``-wide panels. Here the product is computed transposed, as
+:mod:`.transposed_conv1x1` does for 1x1 convolutions, the window's taps inside the micro-kernel:
+
+1. ``<C>_wpacked_pack`` packs ``W^T`` into panels ``[1, NB, C*KH*KW, NR]`` (the weights'
+   own reduction order), zero-padded past ``oc``. It reads only W: where W is
+   a constant the Executable runs it once and keeps the result.
+2. ``<C>`` runs, in parallel over (panel of ``NR`` output channels, block of output rows),
+   for each output row and each strip of ``MI`` pixels of that row, one call of
+   ``outer_product_f32_taps`` into a local ``MI x NR`` tile: A is the padded activation
+   ``[C, Hp, Wp]`` read in place from the strip's top-left input pixel, B the panel
+   ``[C, KH, KW, NR]``; for each input channel the micro-kernel runs every tap, broadcasting
+   ``MI`` consecutive pixels of the tap's shifted input row against the tap's ``NR`` weights,
+   the accumulators in registers for the whole reduction. The tile is then stored transposed
+   into ``y[oc, oh*OW + ow]`` (vectors along the strip's pixels), through the elementwise
+   epilogue when one is fused (bias, residual add, ReLU).
+
+Strips never cross an output row, so no pixel of the padding is computed; a row's last strip
+(``OW % MI`` pixels) and panel (``oc % NR`` channels) go through the micro-kernel's ``MV`` and
+``NC``. Which convolutions take the path by default: :func:`prefers_direct`.
+
+>>> import numpy as np
+>>> from tilecraft import ops, te
+>>> from tilecraft.lower.options import LoweringOptions
+>>> from tilecraft.passes.contraction import as_contraction
+>>> x = te.placeholder((1, 8, 7, 5), name="x")
+>>> w = te.constant(np.ones((32, 8, 3, 3), np.float32), name="w")
+>>> c = as_contraction(ops.conv2d(x, w, padding=1, name="y"), broadcast_batch=True)
+>>> g = direct_geometry(c)
+>>> g.channels, g.height, g.width, g.out_height, g.out_width, len(g.taps), g.taps[4]
+(8, 9, 7, 7, 5, 9, (1, 1))
+>>> kernels = lower_direct(c, 6, 32, LoweringOptions(vector_lanes=16), threads=2)
+>>> [k.name for k in kernels], [p.name for p in kernels[1].params]
+(['y_wpacked_pack', 'y'], ['y_pad', 'y_wpacked', 'y'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    MicroKernelCall,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.passes.contraction import Contraction
+from tilecraft.te.expr import Binary, BinaryOp, Expr, IterVar, Var, const
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    contraction_kernel,
+    nest,
+    parallel_kind,
+    vector_kind,
+)
+from tilecraft_x86_avx512.blocking.register_tiles import pack_operand
+from tilecraft_x86_avx512.blocking.transposed_conv1x1 import transposed_tile
+from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS
+
+if TYPE_CHECKING:
+    from tilecraft_x86_avx512.blocking.epilogue import Epilogue
+
+#: the most taps (``KH * KW``) the path unrolls into micro-kernel calls
+MAX_TAPS = 49
+#: the fewest input channels (k steps of the micro-kernel's loop) the path takes by default
+MIN_CHANNELS = 16
+#: the narrowest output rows the path takes by default: a 7-pixel row is one strip of 7
+#: pixels, and each strip streams the whole weight panel from L2 (ResNet-18's 7x7 stage, 1
+#: thread, Xeon family 6 model 167: 1.16-1.19x slower than the im2col template)
+MIN_OUT_WIDTH = 14
+
+
+@dataclass(frozen=True)
+class DirectGeometry:
+    """A stride-1 convolution's shapes: input ``channels``, the padded activation's
+    ``height x width``, the output's ``out_height x out_width`` and its taps ``(kh, kw)``."""
+
+    channels: int
+    height: int
+    width: int
+    out_height: int
+    out_width: int
+    taps: tuple[tuple[int, int], ...]
+
+
+def _sum_of(index: Expr, spatial: IterVar, window: IterVar) -> bool:
+    """Whether ``index`` is ``spatial + window`` (either order)."""
+    return isinstance(index, Binary) and index.op is BinaryOp.ADD and \
+        {id(index.a), id(index.b)} == {id(spatial), id(window)}
+
+
+def direct_geometry(contraction: Contraction) -> DirectGeometry | None:
+    """The convolution's :class:`DirectGeometry` where it has the form this path computes — a
+    batch-1 ``y[oc, oh, ow] = sum W[oc, c, kh, kw] * xp[0, c, oh + kh, ow + kw]`` (stride 1,
+    no dilation, the padding already in ``xp``, more than one output row and column and window
+    row and column: an extent-1 axis leaves the contraction's axes) — else ``None``."""
+    c = contraction
+    batch, _, _, _ = c.extents()
+    if batch != 1 or len(c.m_axes) != 1 or len(c.n_axes) != 2 or len(c.k_axes) != 3:
+        return None
+    channel, kh, kw = c.k_axes
+    oh, ow = c.n_axes
+    (oc,) = c.m_axes
+    x, w = c.b, c.a
+    if len(x.indices) != 4 or len(w.indices) != 4 or len(x.tensor.shape) != 4:
+        return None
+    first = x.indices[0]
+    if not (isinstance(first, IterVar) and first.extent == 1 or
+            getattr(first, "value", None) == 0):
+        return None
+    if x.indices[1] is not channel or not _sum_of(x.indices[2], oh, kh) or \
+            not _sum_of(x.indices[3], ow, kw):
+        return None
+    if tuple(w.indices) != (oc, channel, kh, kw):
+        return None
+    _, channels, height, width = x.tensor.shape
+    if height != oh.extent + kh.extent - 1 or width != ow.extent + kw.extent - 1:
+        return None
+    taps = tuple((r, s) for r in range(kh.extent) for s in range(kw.extent))
+    return DirectGeometry(channels, height, width, oh.extent, ow.extent, taps)
+
+
+def prefers_direct(contraction: Contraction, l2_bytes: int) -> bool:
+    """Whether the direct path is the default: the form :func:`direct_geometry` accepts with
+    at least two taps (a 1x1 convolution has no im2col to spare) and at most
+    :data:`MAX_TAPS`, constant weights (packed once, not per call), at least
+    :data:`MIN_CHANNELS` input channels, output channels filling whole vectors, and the
+    padded activation in L2 (a strip's rows are read a few pixels at a time), output rows of
+    at least :data:`MIN_OUT_WIDTH` pixels.
+
+    >>> import numpy as np
+    >>> from tilecraft import ops, te
+    >>> from tilecraft.passes.contraction import as_contraction
+    >>> x = te.placeholder((1, 64, 14, 14), name="x")
+    >>> conv = lambda k, oc: as_contraction(ops.conv2d(
+    ...     x, te.constant(np.ones((oc, 64, k, k), np.float32)), padding=k // 2),
+    ...     broadcast_batch=True)
+    >>> [prefers_direct(conv(k, oc), 1 << 21) for k, oc in ((3, 64), (1, 64), (3, 24))]
+    [True, False, False]
+    """
+    geometry = direct_geometry(contraction)
+    if geometry is None or not contraction.a.tensor.is_constant:
+        return False
+    _, channels_out, _, _ = contraction.extents()
+    return (2 <= len(geometry.taps) <= MAX_TAPS and geometry.channels >= MIN_CHANNELS
+            and geometry.out_width >= MIN_OUT_WIDTH and channels_out % 16 == 0
+            and 4 * geometry.channels * geometry.height * geometry.width <= l2_bytes)
+
+
+def direct_row_blocks(panels: int, rows: int, threads: int) -> int:
+    """Blocks of output rows the parallel loop cuts each panel's rows into: the fewest whose
+    ``panels x blocks`` work items come in whole rounds of the threads.
+
+    >>> direct_row_blocks(1, 56, 2), direct_row_blocks(2, 28, 2), direct_row_blocks(8, 7, 2)
+    (2, 1, 1)
+    >>> direct_row_blocks(1, 7, 4), direct_row_blocks(1, 1, 2)
+    (4, 1)
+    """
+    blocks = 1
+    while (panels * blocks) % threads and blocks < rows:
+        blocks += 1
+    return blocks
+
+
+def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOptions,
+                 threads: int = 1, epilogue: Epilogue | None = None) -> list[Kernel] | None:
+    """The pack-W kernel and the main kernel (module docstring), or ``None`` where the
+    convolution is not of the direct form or the epilogue re-indexes or casts ``C``."""
+    c = contraction
+    geometry = direct_geometry(c)
+    if geometry is None or (epilogue is not None and epilogue.local is not None):
+        return None
+    tensor = c.tensor
+    _, out_channels, pixels, k_total = c.extents()
+    dtype = tensor.dtype
+    level = options.param_level
+    ic, hp, wp = geometry.channels, geometry.height, geometry.width
+    oh_total, ow_total = geometry.out_height, geometry.out_width
+    x_in = Buffer(c.b.tensor.name, (ic, hp, wp), c.b.tensor.dtype, level=level)
+    _, kh, kw = c.k_axes
+    kh_total, kw_total = kh.extent, kw.extent
+    pack = pack_operand(f"{tensor.name}_wpacked", c.a, tensor, c.batch_axes, c.m_axes,
+                        c.k_axes, nr, k_total, options, role=f"pack W^T of {tensor.name}")
+    packed = pack.params[-1]
+    assert packed.shape[2] == k_total, "one reduction slice: the taps' rows in order"
+    packed_in = Buffer(packed.name, (1, packed.shape[1], ic, kh_total, kw_total, nr), dtype,
+                       level=packed.level)
+    out = Buffer(tensor.name, (1, out_channels, pixels), dtype, level=level) \
+        if epilogue is None else epilogue.out
+    local = Buffer(f"{tensor.name}_dtile", (1, mi, nr), dtype,
+                   level=options.register_level or level)
+    lanes = max(1, options.lanes(dtype))
+    panels = ceil_div(out_channels, nr)
+    blocks = direct_row_blocks(panels, oh_total, threads)
+    block_rows = ceil_div(oh_total, blocks)
+    strips = ceil_div(ow_total, mi)
+    t, oh, s, row, col = Var("t"), Var("oh"), Var("s"), Var("trow"), Var("tcol")
+    jr = t // blocks
+    out_row = (t % blocks) * block_rows + oh
+    ow0 = s * mi
+    n0 = jr * nr
+
+    def tile(rows: int, cols: int) -> Stmt:
+        operands = (Region(x_in, (const(0), out_row, ow0), (ic, kh_total, rows + kw_total - 1)),
+                    Region(packed_in, (const(0), jr, *(const(0),) * 4),
+                           (1, 1, ic, kh_total, kw_total, cols)),
+                    Region(local, (const(0), const(0), const(0)), (1, rows, cols)))
+        call = MicroKernelCall(OUTER_PRODUCT_F32_TAPS.name, operands,
+                               (("MI", mi), ("NR", nr), ("KI", ic), ("MV", rows), ("NC", cols),
+                                ("KH", kh_total), ("KW", kw_total),
+                                ("AW", rows + kw_total - 1)))
+        value = BufferLoad(local, (const(0), row, col))
+        pixel = out_row * ow_total + ow0 + row
+        store = Store(out, (const(0), n0 + col, pixel), value) if epilogue is None else \
+            epilogue.store_value(const(0), n0 + col, pixel, value)
+        # transposed: one vector of the strip's pixels per output channel
+        back = nest([(col, cols, LoopKind.SERIAL, 0), (row, rows, vector_kind(options), lanes)],
+                    store)
+        return Seq((call, back))
+
+    def by_cols(rows: int) -> Stmt:
+        ragged = out_channels % nr
+        return tile(rows, nr) if not ragged else \
+            IfThenElse(n0 + nr <= out_channels, tile(rows, nr), tile(rows, ragged))
+
+    ragged_rows = ow_total % mi
+    body = by_cols(mi) if not ragged_rows else \
+        IfThenElse(ow0 + mi <= ow_total, by_cols(mi), by_cols(ragged_rows))
+    body = nest([(s, strips, LoopKind.SERIAL, 0)], body)
+    if oh_total % block_rows:
+        body = IfThenElse(out_row < oh_total, body)
+    body = Allocate(local, nest([(oh, block_rows, LoopKind.SERIAL, 0)], body))
+    body = nest([(t, panels * blocks, parallel_kind(options, panels * blocks), 0)], body)
+    schedule = (f"direct {len(geometry.taps)}-tap convolution: micro-kernel "
+                f"{OUTER_PRODUCT_F32_TAPS.name} MI={mi} NR={nr} KI={ic} per tap, padded activation "
+                f"read in place, W^T packed tap-major: parallel({panels * blocks}: {panels} "
+                f"panels x {blocks} row blocks) > rows({block_rows}) > strips({strips}), "
+                "tiles stored transposed")
+    params = [x_in, packed_in, out]
+    finish = contraction_kernel if epilogue is None else epilogue.kernel
+    return [pack, finish(tensor, params, body, OUTER_PRODUCT_F32_TAPS.name, schedule, options)]
+
+
+def lower_direct_config(contraction: Contraction, config: dict[str, int],
+                        options: LoweringOptions, threads: int,
+                        epilogue: Epilogue | None = None) -> list[Kernel] | None:
+    """:func:`lower_direct` with ``config``'s ``MI`` and ``NR`` where it names them, else
+    :func:`~.transposed_conv1x1.transposed_tile` for a row's pixels and the output channels."""
+    geometry = direct_geometry(contraction)
+    if geometry is None:
+        return None
+    _, out_channels, _, _ = contraction.extents()
+    mi, nr = transposed_tile(geometry.out_width, out_channels, geometry.channels)
+    mi, nr = int(config.get("MI", mi)), int(config.get("NR", nr))
+    OUTER_PRODUCT_F32_TAPS.resolve({"MI": mi, "NR": nr})
+    return lower_direct(contraction, mi, nr, options, threads, epilogue)
+
+
+__all__ = ["MAX_TAPS", "MIN_CHANNELS", "MIN_OUT_WIDTH", "DirectGeometry", "direct_geometry",
+           "direct_row_blocks", "lower_direct", "lower_direct_config", "prefers_direct"]
