@@ -195,3 +195,29 @@ def test_micro_kernel_renders_every_edge():
         ir = render(OUTER_PRODUCT_F32_TAPS.name, params, "mk")
         assert ir.count("llvm.fma.v16f32") == params["MV"] * -(-params["NC"] // 16) * \
             params["KH"] * params["KW"]
+
+
+def test_tuner_space_offers_the_path():
+    """The template's search space has a DIRECT choice for a stride-1 3x3 convolution with
+    constant weights (none for a 1x1 one); decoded points of both kinds compile and match."""
+    from tilecraft_x86_avx512.gemm_template import template_space
+
+    x = te.placeholder((1, 24, 9, 11), name="x")
+    y = ops.conv2d(x, te.constant(_weights((32, 24, 3, 3)), name="w"), padding=1, name="y")
+    space = template_space(y, 49152, 1 << 21, 2)
+    pointwise = template_space(ops.conv2d(x, te.constant(_weights((32, 24, 1, 1)), name="v")),
+                               49152, 1 << 21, 2)
+    rng = np.random.default_rng(1)
+    assert "DIRECT" not in pointwise.decode(pointwise.space.random_point(rng))
+    seen = set()
+    xs = rng.standard_normal((1, 24, 9, 11)).astype(np.float32)
+    want = run(Graph.from_outputs([y]), {"x": xs})
+    for _ in range(40):
+        config = space.decode(space.space.random_point(rng))
+        if config["DIRECT"] in seen:
+            continue
+        seen.add(config["DIRECT"])
+        exe = tc.compile(y, target=_Forced(config, "y", threads=2))
+        assert bool(_direct_kernels(exe)) == bool(config["DIRECT"])
+        np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
+    assert seen == {0, 1}

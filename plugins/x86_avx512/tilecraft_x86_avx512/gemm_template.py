@@ -53,7 +53,11 @@ from tilecraft.passes.contraction import (
 from tilecraft.te.expr import IterVar
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
-from tilecraft_x86_avx512.blocking.direct_conv import lower_direct_config, prefers_direct
+from tilecraft_x86_avx512.blocking.direct_conv import (
+    direct_geometry,
+    lower_direct_config,
+    prefers_direct,
+)
 from tilecraft_x86_avx512.blocking.dot_product import (
     lower_dot_product_contraction,
     reads_a_in_place,
@@ -437,20 +441,25 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     strips = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
     # the transposed 1x1 path (constant weights, activation read in place) as a choice too
     transposable = contraction.a.tensor.is_constant and activation_view(contraction) is not None
+    # and the direct path of stride-1 KxK convolutions (blocking/direct_conv.py)
+    direct = contraction.a.tensor.is_constant and direct_geometry(contraction) is not None
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),
-                   *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else [])])
+                   *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else []),
+                   *([("DIRECT", ChoiceSpace((0, 1)))] if direct else [])])
 
     def decode(point) -> dict[str, int]:
         values = space.values(point)
         mi, nr = values["tile"]
+        if values.get("DIRECT"):  # its own blocking: the tile only
+            return {"MI": mi, "NR": nr, "DIRECT": 1}
         if values.get("TRANSPOSE"):  # MC counts pixels (the contraction's columns)
             pixels = contraction.extents()[2]
             return {"MI": mi, "NR": nr, "MC": min(values["strips"] * mi,
                                                   _ceil_div(pixels, mi) * mi), "TRANSPOSE": 1}
         rows = min(values["strips"] * mi, _ceil_div(m, mi) * mi)
         return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows,
-                **({"TRANSPOSE": 0} if transposable else {})}
+                **({"TRANSPOSE": 0} if transposable else {}), **({"DIRECT": 0} if direct else {})}
 
     del batch, l1_bytes, l2_bytes, threads
     return TemplateSpace(space, decode)
