@@ -1,4 +1,4 @@
-"""The direct lowering of stride-1 KxK convolutions (blocking/direct_conv.py): the padded
+"""The direct lowering of KxK convolutions of stride 1 or 2 (blocking/direct_conv.py): the padded
 activation read in place tap by tap by ``outer_product_f32_taps``, W^T packed once, tiles stored
 transposed (through the fused epilogue where there is one), against the reference on awkward
 shapes at 1 and 2 threads."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tilecraft_x86_avx512.blocking import direct_conv as direct
-from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS
+from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
@@ -58,21 +58,27 @@ SHAPES = [(37, 17, 7, 5, (3, 3), 1), (23, 80, 9, 8, (5, 5), 2), (19, 97, 6, 9, (
           (17, 16, 1, 1, (3, 3), 1), (29, 33, 1, 13, (3, 3), 1), (13, 40, 11, 1, (3, 3), 1),
           (31, 64, 10, 11, (1, 3), (0, 1)), (16, 48, 12, 7, (3, 1), (1, 0)),
           (64, 64, 14, 14, (3, 3), 1)]
+# the same with stride 2 (outputs of odd and even sizes; a 7x7 stem-like window on 3 channels)
+STRIDED = [(37, 17, 13, 11, (3, 3), 1), (3, 64, 29, 31, (7, 7), 3), (19, 48, 9, 8, (3, 3), 0),
+           (16, 80, 12, 17, (5, 5), 2)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("shape", [(*s, 1) for s in SHAPES] + [(*s, 2) for s in STRIDED])
 def test_plain_conv_matches_reference(shape, threads):
-    cin, cout, h, w, (kh, kw), pad = shape
+    cin, cout, h, w, (kh, kw), pad, stride = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.placeholder((cout, cin, kh, kw), name="w")
-    y = ops.conv2d(x, wt, padding=pad, name="y")
+    y = ops.conv2d(x, wt, padding=pad, stride=stride, name="y")
     exe = _check([y], threads, target=_Forced({"DIRECT": 1}, "y", threads))
     # an output of one row or column, a window of one row or column: a contraction over fewer
     # axes, the template's
     applies = direct.direct_geometry(as_contraction(y, broadcast_batch=True)) is not None
     assert applies == (min(h, w, kh, kw) > 1)
-    assert len(_direct_kernels(exe)) == applies
+    if applies:
+        (kernel,) = _direct_kernels(exe)
+        assert kernel.attrs["micro_kernel"] == ("outer_product_f32_taps" if stride == 1
+                                                else "outer_product_f32_taps_s2")
 
 
 @pytest.mark.parametrize("config", [{"MI": 5, "NR": 32}, {"MI": 12, "NR": 16},
@@ -86,16 +92,16 @@ def test_config_tiles(config):
     assert f"MI={config['MI']} NR={config['NR']}" in kernel.attrs["schedule"]
 
 
-@pytest.mark.parametrize("form", ["strided", "dilated", "batched", "1x1"])
+@pytest.mark.parametrize("form", ["strided", "dilated", "batched", "1x1", "uneven"])
 def test_other_forms_fall_back_to_the_template(form):
-    """Forced, a convolution the path cannot compute (stride 2, dilation, a batch, a 1x1
-    window) takes the template's lowering, still right."""
+    """Forced, a convolution the path cannot compute (stride 3, dilation, a batch, a 1x1
+    window, strides unequal along the axes) takes the template's lowering, still right."""
     n = 2 if form == "batched" else 1
     x = te.placeholder((n, 24, 11, 9), name="x")
     k = 1 if form == "1x1" else 3
     wt = te.placeholder((32, 24, k, k), name="w")
-    kwargs = {"stride": 2} if form == "strided" else {"dilation": 2} if form == "dilated" \
-        else {}
+    kwargs = {"stride": 3} if form == "strided" else {"dilation": 2} if form == "dilated" \
+        else {"stride": (1, 2)} if form == "uneven" else {}
     y = ops.conv2d(x, wt, padding=k // 2, name="y", **kwargs)
     assert direct.direct_geometry(as_contraction(y, broadcast_batch=True)) is None
     exe = _check([y], 1, target=_Forced({"DIRECT": 1}, "y"))
@@ -123,8 +129,9 @@ def test_residual_and_relu_epilogues_match_reference(shape, threads, monkeypatch
 
 
 def test_default_choice():
-    """3x3 stride-1 convolutions with constant weights, whole vectors of output channels,
-    rows of 14 pixels or more and an activation in L2 take the path by default."""
+    """3x3 convolutions of stride 1 or 2 and the 7x7 stem with constant weights, whole vectors
+    of output channels, rows of 14 pixels or more and an activation in L2 take the path by
+    default."""
     def conv(cin, cout, size, k=3, constant=True, stride=1):
         x = te.placeholder((1, cin, size, size), name="x")
         w = te.constant(_weights((cout, cin, k, k)), name="w") if constant else \
@@ -134,10 +141,11 @@ def test_default_choice():
 
     l2 = 1 << 21
     assert all(direct.prefers_direct(conv(*args), l2)
-               for args in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (32, 16, 20, 5)))
+               for args in ((64, 64, 56), (128, 128, 28), (256, 256, 14), (32, 16, 20, 5),
+                            (64, 128, 56, 3, True, 2), (3, 64, 224, 7, True, 2)))
     assert not any(direct.prefers_direct(c, l2) for c in (
         conv(512, 512, 7), conv(64, 24, 56), conv(64, 64, 56, constant=False),
-        conv(64, 64, 56, k=1), conv(8, 64, 56), conv(64, 64, 56, stride=2),
+        conv(64, 64, 56, k=1), conv(2, 64, 56), conv(256, 256, 14, stride=2),
         conv(512, 64, 56)))    # 512 x 58 x 58 floats: more than L2
     exe = _check([ops.conv2d(te.placeholder((1, 32, 16, 16), name="x"),
                              te.constant(_weights((32, 32, 3, 3)), name="w"), padding=1,
@@ -160,8 +168,9 @@ def test_unknown_tile_is_refused():
         tc.compile(y, target=_Forced({"DIRECT": 1, "MI": 6, "NR": 24}, "y"))
 
 
+@pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("tile", [(6, 32), (5, 16), (7, 48)])
-def test_kernels_in_the_interpreter(tile):
+def test_kernels_in_the_interpreter(tile, stride):
     """The Kernel IR itself on the interpreter (every access bounds-checked), the micro-kernel
     emulated from its declared semantics: ragged strips, ragged panels, row blocks past the
     last row."""
@@ -170,19 +179,20 @@ def test_kernels_in_the_interpreter(tile):
 
     x = te.placeholder((1, 11, 7, 9), name="x")
     wt = te.placeholder((19, 11, 3, 3), name="w")
-    y = ops.conv2d(x, wt, padding=1, name="y")
+    y = ops.conv2d(x, wt, padding=1, stride=stride, name="y")
     mi, nr = tile
     kernels = direct.lower_direct(as_contraction(y, broadcast_batch=True), mi, nr,
                                   LoweringOptions(vector_lanes=16), threads=4)
+    decl = TAPS_BY_STRIDE[stride]
     rng = np.random.default_rng(8)
     inputs = {"x": rng.standard_normal((1, 11, 7, 9)).astype(np.float32),
               "w": rng.standard_normal((19, 11, 3, 3)).astype(np.float32)}
     padded = np.pad(inputs["x"], ((0, 0), (0, 0), (1, 1), (1, 1)))
+    shape = tuple(y.shape)
     out = run_kernels(kernels, {"y_pad": padded, "w": inputs["w"],
-                                "y": np.full((1, 19, 7, 9), np.nan, np.float32)},
-                      semantics={OUTER_PRODUCT_F32_TAPS.name: OUTER_PRODUCT_F32_TAPS.reference})
-    np.testing.assert_allclose(out["y"].reshape(1, 19, 7, 9), run(y, inputs), rtol=1e-5,
-                               atol=1e-5)
+                                "y": np.full(shape, np.nan, np.float32)},
+                      semantics={decl.name: decl.reference})
+    np.testing.assert_allclose(out["y"].reshape(shape), run(y, inputs), rtol=1e-5, atol=1e-5)
 
 
 def test_micro_kernel_renders_every_edge():

@@ -16,7 +16,11 @@ YOLO-v1's first layer, whose im2col matrix is 29 MB; 5-20% on the 3x3 layers). `
 (default :func:`~tilecraft_x86_avx512.blocking.transposed_conv1x1.prefers_transposed`: a 1x1
 stride-1 convolution with constant weights and few output channels) computes ``C^T`` instead,
 the activation read in place and the weights packed once
-(:mod:`~tilecraft_x86_avx512.blocking.transposed_conv1x1`).
+(:mod:`~tilecraft_x86_avx512.blocking.transposed_conv1x1`). ``DIRECT`` (default
+:func:`~tilecraft_x86_avx512.blocking.direct_conv.prefers_direct`: a KxK convolution of stride 1
+or 2 with constant weights) skips the im2col: the padded activation is read in place at each
+tap's shift by the ``outer_product_f32_taps`` micro-kernels
+(:mod:`~tilecraft_x86_avx512.blocking.direct_conv`).
 
 Contractions of narrow types take the dot-product micro-kernels instead
 (:mod:`~tilecraft_x86_avx512.blocking.dot_product`): uint8/int8 operands with an int32 result go to
@@ -337,8 +341,8 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                             f"{unknown}; the template takes {', '.join(CONFIG_KEYS)}")
     if grouped is None and (config or {}).get("DIRECT", 0 if config else
                                               prefers_direct(contraction, l2_bytes)):
-        # a stride-1 KxK convolution: the padded activation read in place tap by tap, W^T
-        # packed once (blocking/direct_conv.py)
+        # a KxK convolution of stride 1 or 2: the padded activation read in place at each
+        # tap's shift, W^T packed once (blocking/direct_conv.py)
         direct = lower_direct_config(contraction, {k: int(v) for k, v in (config or {}).items()},
                                      options, threads)
         if direct is not None:
@@ -441,7 +445,7 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     strips = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
     # the transposed 1x1 path (constant weights, activation read in place) as a choice too
     transposable = contraction.a.tensor.is_constant and activation_view(contraction) is not None
-    # and the direct path of stride-1 KxK convolutions (blocking/direct_conv.py)
+    # and the direct path of KxK convolutions of stride 1 or 2 (blocking/direct_conv.py)
     direct = contraction.a.tensor.is_constant and direct_geometry(contraction) is not None
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),

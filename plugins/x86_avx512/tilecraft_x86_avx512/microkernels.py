@@ -97,42 +97,54 @@ OUTER_PRODUCT_F32_ROWS_SET = _outer_product_decl(
     "outer_product_f32_rows_set",
     "register-tile outer product into C, A read in place: C[MI,NR] = A[MI,KI] B[KI,NR]", True,
     False)
-#: the register tile over a convolution window's taps: A the padded activation ``[KI, rows,
-#: width]`` read in place at each tap's shift, B the weights packed ``[KI, KH, KW, NR]``, the
-#: accumulators in registers across every tap, C written (blocking/direct_conv.py)
-OUTER_PRODUCT_F32_TAPS = MicroKernelDecl(
-    name="outer_product_f32_taps",
-    description="register-tile outer product over a window's taps, A read in place: "
-                "C[MI,NR] = sum_{k,r,q} A[k, r, q + MI] B[k, r, q, NR]",
-    loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
-           {"name": "n", "extent": "NC", "kind": "spatial"},
-           {"name": "k", "extent": "KI", "kind": "reduce"},
-           {"name": "r", "extent": "KH", "kind": "reduce"},
-           {"name": "q", "extent": "KW", "kind": "reduce"}],
-    operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "KH", "AW"],
-               "index": ["k", "r", "m + q"]},
-              {"name": "B", "role": "src", "dtype": "float32",
-               "shape": ["KI", "KH", "KW", "NC"], "index": ["k", "r", "q", "n"]},
-              {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
-               "index": ["m", "n"]}],
-    semantics="C[m, n] = sum(A[k, r, m + q] * B[k, r, q, n])",
-    template="templates/outer_product_taps.ll.jinja",
-    parameters={"MI": {"default": 6, "minimum": 1, "maximum": 28,
-                       "description": "rows (pixels) of the register tile"},
-                "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
-                       "description": "columns (output channels) of the register tile"},
-                "KI": {"default": 16, "minimum": 1, "maximum": 4096,
-                       "description": "k steps (input channels) per tap"},
-                "MV": {"default": 6, "minimum": 1, "maximum": 28,
-                       "description": "rows of C written (MV <= MI)"},
-                "NC": {"default": 64, "minimum": 1, "maximum": 128,
-                       "description": "columns of C written (NC <= NR)"},
-                "KH": {"default": 3, "minimum": 1, "maximum": 16,
-                       "description": "rows of the window"},
-                "KW": {"default": 3, "minimum": 1, "maximum": 16,
-                       "description": "columns of the window"},
-                "AW": {"default": 8, "minimum": 1, "maximum": 1 << 20,
-                       "description": "A columns read per window row: MV + KW - 1"}})
+def _taps_decl(stride: int) -> MicroKernelDecl:
+    """The register tile over a convolution window's taps, output pixels ``stride`` input
+    pixels apart: A the padded activation ``[KI, rows, width]`` read in place at each tap's
+    shift, B the weights packed ``[KI, KH, KW, NR]``, the accumulators in registers across every
+    tap, C written (blocking/direct_conv.py)."""
+    column = "m + q" if stride == 1 else f"m * {stride} + q"
+    return MicroKernelDecl(
+        name="outer_product_f32_taps" + ("" if stride == 1 else f"_s{stride}"),
+        description="register-tile outer product over a window's taps, A read in place"
+                    + ("" if stride == 1 else f" (stride {stride})")
+                    + f": C[MI,NR] = sum_{{k,r,q}} A[k, r, {column}] B[k, r, q, NR]",
+        loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
+               {"name": "n", "extent": "NC", "kind": "spatial"},
+               {"name": "k", "extent": "KI", "kind": "reduce"},
+               {"name": "r", "extent": "KH", "kind": "reduce"},
+               {"name": "q", "extent": "KW", "kind": "reduce"}],
+        operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KI", "KH", "AW"],
+                   "index": ["k", "r", column]},
+                  {"name": "B", "role": "src", "dtype": "float32",
+                   "shape": ["KI", "KH", "KW", "NC"], "index": ["k", "r", "q", "n"]},
+                  {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
+                   "index": ["m", "n"]}],
+        semantics=f"C[m, n] = sum(A[k, r, {column}] * B[k, r, q, n])",
+        template="templates/outer_product_taps.ll.jinja",
+        parameters={"MI": {"default": 6, "minimum": 1, "maximum": 28,
+                           "description": "rows (pixels) of the register tile"},
+                    "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
+                           "description": "columns (output channels) of the register tile"},
+                    "KI": {"default": 16, "minimum": 1, "maximum": 4096,
+                           "description": "k steps (input channels)"},
+                    "MV": {"default": 6, "minimum": 1, "maximum": 28,
+                           "description": "rows of C written (MV <= MI)"},
+                    "NC": {"default": 64, "minimum": 1, "maximum": 128,
+                           "description": "columns of C written (NC <= NR)"},
+                    "KH": {"default": 3, "minimum": 1, "maximum": 16,
+                           "description": "rows of the window"},
+                    "KW": {"default": 3, "minimum": 1, "maximum": 16,
+                           "description": "columns of the window"},
+                    "AW": {"default": 5 * stride + 3, "minimum": 1, "maximum": 1 << 20,
+                           "description": f"A columns read per window row: (MV - 1) * {stride} "
+                                          "+ KW"}})
+
+
+#: the taps micro-kernels: output pixels 1 and 2 input pixels apart
+OUTER_PRODUCT_F32_TAPS = _taps_decl(1)
+OUTER_PRODUCT_F32_TAPS_S2 = _taps_decl(2)
+#: the taps micro-kernel of each stride
+TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS, 2: OUTER_PRODUCT_F32_TAPS_S2}
 
 
 #: the variant of a micro-kernel that writes its tile instead of adding to it
@@ -207,7 +219,8 @@ VNNI_ROW_SUMS_U8 = _row_sums_decl("vnni_row_sums_u8", "uint8")
 MICRO_KERNELS: dict[str, MicroKernelDecl] = {
     decl.name: decl for decl in (OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET,
                                  OUTER_PRODUCT_F32_ROWS_SET, VNNI_U8S8, VNNI_S8U8, DOT_BF16,
-                                 VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8, OUTER_PRODUCT_F32_TAPS)}
+                                 VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8, OUTER_PRODUCT_F32_TAPS,
+                                 OUTER_PRODUCT_F32_TAPS_S2)}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -227,7 +240,7 @@ LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name] + (
     ("llvm.vector.reduce.add.v16i32", "i32", ("<16 x i32>",)))
 LLVM_DECLARATIONS[VNNI_ROW_SUMS_U8.name] = LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name]
 for _variant in (OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET, OUTER_PRODUCT_F32_ROWS_SET,
-                 OUTER_PRODUCT_F32_TAPS):
+                 OUTER_PRODUCT_F32_TAPS, OUTER_PRODUCT_F32_TAPS_S2):
     LLVM_DECLARATIONS[_variant.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name]
 
 #: template variables beyond the parameters: which vpdpbusd operand the broadcast A is
@@ -239,7 +252,9 @@ _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
     OUTER_PRODUCT_F32.name: {"A_ROWS": False, "ZERO": False},
     OUTER_PRODUCT_F32_ROWS.name: {"A_ROWS": True, "ZERO": False},
     OUTER_PRODUCT_F32_SET.name: {"A_ROWS": False, "ZERO": True},
-    OUTER_PRODUCT_F32_ROWS_SET.name: {"A_ROWS": True, "ZERO": True}}
+    OUTER_PRODUCT_F32_ROWS_SET.name: {"A_ROWS": True, "ZERO": True},
+    OUTER_PRODUCT_F32_TAPS.name: {"SW": 1},
+    OUTER_PRODUCT_F32_TAPS_S2.name: {"SW": 2}}
 
 #: k steps per iteration of the template's k loop
 UNROLL = 4
@@ -302,7 +317,8 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")
     if name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name, OUTER_PRODUCT_F32_SET.name,
-                OUTER_PRODUCT_F32_ROWS_SET.name, OUTER_PRODUCT_F32_TAPS.name):
+                OUTER_PRODUCT_F32_ROWS_SET.name, OUTER_PRODUCT_F32_TAPS.name,
+                OUTER_PRODUCT_F32_TAPS_S2.name):
         values["MV"] = params.get("MV", values["MI"])
         values["NC"] = params.get("NC", values["NR"])
         if values["MV"] > values["MI"] or values["NC"] > values["NR"]:
@@ -321,7 +337,7 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
 
 __all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
            "OUTER_PRODUCT_F32_ROWS", "OUTER_PRODUCT_F32_ROWS_SET", "OUTER_PRODUCT_F32_SET",
-           "OUTER_PRODUCT_F32_TAPS",
+           "OUTER_PRODUCT_F32_TAPS", "OUTER_PRODUCT_F32_TAPS_S2", "TAPS_BY_STRIDE",
            "SETTING_VARIANTS", "VNNI_ROW_SUMS_S8", "VNNI_ROW_SUMS_U8", "VNNI_S8U8",
            "VNNI_U8S8", "RegisterBlocking", "register_blocking",
            "register_blocking_candidates", "render"]

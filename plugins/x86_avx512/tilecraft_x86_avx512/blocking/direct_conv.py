@@ -1,8 +1,8 @@
-"""A stride-1 ``KH x KW`` convolution lowered directly: no im2col, the padded activation read
-in place at each tap's shift, the weights packed once.
+"""A ``KH x KW`` convolution of stride 1 or 2 lowered directly: no im2col, the padded
+activation read in place at each tap's shift, the weights packed once.
 
 The template (:mod:`.register_tiles`) lowers ``y[oc, p] = sum_{c, kh, kw} W[oc, c, kh, kw] *
-xp[c, oh + kh, ow + kw]`` as a GEMM whose B operand is the im2col matrix, packed per call
+xp[c, oh*s + kh, ow*s + kw]`` as a GEMM whose B operand is the im2col matrix, packed per call
 (``KH * KW`` copies of the activation) and, where the pixels are few (14x14 = 196, 7x7 = 49),
 in ragged ``NR``-wide panels. Here the product is computed transposed, as
 :mod:`.transposed_conv1x1` does for 1x1 convolutions, the window's taps inside the micro-kernel:
@@ -12,10 +12,11 @@ in ragged ``NR``-wide panels. Here the product is computed transposed, as
    a constant the Executable runs it once and keeps the result.
 2. ``<C>`` runs, in parallel over (panel of ``NR`` output channels, block of output rows),
    for each output row and each strip of ``MI`` pixels of that row, one call of
-   ``outer_product_f32_taps`` into a local ``MI x NR`` tile: A is the padded activation
-   ``[C, Hp, Wp]`` read in place from the strip's top-left input pixel, B the panel
+   ``outer_product_f32_taps`` (``_s2`` for stride 2) into a local ``MI x NR`` tile: A is
+   the padded activation ``[C, Hp, Wp]`` read in place from the strip's top-left input
+   pixel, B the panel
    ``[C, KH, KW, NR]``; for each input channel the micro-kernel runs every tap, broadcasting
-   ``MI`` consecutive pixels of the tap's shifted input row against the tap's ``NR`` weights,
+   ``MI`` pixels (``s`` apart) of the tap's shifted input row against the tap's ``NR`` weights,
    the accumulators in registers for the whole reduction. The tile is then stored transposed
    into ``y[oc, oh*OW + ow]`` (vectors along the strip's pixels), through the elementwise
    epilogue when one is fused (bias, residual add, ReLU).
@@ -69,15 +70,17 @@ from tilecraft_x86_avx512.blocking.building import (
 )
 from tilecraft_x86_avx512.blocking.register_tiles import pack_operand
 from tilecraft_x86_avx512.blocking.transposed_conv1x1 import transposed_tile
-from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS
+from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
 
 if TYPE_CHECKING:
     from tilecraft_x86_avx512.blocking.epilogue import Epilogue
 
 #: the most taps (``KH * KW``) the path unrolls into micro-kernel calls
 MAX_TAPS = 49
-#: the fewest input channels (k steps of the micro-kernel's loop) the path takes by default
-MIN_CHANNELS = 16
+#: the fewest input channels (k steps of the micro-kernel's loop) the path takes by default: 3,
+#: an RGB image (ResNet's 7x7 stride-2 stem, 1 thread, Xeon family 6 model 167: 2.26 -> 1.93
+#: ms against the im2col template)
+MIN_CHANNELS = 3
 #: the narrowest output rows the path takes by default: a 7-pixel row is one strip of 7
 #: pixels, and each strip streams the whole weight panel from L2 (ResNet-18's 7x7 stage, 1
 #: thread, Xeon family 6 model 167: 1.16-1.19x slower than the im2col template)
@@ -86,8 +89,9 @@ MIN_OUT_WIDTH = 14
 
 @dataclass(frozen=True)
 class DirectGeometry:
-    """A stride-1 convolution's shapes: input ``channels``, the padded activation's
-    ``height x width``, the output's ``out_height x out_width`` and its taps ``(kh, kw)``."""
+    """A convolution's shapes: input ``channels``, the padded activation's ``height x
+    width``, the output's ``out_height x out_width``, its taps ``(kh, kw)`` and its
+    ``stride`` (the same along both axes)."""
 
     channels: int
     height: int
@@ -95,19 +99,33 @@ class DirectGeometry:
     out_height: int
     out_width: int
     taps: tuple[tuple[int, int], ...]
+    stride: int = 1
 
 
-def _sum_of(index: Expr, spatial: IterVar, window: IterVar) -> bool:
-    """Whether ``index`` is ``spatial + window`` (either order)."""
-    return isinstance(index, Binary) and index.op is BinaryOp.ADD and \
-        {id(index.a), id(index.b)} == {id(spatial), id(window)}
+def _stride_of(index: Expr, spatial: IterVar, window: IterVar) -> int | None:
+    """``s`` where ``index`` is ``spatial * s + window`` (``s`` a constant, 1 when the product
+    is just ``spatial``; either order of the sum), else ``None``."""
+    if not isinstance(index, Binary) or index.op is not BinaryOp.ADD:
+        return None
+    for scaled, added in ((index.a, index.b), (index.b, index.a)):
+        if added is not window:
+            continue
+        if scaled is spatial:
+            return 1
+        if isinstance(scaled, Binary) and scaled.op is BinaryOp.MUL:
+            for var, factor in ((scaled.a, scaled.b), (scaled.b, scaled.a)):
+                value = getattr(factor, "value", None)
+                if var is spatial and isinstance(value, int) and value >= 1:
+                    return value
+    return None
 
 
 def direct_geometry(contraction: Contraction) -> DirectGeometry | None:
     """The convolution's :class:`DirectGeometry` where it has the form this path computes — a
-    batch-1 ``y[oc, oh, ow] = sum W[oc, c, kh, kw] * xp[0, c, oh + kh, ow + kw]`` (stride 1,
-    no dilation, the padding already in ``xp``, more than one output row and column and window
-    row and column: an extent-1 axis leaves the contraction's axes) — else ``None``."""
+    batch-1 ``y[oc, oh, ow] = sum W[oc, c, kh, kw] * xp[0, c, oh*s + kh, ow*s + kw]`` (a
+    stride ``s`` with a taps micro-kernel, the same along both axes, no dilation, the padding
+    already in ``xp``, more than one output row and column and window row and column: an
+    extent-1 axis leaves the contraction's axes) — else ``None``."""
     c = contraction
     batch, _, _, _ = c.extents()
     if batch != 1 or len(c.m_axes) != 1 or len(c.n_axes) != 2 or len(c.k_axes) != 3:
@@ -122,16 +140,18 @@ def direct_geometry(contraction: Contraction) -> DirectGeometry | None:
     if not (isinstance(first, IterVar) and first.extent == 1 or
             getattr(first, "value", None) == 0):
         return None
-    if x.indices[1] is not channel or not _sum_of(x.indices[2], oh, kh) or \
-            not _sum_of(x.indices[3], ow, kw):
+    stride = _stride_of(x.indices[2], oh, kh)
+    if x.indices[1] is not channel or stride not in TAPS_BY_STRIDE or \
+            _stride_of(x.indices[3], ow, kw) != stride:
         return None
     if tuple(w.indices) != (oc, channel, kh, kw):
         return None
     _, channels, height, width = x.tensor.shape
-    if height != oh.extent + kh.extent - 1 or width != ow.extent + kw.extent - 1:
+    if height < (oh.extent - 1) * stride + kh.extent or \
+            width < (ow.extent - 1) * stride + kw.extent:
         return None
     taps = tuple((r, s) for r in range(kh.extent) for s in range(kw.extent))
-    return DirectGeometry(channels, height, width, oh.extent, ow.extent, taps)
+    return DirectGeometry(channels, height, width, oh.extent, ow.extent, taps, stride)
 
 
 def prefers_direct(contraction: Contraction, l2_bytes: int) -> bool:
@@ -189,6 +209,8 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
     dtype = tensor.dtype
     level = options.param_level
     ic, hp, wp = geometry.channels, geometry.height, geometry.width
+    stride = geometry.stride
+    micro_kernel = TAPS_BY_STRIDE[stride]
     oh_total, ow_total = geometry.out_height, geometry.out_width
     x_in = Buffer(c.b.tensor.name, (ic, hp, wp), c.b.tensor.dtype, level=level)
     _, kh, kw = c.k_axes
@@ -215,14 +237,15 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
     n0 = jr * nr
 
     def tile(rows: int, cols: int) -> Stmt:
-        operands = (Region(x_in, (const(0), out_row, ow0), (ic, kh_total, rows + kw_total - 1)),
+        span = (rows - 1) * stride + kw_total
+        operands = (Region(x_in, (const(0), out_row * stride, ow0 * stride),
+                           (ic, kh_total, span)),
                     Region(packed_in, (const(0), jr, *(const(0),) * 4),
                            (1, 1, ic, kh_total, kw_total, cols)),
                     Region(local, (const(0), const(0), const(0)), (1, rows, cols)))
-        call = MicroKernelCall(OUTER_PRODUCT_F32_TAPS.name, operands,
+        call = MicroKernelCall(micro_kernel.name, operands,
                                (("MI", mi), ("NR", nr), ("KI", ic), ("MV", rows), ("NC", cols),
-                                ("KH", kh_total), ("KW", kw_total),
-                                ("AW", rows + kw_total - 1)))
+                                ("KH", kh_total), ("KW", kw_total), ("AW", span)))
         value = BufferLoad(local, (const(0), row, col))
         pixel = out_row * ow_total + ow0 + row
         store = Store(out, (const(0), n0 + col, pixel), value) if epilogue is None else \
@@ -246,13 +269,13 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
     body = Allocate(local, nest([(oh, block_rows, LoopKind.SERIAL, 0)], body))
     body = nest([(t, panels * blocks, parallel_kind(options, panels * blocks), 0)], body)
     schedule = (f"direct {len(geometry.taps)}-tap convolution: micro-kernel "
-                f"{OUTER_PRODUCT_F32_TAPS.name} MI={mi} NR={nr} KI={ic} per tap, padded activation "
+                f"{micro_kernel.name} MI={mi} NR={nr} KI={ic}, padded activation "
                 f"read in place, W^T packed tap-major: parallel({panels * blocks}: {panels} "
                 f"panels x {blocks} row blocks) > rows({block_rows}) > strips({strips}), "
                 "tiles stored transposed")
     params = [x_in, packed_in, out]
     finish = contraction_kernel if epilogue is None else epilogue.kernel
-    return [pack, finish(tensor, params, body, OUTER_PRODUCT_F32_TAPS.name, schedule, options)]
+    return [pack, finish(tensor, params, body, micro_kernel.name, schedule, options)]
 
 
 def lower_direct_config(contraction: Contraction, config: dict[str, int],
