@@ -12,6 +12,9 @@ producing Kernel IR:
 - :mod:`.block_packed`: B packed inside the parallel loop, one block of columns at a time;
 - :mod:`.transposed_conv1x1`: a 1x1 convolution with few output channels as ``y^T = x^T W^T``,
   the activation read in place and the weights packed once, tiles stored transposed;
+- :mod:`.direct_conv`: a KxK convolution of stride 1 or 2 without im2col, the padded
+  activation read in place at each tap's shift by the ``outer_product_f32_taps`` micro-kernels,
+  the weights packed once, tiles stored transposed;
 - :mod:`.epilogue`, :mod:`.depthwise` and :mod:`.depthwise_epilogue`: a contraction's or a
   depthwise convolution's elementwise consumer computed in the same kernel;
 - :mod:`.dot_product` and :mod:`.dot_product_packing`: int8 (VNNI) and bfloat16 contractions,
