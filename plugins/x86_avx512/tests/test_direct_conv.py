@@ -231,3 +231,28 @@ def test_tuner_space_offers_the_path():
         assert bool(_direct_kernels(exe)) == bool(config["DIRECT"])
         np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
     assert seen == {0, 1}
+
+
+def test_casting_epilogue_and_other_dtypes_stay_right():
+    """A consumer the transposed store cannot compute in its own buffer (a cast) and a
+    float16 convolution take other lowerings, still right."""
+    x = te.placeholder((1, 24, 16, 16), name="x")
+    y = ops.conv2d(x, te.constant(_weights((32, 24, 3, 3)), name="w"), padding=1, name="y")
+    e = te.compute(y.shape, lambda n, k, i, j: te.cast("float16", y[n, k, i, j] * 0.5),
+                   name="cast")
+    graph = Graph.from_outputs([e])
+    exe = tc.compile(graph, target=X86Avx512Target(threads=2))
+    xs = np.random.default_rng(0).standard_normal((1, 24, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(exe(x=xs).astype(np.float32),
+                               run(graph, {"x": xs}).astype(np.float32), rtol=2e-3, atol=2e-2)
+    assert all(k.attrs.get("fused") != ["y", "cast"] for k in _direct_kernels(exe))
+    x16 = te.placeholder((1, 16, 14, 14), "float16", name="x")
+    w16 = te.constant(_weights((16, 16, 3, 3)).astype(np.float16), name="w")
+    y16 = ops.conv2d(x16, w16, padding=1, name="y")
+    graph16 = Graph.from_outputs([y16])
+    exe16 = tc.compile(graph16, target=X86Avx512Target(threads=1))
+    xs16 = np.random.default_rng(1).standard_normal((1, 16, 14, 14)).astype(np.float16)
+    np.testing.assert_allclose(exe16(x=xs16).astype(np.float32),
+                               run(graph16, {"x": xs16}).astype(np.float32), rtol=2e-2,
+                               atol=5e-2)
+    assert not _direct_kernels(exe16)   # the taps micro-kernels are float32
