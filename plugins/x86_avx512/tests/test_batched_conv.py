@@ -5,6 +5,7 @@ conv took ~200 ms as a loop nest, 32x the batch-1 conv's 0.1 ms on the template)
 
 import numpy as np
 import pytest
+from template_forcing import ForcedTarget
 from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -14,17 +15,6 @@ from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
 
 RNG = np.random.default_rng(5)
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template forced (``config``) on compute ``y``."""
-
-    def __init__(self, config, threads=2):
-        super().__init__(threads=threads)
-        self.config = config
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options, self.config if tensor.name == "y" else config)
 
 
 CASES = [  # x shape, w shape, kwargs, forced template config (None: chosen by itself)
@@ -41,7 +31,7 @@ def test_batched_conv2d_runs_on_the_template(x_shape, w_shape, kwargs, config):
     y = ops.conv2d(te.placeholder(x_shape, name="x"), te.placeholder(w_shape, name="w"),
                    name="y", **kwargs)
     graph = tc.Graph.from_outputs([y])
-    target = X86Avx512Target(threads=2) if config is None else _Forced(config)
+    target = X86Avx512Target(threads=2) if config is None else ForcedTarget(config, "y")
     exe = tc.compile(graph, target=target)
     schedule = exe.report.kernel("y").schedule
     assert schedule.startswith("micro-kernel"), schedule
@@ -85,7 +75,7 @@ def test_weight_gradient_reads_dy_in_place(batch, cin, cout, side, stride, confi
         dy[n, k, h, w] * x[n, c, h * stride + r, w * stride + s], axis=[n, h, w]), name="y")
     graph = tc.Graph.from_outputs([y])
     exe = tc.compile(graph, target=X86Avx512Target(threads=2) if config is None
-                     else _Forced(config))
+                     else ForcedTarget(config, "y"))
     schedule = exe.report.kernel("y").schedule
     in_place = config is None or (config.get("PACK_A") != 1 and side * side % 18 == 0)
     assert ("A read in place" in schedule) == in_place, schedule

@@ -4,6 +4,7 @@ ones as the contraction ``W^T x X`` plus the phase-by-phase col2im kernel."""
 
 import numpy as np
 import pytest
+from template_forcing import ForcedTarget
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
 from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -14,19 +15,6 @@ from tilecraft.lower.options import LoweringOptions
 from tilecraft.reference import run
 
 RNG = np.random.default_rng(11)
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template forced (``config``) on compute ``name``: small test
-    shapes would otherwise fall back to the default loop nest."""
-
-    def __init__(self, config, name="y", threads=2):
-        super().__init__(threads=threads)
-        self.config, self.compute = config, name
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options,
-                                     self.config if tensor.name == self.compute else config)
 
 
 def _check(y, target, expect_in_schedule):
@@ -55,14 +43,14 @@ GROUPED = [  # x shape, w shape, kwargs, forced config
 def test_grouped_conv2d_runs_as_batched_contraction(x_shape, w_shape, kwargs, config):
     y = ops.conv2d(te.placeholder(x_shape, name="x"), te.placeholder(w_shape, name="w"),
                    name="y", **kwargs)
-    target = X86Avx512Target(threads=2) if config is None else _Forced(config)
+    target = X86Avx512Target(threads=2) if config is None else ForcedTarget(config, "y")
     _check(y, target, "micro-kernel")
 
 
 def test_grouped_conv1d_runs_as_batched_contraction():
     y = ops.conv1d(te.placeholder((1, 6, 37), name="x"), te.placeholder((9, 2, 3), name="w"),
                    groups=3, padding=1, name="y")
-    _check(y, _Forced({}), "micro-kernel")
+    _check(y, ForcedTarget({}, "y"), "micro-kernel")
 
 
 TRANSPOSED = [  # builder, x shape, w shape, kwargs, forced config
@@ -82,7 +70,7 @@ TRANSPOSED = [  # builder, x shape, w shape, kwargs, forced config
 def test_transposed_conv_runs_as_gemm_plus_col2im(builder, x_shape, w_shape, kwargs, config):
     y = builder(te.placeholder(x_shape, name="x"), te.placeholder(w_shape, name="w"),
                 name="y", **kwargs)
-    target = X86Avx512Target(threads=2) if config is None else _Forced(config)
+    target = X86Avx512Target(threads=2) if config is None else ForcedTarget(config, "y")
     _check(y, target, "col2im by phase")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from template_forcing import ForcedTarget, check_against_reference
 from tilecraft_x86_avx512.blocking import direct_conv as direct
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
 from tilecraft_x86_avx512.target import X86Avx512Target
@@ -17,30 +18,6 @@ from tilecraft.errors import TilecraftError
 from tilecraft.graph import Graph
 from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template's parameters of compute ``name`` fixed."""
-
-    def __init__(self, config, name, threads=1):
-        super().__init__(threads=threads)
-        self.config, self.compute = config, name
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options,
-                                     self.config if tensor.name == self.compute else config)
-
-
-def _check(outputs, threads: int, seed: int = 0, target=None) -> tc.Executable:
-    graph = Graph.from_outputs(outputs)
-    exe = tc.compile(graph, target=target or X86Avx512Target(threads=threads))
-    rng = np.random.default_rng(seed)
-    arrays = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
-    got, want = exe(**arrays), run(graph, arrays)
-    for g, w in zip(got if isinstance(got, tuple) else [got],
-                    want if isinstance(want, tuple) else [want]):
-        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)
-    return exe
 
 
 def _weights(shape: tuple[int, ...], seed: int = 7) -> np.ndarray:
@@ -70,7 +47,7 @@ def test_plain_conv_matches_reference(shape, threads):
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.placeholder((cout, cin, kh, kw), name="w")
     y = ops.conv2d(x, wt, padding=pad, stride=stride, name="y")
-    exe = _check([y], threads, target=_Forced({"DIRECT": 1}, "y", threads))
+    exe = check_against_reference([y], threads, target=ForcedTarget({"DIRECT": 1}, "y", threads))
     # an output of one row or column, a window of one row or column: a contraction over fewer
     # axes, the template's
     applies = direct.direct_geometry(as_contraction(y, broadcast_batch=True)) is not None
@@ -86,8 +63,8 @@ def test_plain_conv_matches_reference(shape, threads):
 def test_config_tiles(config):
     x = te.placeholder((1, 21, 9, 13), name="x")
     wt = te.placeholder((50, 21, 3, 3), name="w")
-    exe = _check([ops.conv2d(x, wt, padding=1, name="y")], 2,
-                 target=_Forced({"DIRECT": 1, **config}, "y", 2))
+    exe = check_against_reference([ops.conv2d(x, wt, padding=1, name="y")], 2,
+                                  target=ForcedTarget({"DIRECT": 1, **config}, "y", 2))
     (kernel,) = _direct_kernels(exe)
     assert f"MI={config['MI']} NR={config['NR']}" in kernel.attrs["schedule"]
 
@@ -104,7 +81,7 @@ def test_other_forms_fall_back_to_the_template(form):
         else {"stride": (1, 2)} if form == "uneven" else {}
     y = ops.conv2d(x, wt, padding=k // 2, name="y", **kwargs)
     assert direct.direct_geometry(as_contraction(y, broadcast_batch=True)) is None
-    exe = _check([y], 1, target=_Forced({"DIRECT": 1}, "y"))
+    exe = check_against_reference([y], 1, target=ForcedTarget({"DIRECT": 1}, "y", 1))
     assert not _direct_kernels(exe)
 
 
@@ -123,7 +100,7 @@ def test_residual_and_relu_epilogues_match_reference(shape, threads, monkeypatch
     y = ops.conv2d(x, wt, padding=1, name="y")
     e = te.compute(y.shape, lambda n, k, i, j: te.max(y[n, k, i, j] + bias[k] + res[n, k, i, j],
                                                        0.0), name="sum")
-    exe = _check([e], threads, seed=1)
+    exe = check_against_reference([e], threads, seed=1)
     (kernel,) = _direct_kernels(exe)
     assert kernel.attrs.get("fused") == ["y", "sum"]
 
@@ -147,9 +124,9 @@ def test_default_choice():
         conv(512, 512, 7), conv(64, 24, 56), conv(64, 64, 56, constant=False),
         conv(64, 64, 56, k=1), conv(2, 64, 56), conv(256, 256, 14, stride=2),
         conv(512, 64, 56)))    # 512 x 58 x 58 floats: more than L2
-    exe = _check([ops.conv2d(te.placeholder((1, 32, 16, 16), name="x"),
-                             te.constant(_weights((32, 32, 3, 3)), name="w"), padding=1,
-                             name="y")], 2)
+    y = ops.conv2d(te.placeholder((1, 32, 16, 16), name="x"),
+                   te.constant(_weights((32, 32, 3, 3)), name="w"), padding=1, name="y")
+    exe = check_against_reference([y], 2)
     assert len(_direct_kernels(exe)) == 1
     assert set(exe._plan.precomputed) == {"y_wpacked"}   # the weights packed once
 
@@ -157,7 +134,7 @@ def test_default_choice():
 def test_config_switch_off():
     x = te.placeholder((1, 32, 16, 16), name="x")
     y = ops.conv2d(x, te.constant(_weights((32, 32, 3, 3)), name="w"), padding=1, name="y")
-    exe = _check([y], 1, target=_Forced({"DIRECT": 0}, "y"))
+    exe = check_against_reference([y], 1, target=ForcedTarget({"DIRECT": 0}, "y", 1))
     assert not _direct_kernels(exe)
 
 
@@ -165,7 +142,7 @@ def test_unknown_tile_is_refused():
     x = te.placeholder((1, 32, 8, 8), name="x")
     y = ops.conv2d(x, te.placeholder((16, 32, 3, 3), name="w"), padding=1, name="y")
     with pytest.raises(TilecraftError, match="NR"):
-        tc.compile(y, target=_Forced({"DIRECT": 1, "MI": 6, "NR": 24}, "y"))
+        tc.compile(y, target=ForcedTarget({"DIRECT": 1, "MI": 6, "NR": 24}, "y", 1))
 
 
 @pytest.mark.parametrize("stride", [1, 2])
@@ -227,7 +204,7 @@ def test_tuner_space_offers_the_path():
         if config["DIRECT"] in seen:
             continue
         seen.add(config["DIRECT"])
-        exe = tc.compile(y, target=_Forced(config, "y", threads=2))
+        exe = tc.compile(y, target=ForcedTarget(config, "y", threads=2))
         assert bool(_direct_kernels(exe)) == bool(config["DIRECT"])
         np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
     assert seen == {0, 1}

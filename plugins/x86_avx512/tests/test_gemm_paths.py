@@ -6,12 +6,12 @@ import ctypes
 
 import numpy as np
 import pytest
+from template_forcing import ForcedTarget
 from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
 from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
 from tilecraft_x86_avx512.gemm_template import block_panels, default_config
 from tilecraft_x86_avx512.microkernels import MICRO_KERNELS, OUTER_PRODUCT_F32_ROWS, render
-from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
 from tilecraft import ops, te
@@ -20,18 +20,6 @@ from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template's parameters of compute ``name`` fixed."""
-
-    def __init__(self, config, name, threads=2):
-        super().__init__(threads=threads)
-        self.config, self.compute = config, name
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options,
-                                     self.config if tensor.name == self.compute else config)
 
 
 def test_rows_micro_kernel_matches_its_declared_semantics():
@@ -73,7 +61,7 @@ def test_matmul_paths_native(m, n, k, extra):
     config = {"MI": 5, "NR": 32, "KC": 16, "MC": 10, **extra}
     C = ops.matmul(te.placeholder((m, k), name="A"), te.placeholder((k, n), name="B"),
                    name="C")
-    exe = tc.compile(C, target=_Forced(config, "C"))
+    exe = tc.compile(C, target=ForcedTarget(config, "C"))
     np.testing.assert_allclose(exe(a, b), a @ b, rtol=1e-4, atol=1e-4)
     schedule = exe.kernels[-1].attrs["schedule"]
     if m > 1 and k > 1 and not extra["PACK_A"]:
@@ -96,7 +84,7 @@ def test_conv2d_paths_native(channels, size, kernel, stride, padding, nc):
     rng = np.random.default_rng(channels * size)
     inputs = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
     config = {"MI": 3, "NR": 16, "KC": 7, "MC": 6, "PACK_A": 0, "NC": nc}
-    exe = tc.compile(graph, target=_Forced(config, "y"))
+    exe = tc.compile(graph, target=ForcedTarget(config, "y"))
     np.testing.assert_allclose(exe(**inputs), run(graph, inputs), rtol=1e-4, atol=1e-4)
     assert ("A read in place" in exe.kernels[-1].attrs["schedule"]) == (channels * kernel > 1)
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from template_forcing import ForcedTarget
 from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.microkernels import (
     OUTER_PRODUCT_F32,
@@ -16,17 +17,6 @@ from tilecraft import ops, te
 from tilecraft.errors import CodegenError, LoweringError
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.reference import run
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template's parameters fixed (what the tuner does)."""
-
-    def __init__(self, config, threads=2):
-        super().__init__(threads=threads)
-        self.config = config
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options, self.config)
 
 
 def test_eq_3_4_register_blocking():
@@ -119,7 +109,7 @@ def test_matmul_template_native(m, n, k):
     A = te.placeholder((m, k), name="A")
     B = te.placeholder((k, n), name="B")
     config = {"MI": 5, "NR": 32, "KC": 16, "MC": 10}
-    exe = tc.compile(ops.matmul(A, B, name="C"), target=_Forced(config) if m * n > 1 else
+    exe = tc.compile(ops.matmul(A, B, name="C"), target=ForcedTarget(config) if m * n > 1 else
                      "x86_avx512")
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)

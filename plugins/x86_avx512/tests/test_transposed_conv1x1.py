@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from template_forcing import ForcedTarget, check_against_reference
 from tilecraft_x86_avx512.blocking import transposed_conv1x1 as transposed
 from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -16,30 +17,6 @@ from tilecraft.errors import TilecraftError
 from tilecraft.graph import Graph
 from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template's parameters of compute ``name`` fixed."""
-
-    def __init__(self, config, name, threads=1):
-        super().__init__(threads=threads)
-        self.config, self.compute = config, name
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options,
-                                     self.config if tensor.name == self.compute else config)
-
-
-def _check(outputs, threads: int, seed: int = 0, target=None) -> tc.Executable:
-    graph = Graph.from_outputs(outputs)
-    exe = tc.compile(graph, target=target or X86Avx512Target(threads=threads))
-    rng = np.random.default_rng(seed)
-    arrays = {t.name: rng.standard_normal(t.shape).astype(np.float32) for t in graph.inputs}
-    got, want = exe(**arrays), run(graph, arrays)
-    for g, w in zip(got if isinstance(got, tuple) else [got],
-                    want if isinstance(want, tuple) else [want]):
-        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)
-    return exe
 
 
 def _weights(shape: tuple[int, ...]) -> np.ndarray:
@@ -64,8 +41,8 @@ def test_plain_conv_matches_reference(shape, threads):
     cin, cout, h, w = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.placeholder((cout, cin, 1, 1), name="w")
-    exe = _check([ops.conv2d(x, wt, name="y")], threads,
-                 target=_Forced({"TRANSPOSE": 1}, "y", threads))
+    exe = check_against_reference([ops.conv2d(x, wt, name="y")], threads,
+                                  target=ForcedTarget({"TRANSPOSE": 1}, "y", threads))
     assert len(_transposed_kernels(exe)) == 1
 
 
@@ -75,8 +52,8 @@ def test_a_1x1_plane_falls_back_to_the_template(threads):
     output channels; even forced, the transposed form does not apply and the result is right."""
     x = te.placeholder((1, 53, 1, 1), name="x")
     wt = te.placeholder((23, 53, 1, 1), name="w")
-    exe = _check([ops.conv2d(x, wt, name="y")], threads,
-                 target=_Forced({"TRANSPOSE": 1}, "y", threads))
+    exe = check_against_reference([ops.conv2d(x, wt, name="y")], threads,
+                                  target=ForcedTarget({"TRANSPOSE": 1}, "y", threads))
     assert not _transposed_kernels(exe)
 
 
@@ -88,9 +65,10 @@ def test_default_takes_the_path_for_few_output_channels(shape):
     cin, cout, h, w = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.constant(_weights((cout, cin, 1, 1)), name="w")
-    exe = _check([ops.conv2d(x, wt, name="y")], 2)
+    exe = check_against_reference([ops.conv2d(x, wt, name="y")], 2)
     assert len(_transposed_kernels(exe)) == 1
-    exe = _check([ops.conv2d(x, te.placeholder((cout, cin, 1, 1), name="w"), name="y")], 2)
+    as_input = te.placeholder((cout, cin, 1, 1), name="w")
+    exe = check_against_reference([ops.conv2d(x, as_input, name="y")], 2)
     assert not _transposed_kernels(exe)
 
 
@@ -110,12 +88,12 @@ def test_residual_and_relu6_epilogues_match_reference(shape, threads, monkeypatc
     y = ops.conv2d(x, wt, name="y")
     e = te.compute(y.shape, lambda n, k, i, j: y[n, k, i, j] + bias[k] + res[n, k, i, j],
                    name="sum")
-    exe = _check([e], threads, seed=1)
+    exe = check_against_reference([e], threads, seed=1)
     (kernel,) = _transposed_kernels(exe)
     assert kernel.attrs.get("fused") == ["y", "sum"]
     r6 = te.compute(y.shape, lambda n, k, i, j: te.min(te.max(y[n, k, i, j] + bias[k], 0.0),
                                                         6.0), name="relu6")
-    exe = _check([r6], threads, seed=2)
+    exe = check_against_reference([r6], threads, seed=2)
     assert _transposed_kernels(exe)[0].attrs.get("fused") == ["y", "relu6"]
 
 
@@ -182,8 +160,8 @@ def test_default_choice_and_config_switch():
     assert transposed.activation_view(strided) is None
     assert transposed.activation_view(batched) is None
     y = ops.conv2d(x, te.placeholder((24, 96, 1, 1), name="w"), name="y")
-    off = tc.compile(y, target=_Forced({"TRANSPOSE": 0}, "y"))
-    on = tc.compile(y, target=_Forced({"TRANSPOSE": 1, "MI": 8, "NR": 32, "MC": 40}, "y"))
+    off = tc.compile(y, target=ForcedTarget({"TRANSPOSE": 0}, "y", 1))
+    on = tc.compile(y, target=ForcedTarget({"TRANSPOSE": 1, "MI": 8, "NR": 32, "MC": 40}, "y", 1))
     assert not _transposed_kernels(off)
     (kernel,) = _transposed_kernels(on)
     assert "MI=8 NR=32" in kernel.attrs["schedule"] and "MC=40" in kernel.attrs["schedule"]
@@ -198,7 +176,7 @@ def test_unknown_tile_is_refused():
     x = te.placeholder((1, 32, 4, 4), name="x")
     y = ops.conv2d(x, te.placeholder((8, 32, 1, 1), name="w"), name="y")
     with pytest.raises(TilecraftError, match="NR = 24"):
-        tc.compile(y, target=_Forced({"TRANSPOSE": 1, "MI": 6, "NR": 24}, "y"))
+        tc.compile(y, target=ForcedTarget({"TRANSPOSE": 1, "MI": 6, "NR": 24}, "y", 1))
 
 
 def test_tuner_space_offers_the_path():
@@ -221,7 +199,7 @@ def test_tuner_space_offers_the_path():
         if config["TRANSPOSE"] in seen:
             continue
         seen.add(config["TRANSPOSE"])
-        exe = tc.compile(y, target=_Forced(config, "y", threads=2))
+        exe = tc.compile(y, target=ForcedTarget(config, "y", threads=2))
         assert bool(_transposed_kernels(exe)) == bool(config["TRANSPOSE"])
         np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
     assert seen == {0, 1}

@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from cpu_features import BF16, MICRO_KERNEL_FLAGS, VNNI, needs, skip_without
+from template_forcing import ForcedTarget
 from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.blocking.register_tiles import Blocking
 from tilecraft_x86_avx512.gemm_template import (
@@ -34,17 +35,6 @@ from tilecraft.passes.contraction import as_dot_product_contraction
 from tilecraft.reference import run
 
 SIGNS = [("uint8", "int8"), ("int8", "int8"), ("int8", "uint8"), ("uint8", "uint8")]
-
-
-class _Forced(X86Avx512Target):
-    """The x86 target with the template's parameters fixed (what the tuner does)."""
-
-    def __init__(self, config, threads=2):
-        super().__init__(threads=threads)
-        self.config = config
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options, self.config)
 
 
 def _data(tensor, rng):
@@ -122,7 +112,7 @@ def test_int8_matmul_exact(a_dtype, b_dtype, m, n, k):
     A = te.placeholder((m, k), a_dtype, name="A")
     B = te.placeholder((k, n), b_dtype, name="B")
     config = {"MI": 5, "NR": 32, "KC": 64, "MC": 10}
-    exe = _native_vs_reference(ops.matmul(A, B, out_dtype="int32", name="C"), _Forced(config),
+    exe = _native_vs_reference(ops.matmul(A, B, out_dtype="int32", name="C"), ForcedTarget(config),
                                rng)
     # same signedness: B is shifted where A is read in place (4 | k), else A
     shift_b = a_dtype == b_dtype and k % 4 == 0
@@ -192,7 +182,7 @@ def test_interpreter_with_declared_semantics_agrees_with_native():
         kernels = lower_grouped(gc, Blocking(mi=4, nr=32, kc=16, mc=8), options)
         a, b = _data(A, rng), _data(B, rng)
         interpreted = run_kernels(kernels, {"A": a, "B": b}, semantics=semantics)["C"]
-        exe = tc.compile(program, target=_Forced({"MI": 4, "NR": 32, "KC": 16, "MC": 8}))
+        exe = tc.compile(program, target=ForcedTarget({"MI": 4, "NR": 32, "KC": 16, "MC": 8}))
         native = exe(a, b)
         if dtype == "int8":
             np.testing.assert_array_equal(native, interpreted.reshape(native.shape))

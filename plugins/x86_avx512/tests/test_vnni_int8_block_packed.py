@@ -5,6 +5,7 @@ Kernel IR interpreter, on awkward shapes; the default rule; the fallbacks."""
 import numpy as np
 import pytest
 from cpu_features import VNNI, needs
+from template_forcing import ForcedTarget
 from tilecraft_x86_avx512.blocking.dot_product import lower_dot_product_contraction
 from tilecraft_x86_avx512.blocking.dot_product_packing import pack_b_panel
 from tilecraft_x86_avx512.blocking.register_tiles import Blocking
@@ -24,18 +25,6 @@ from tilecraft.reference import run
 from tilecraft.te.expr import Var
 
 
-class _Forced(X86Avx512Target):
-    """The x86 target with the template's parameters of compute ``C`` fixed."""
-
-    def __init__(self, config, threads=2):
-        super().__init__(threads=threads)
-        self.config = config
-
-    def lower_compute(self, tensor, options, config=None):
-        return super().lower_compute(tensor, options,
-                                     self.config if tensor.name == "C" else config)
-
-
 def _data(tensor, rng):
     if tensor.dtype is DType.UINT8:
         return rng.integers(0, 256, tensor.shape).astype(np.uint8)
@@ -44,7 +33,7 @@ def _data(tensor, rng):
 
 def _compile_exact(program, config, rng, threads=2):
     graph = Graph.from_outputs([program])
-    exe = tc.compile(graph, target=_Forced(config, threads))
+    exe = tc.compile(graph, target=ForcedTarget(config, "C", threads))
     inputs = {t.name: _data(t, rng) for t in graph.inputs}
     np.testing.assert_array_equal(exe(**inputs), run(graph, inputs))
     return exe
