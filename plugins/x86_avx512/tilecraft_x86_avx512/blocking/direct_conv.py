@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING
 from tilecraft.kernel_ir.nodes import (
     Allocate,
     Buffer,
-    BufferLoad,
     IfThenElse,
     Kernel,
     LoopKind,
@@ -56,7 +55,6 @@ from tilecraft.kernel_ir.nodes import (
     Region,
     Seq,
     Stmt,
-    Store,
 )
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
@@ -66,10 +64,9 @@ from tilecraft_x86_avx512.blocking.building import (
     contraction_kernel,
     nest,
     parallel_kind,
-    vector_kind,
 )
 from tilecraft_x86_avx512.blocking.register_tiles import pack_operand
-from tilecraft_x86_avx512.blocking.transposed_conv1x1 import transposed_tile
+from tilecraft_x86_avx512.blocking.transposed_conv1x1 import store_transposed, transposed_tile
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
 
 if TYPE_CHECKING:
@@ -225,12 +222,11 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
         if epilogue is None else epilogue.out
     local = Buffer(f"{tensor.name}_dtile", (1, mi, nr), dtype,
                    level=options.register_level or level)
-    lanes = max(1, options.lanes(dtype))
     panels = ceil_div(out_channels, nr)
     blocks = direct_row_blocks(panels, oh_total, threads)
     block_rows = ceil_div(oh_total, blocks)
     strips = ceil_div(ow_total, mi)
-    t, oh, s, row, col = Var("t"), Var("oh"), Var("s"), Var("trow"), Var("tcol")
+    t, oh, s = Var("t"), Var("oh"), Var("s")
     jr = t // blocks
     out_row = (t % blocks) * block_rows + oh
     ow0 = s * mi
@@ -246,14 +242,8 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
         call = MicroKernelCall(micro_kernel.name, operands,
                                (("MI", mi), ("NR", nr), ("KI", ic), ("MV", rows), ("NC", cols),
                                 ("KH", kh_total), ("KW", kw_total), ("AW", span)))
-        value = BufferLoad(local, (const(0), row, col))
-        pixel = out_row * ow_total + ow0 + row
-        store = Store(out, (const(0), n0 + col, pixel), value) if epilogue is None else \
-            epilogue.store_value(const(0), n0 + col, pixel, value)
-        # transposed: one vector of the strip's pixels per output channel
-        back = nest([(col, cols, LoopKind.SERIAL, 0), (row, rows, vector_kind(options), lanes)],
-                    store)
-        return Seq((call, back))
+        return Seq((call, store_transposed(local, out, epilogue, n0, out_row * ow_total + ow0,
+                                           rows, cols, options)))
 
     def by_cols(rows: int) -> Stmt:
         ragged = out_channels % nr

@@ -53,7 +53,7 @@ from tilecraft.kernel_ir.nodes import (
 from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
-from tilecraft.te.expr import IterVar, Load, Var, const
+from tilecraft.te.expr import Expr, IterVar, Load, Var, const
 from tilecraft.te.visit import transform
 from tilecraft_x86_avx512.blocking.building import (
     ceil_div,
@@ -182,6 +182,20 @@ def transposed_rows(pixels: int, mi: int, threads: int, k: int, l2_bytes: int) -
     return max(mi, ceil_div(ceil_div(pixels, blocks), mi) * mi)
 
 
+def store_transposed(local: Buffer, out: Buffer, epilogue: Epilogue | None, n0: Expr, p0: Expr,
+                     rows: int, cols: int, options: LoweringOptions) -> Stmt:
+    """The ``rows x cols`` tile ``local[0, row, col]`` (pixels by output channels) stored
+    transposed at ``out[0, n0 + col, p0 + row]`` — one vector of the tile's pixels per output
+    channel — through ``epilogue`` where there is one."""
+    row, col = Var("trow"), Var("tcol")
+    value = BufferLoad(local, (const(0), row, col))
+    store = Store(out, (const(0), n0 + col, p0 + row), value) if epilogue is None else \
+        epilogue.store_value(const(0), n0 + col, p0 + row, value)
+    lanes = max(1, options.lanes(local.dtype))
+    return nest([(col, cols, LoopKind.SERIAL, 0), (row, rows, vector_kind(options), lanes)],
+                store)
+
+
 def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
                      options: LoweringOptions, epilogue: Epilogue | None = None
                      ) -> list[Kernel] | None:
@@ -205,8 +219,7 @@ def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
         else epilogue.out
     local = Buffer(f"{tensor.name}_ttile", (1, mi, nr), dtype,
                    level=options.register_level or level)
-    lanes = max(1, options.lanes(dtype))
-    t, jr, ir, row, col = Var("t"), Var("jr"), Var("ir"), Var("trow"), Var("tcol")
+    t, jr, ir = Var("t"), Var("jr"), Var("ir")
     blocks, strips, panels = ceil_div(pixels, mc), mc // mi, ceil_div(channels, nr)
     p0 = t * mc + ir * mi
     n0 = jr * nr
@@ -218,13 +231,7 @@ def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
         call = MicroKernelCall(OUTER_PRODUCT_F32_SET.name, operands,
                                (("MI", mi), ("NR", nr), ("KI", k_total), ("MV", rows),
                                 ("NC", cols)))
-        value = BufferLoad(local, (const(0), row, col))
-        store = Store(out, (const(0), n0 + col, p0 + row), value) if epilogue is None else \
-            epilogue.store_value(const(0), n0 + col, p0 + row, value)
-        # transposed: one vector of the tile's pixels per output channel
-        back = nest([(col, cols, LoopKind.SERIAL, 0), (row, rows, vector_kind(options), lanes)],
-                    store)
-        return Seq((call, back))
+        return Seq((call, store_transposed(local, out, epilogue, n0, p0, rows, cols, options)))
 
     def by_cols(rows: int) -> Stmt:
         ragged = channels % nr
@@ -250,7 +257,7 @@ def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
 
 __all__ = ["MAX_CHANNEL_THREADS", "MAX_K", "MAX_NR", "MAX_OUT_IN_RATIO", "RAGGED_PANEL_FACTOR",
            "activation_view", "lower_transposed", "lower_transposed_config", "prefers_transposed",
-           "transposed_rows", "transposed_tile"]
+           "store_transposed", "transposed_rows", "transposed_tile"]
 
 
 def lower_transposed_config(contraction: Contraction, config: dict[str, int],
