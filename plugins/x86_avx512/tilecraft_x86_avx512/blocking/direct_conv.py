@@ -66,7 +66,11 @@ from tilecraft_x86_avx512.blocking.building import (
     parallel_kind,
 )
 from tilecraft_x86_avx512.blocking.register_tiles import pack_operand
-from tilecraft_x86_avx512.blocking.transposed_conv1x1 import store_transposed, transposed_tile
+from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
+    ragged_tiles,
+    store_transposed,
+    transposed_tile,
+)
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
 
 if TYPE_CHECKING:
@@ -245,22 +249,15 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
         return Seq((call, store_transposed(local, out, epilogue, n0, out_row * ow_total + ow0,
                                            rows, cols, options)))
 
-    def by_cols(rows: int) -> Stmt:
-        ragged = out_channels % nr
-        return tile(rows, nr) if not ragged else \
-            IfThenElse(n0 + nr <= out_channels, tile(rows, nr), tile(rows, ragged))
-
-    ragged_rows = ow_total % mi
-    body = by_cols(mi) if not ragged_rows else \
-        IfThenElse(ow0 + mi <= ow_total, by_cols(mi), by_cols(ragged_rows))
-    body = nest([(s, strips, LoopKind.SERIAL, 0)], body)
+    body = nest([(s, strips, LoopKind.SERIAL, 0)],
+                ragged_tiles(tile, ow0, ow_total, mi, n0, out_channels, nr))
     if oh_total % block_rows:
         body = IfThenElse(out_row < oh_total, body)
     body = Allocate(local, nest([(oh, block_rows, LoopKind.SERIAL, 0)], body))
     body = nest([(t, panels * blocks, parallel_kind(options, panels * blocks), 0)], body)
     schedule = (f"direct {len(geometry.taps)}-tap convolution: micro-kernel "
                 f"{micro_kernel.name} MI={mi} NR={nr} KI={ic}, padded activation "
-                f"read in place, W^T packed tap-major: parallel({panels * blocks}: {panels} "
+                f"read in place, W^T packed: parallel({panels * blocks}: {panels} "
                 f"panels x {blocks} row blocks) > rows({block_rows}) > strips({strips}), "
                 "tiles stored transposed")
     params = [x_in, packed_in, out]

@@ -35,6 +35,7 @@ parameter's default).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tilecraft.kernel_ir.nodes import (
@@ -196,6 +197,22 @@ def store_transposed(local: Buffer, out: Buffer, epilogue: Epilogue | None, n0: 
                 store)
 
 
+def ragged_tiles(tile: Callable[[int, int], Stmt], p0: Expr, pixels: int, mi: int, n0: Expr,
+                 channels: int, nr: int) -> Stmt:
+    """``tile(rows, cols)`` for the strip of ``mi`` pixels at ``p0`` and the panel of ``nr``
+    channels at ``n0``: the whole tile, or where the strip passes ``pixels`` or the panel
+    passes ``channels``, the tile of the ``pixels % mi`` / ``channels % nr`` left (static
+    extents, chosen at run time)."""
+    def by_cols(rows: int) -> Stmt:
+        ragged = channels % nr
+        return tile(rows, nr) if not ragged else \
+            IfThenElse(n0 + nr <= channels, tile(rows, nr), tile(rows, ragged))
+
+    ragged_rows = pixels % mi
+    return by_cols(mi) if not ragged_rows else \
+        IfThenElse(p0 + mi <= pixels, by_cols(mi), by_cols(ragged_rows))
+
+
 def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
                      options: LoweringOptions, epilogue: Epilogue | None = None
                      ) -> list[Kernel] | None:
@@ -233,15 +250,8 @@ def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
                                 ("NC", cols)))
         return Seq((call, store_transposed(local, out, epilogue, n0, p0, rows, cols, options)))
 
-    def by_cols(rows: int) -> Stmt:
-        ragged = channels % nr
-        return tile(rows, nr) if not ragged else \
-            IfThenElse(n0 + nr <= channels, tile(rows, nr), tile(rows, ragged))
-
-    ragged_rows = pixels % mi
-    body = by_cols(mi) if not ragged_rows else \
-        IfThenElse(p0 + mi <= pixels, by_cols(mi), by_cols(ragged_rows))
-    if pixels % mc or ragged_rows:
+    body = ragged_tiles(tile, p0, pixels, mi, n0, channels, nr)
+    if pixels % mc or pixels % mi:
         body = IfThenElse(p0 < pixels, body)
     body = Allocate(local, body)
     body = nest([(t, blocks, parallel_kind(options, blocks), 0),
@@ -257,7 +267,7 @@ def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
 
 __all__ = ["MAX_CHANNEL_THREADS", "MAX_K", "MAX_NR", "MAX_OUT_IN_RATIO", "RAGGED_PANEL_FACTOR",
            "activation_view", "lower_transposed", "lower_transposed_config", "prefers_transposed",
-           "store_transposed", "transposed_rows", "transposed_tile"]
+           "ragged_tiles", "store_transposed", "transposed_rows", "transposed_tile"]
 
 
 def lower_transposed_config(contraction: Contraction, config: dict[str, int],
