@@ -8,7 +8,7 @@ compiled program checked against the reference interpreter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,3 +47,23 @@ def check_against_reference(outputs: Sequence[Any], threads: int, seed: int = 0,
                     want if isinstance(want, tuple) else [want]):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4)
     return exe
+
+
+def check_space_switch(space: Any, y: Any, xs: np.ndarray, key: str,
+                       path_kernels: Callable[[tc.Executable], list]) -> None:
+    """Random points of the template search ``space`` of compute ``y`` (one input ``x``),
+    decoded, until both values of the path switch ``key`` have been seen: each compiles with
+    the path exactly when the switch is on (``path_kernels``: the executable's kernels of that
+    path) and matches the reference on ``xs``."""
+    rng = np.random.default_rng(1)
+    seen = set()
+    want = run(Graph.from_outputs([y]), {"x": xs})
+    for _ in range(40):
+        config = space.decode(space.space.random_point(rng))
+        if config[key] in seen:
+            continue
+        seen.add(config[key])
+        exe = tc.compile(y, target=ForcedTarget(config, "y", threads=2))
+        assert bool(path_kernels(exe)) == bool(config[key])
+        np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
+    assert seen == {0, 1}

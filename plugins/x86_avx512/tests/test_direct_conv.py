@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from template_forcing import ForcedTarget, check_against_reference
+from template_forcing import ForcedTarget, check_against_reference, check_space_switch
 from tilecraft_x86_avx512.blocking import direct_conv as direct
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
 from tilecraft_x86_avx512.target import X86Avx512Target
@@ -196,18 +196,8 @@ def test_tuner_space_offers_the_path():
                                49152, 1 << 21, 2)
     rng = np.random.default_rng(1)
     assert "DIRECT" not in pointwise.decode(pointwise.space.random_point(rng))
-    seen = set()
     xs = rng.standard_normal((1, 24, 9, 11)).astype(np.float32)
-    want = run(Graph.from_outputs([y]), {"x": xs})
-    for _ in range(40):
-        config = space.decode(space.space.random_point(rng))
-        if config["DIRECT"] in seen:
-            continue
-        seen.add(config["DIRECT"])
-        exe = tc.compile(y, target=ForcedTarget(config, "y", threads=2))
-        assert bool(_direct_kernels(exe)) == bool(config["DIRECT"])
-        np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
-    assert seen == {0, 1}
+    check_space_switch(space, y, xs, "DIRECT", _direct_kernels)
 
 
 def test_casting_epilogue_and_other_dtypes_stay_right():

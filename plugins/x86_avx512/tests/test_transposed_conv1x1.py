@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from template_forcing import ForcedTarget, check_against_reference
+from template_forcing import ForcedTarget, check_against_reference, check_space_switch
 from tilecraft_x86_avx512.blocking import transposed_conv1x1 as transposed
 from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -191,18 +191,8 @@ def test_tuner_space_offers_the_path():
     plain = template_space(ops.matmul(a, b), 49152, 1 << 21, 2)
     assert "TRANSPOSE" not in plain.decode(plain.space.random_point(np.random.default_rng(0)))
     rng = np.random.default_rng(1)
-    seen = set()
     xs = rng.standard_normal((1, 72, 9, 11)).astype(np.float32)
-    want = run(Graph.from_outputs([y]), {"x": xs})
-    for _ in range(40):
-        config = space.decode(space.space.random_point(rng))
-        if config["TRANSPOSE"] in seen:
-            continue
-        seen.add(config["TRANSPOSE"])
-        exe = tc.compile(y, target=ForcedTarget(config, "y", threads=2))
-        assert bool(_transposed_kernels(exe)) == bool(config["TRANSPOSE"])
-        np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
-    assert seen == {0, 1}
+    check_space_switch(space, y, xs, "TRANSPOSE", _transposed_kernels)
 
 
 def _outer_set(A, B, C, MV, NC, **params):
