@@ -208,6 +208,30 @@ def test_nvcc_builds_the_same_kernel_when_chosen() -> None:
     assert ".entry scale(" in arch.ptx_path.read_text()
 
 
+def test_an_empty_compiler_log_leaves_the_process_bytes_intact(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """NVRTC writes its log, PTX and cubin into the buffers it is handed. A clean build
+    without ``--verbose`` has an empty log (size 1): written into ``b" " * 1``, which is
+    CPython's one shared ``b" "``, it turned every ``b" "`` of the process into ``b"\\0"``,
+    and Python 3.12 then compiled the f-strings of modules imported later without their
+    spaces (``unsigned a[2]`` generated as ``unsigneda[2]``: seen on a GPU machine)."""
+    import ctypes
+    import sys
+
+    from tilecraft_nvidia_tc.toolchain import compilers
+
+    monkeypatch.setattr(compilers, "nvrtc_options",
+                        lambda architecture, folders: [f"--gpu-architecture={architecture}"])
+    code = compilers.compile_with_nvrtc(PLAIN, "scale.cu", "sm_80", ())
+    space = b" "   # the shared one-byte object
+    try:
+        assert space[0] == 0x20, "the build wrote into the shared b' '"
+        assert code.log == "" and code.cubin[:4] == b"\x7fELF" and ".entry scale(" in code.ptx
+    finally:   # undo the damage so that a failure here does not spread to later tests
+        if space[0] != 0x20:
+            ctypes.memset(id(space) + sys.getsizeof(b"") - 1, 0x20, 1)
+
+
 def test_without_cuobjdump_the_resources_come_from_ptxas(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     from tilecraft_nvidia_tc.toolchain import compiler

@@ -270,6 +270,6 @@ def test_generated_kernels_compile_with_nvrtc_for_sm80_and_sm90(tmp_path) -> Non
                        f"-I{found[0]}".encode(), b"-std=c++17"]
             (result,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
             _, size = nvrtc.nvrtcGetProgramLogSize(program)
-            log = b" " * size
+            log = bytearray(size)   # never b" " * size: size 1 is the shared b" "
             nvrtc.nvrtcGetProgramLog(program, log)
             assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode()

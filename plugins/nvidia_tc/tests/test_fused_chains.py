@@ -81,7 +81,8 @@ def test_fused_kernel_matches_the_reference(target, case):
     assert ("tc_cp_async_16(" in source.text) == (k % 8 == l_ % 8 == n % 8 == 0)
     assert ("expf(" in source.text) == softmax
     (report,) = exe.report.kernels
-    assert report.mode == "emulated"
+    # launched where a GPU runs it, the generated CUDA emulated on the CPU elsewhere
+    assert report.mode == ("native" if target.available().execute else "emulated")
     if target.available().build:   # NVRTC / nvcc here: built for both architectures
         assert "sm_80" in report.build_summary and "sm_90" in report.build_summary
         assert "predicted" in report.build_summary

@@ -50,8 +50,8 @@ def nvrtc_options(architecture: str, include_dirs: Sequence[Path]) -> list[str]:
             "--ptxas-options=--verbose", *(f"-I{folder}" for folder in include_dirs)]
 
 
-def _text(buffer: bytes) -> str:
-    return buffer.rstrip(b"\0").decode("utf-8", errors="replace")
+def _text(buffer: bytes | bytearray) -> str:
+    return bytes(buffer).rstrip(b"\0").decode("utf-8", errors="replace")
 
 
 def compile_with_nvrtc(text: str, file_name: str, architecture: str,
@@ -66,16 +66,20 @@ def compile_with_nvrtc(text: str, file_name: str, architecture: str,
         options = [option.encode() for option in nvrtc_options(architecture, include_dirs)]
         (compiled,) = module.nvrtcCompileProgram(program, len(options), options)
         _status, size = module.nvrtcGetProgramLogSize(program)
-        log_buffer = b" " * size
+        # NVRTC writes into the buffers it is given: each must be a fresh, mutable one.
+        # ``b" " * 1`` is CPython's shared one-byte singleton, and an empty log (its size
+        # is 1) would turn every ``b" "`` of the process into ``b"\0"``; Python 3.12 then
+        # compiles the later-imported modules' f-strings without their spaces.
+        log_buffer = bytearray(size)
         module.nvrtcGetProgramLog(program, log_buffer)
         log = _text(log_buffer)
         if compiled != success:
             raise CompileFailure(log or str(compiled))
         _status, size = module.nvrtcGetPTXSize(program)
-        ptx = b" " * size
+        ptx = bytearray(size)
         module.nvrtcGetPTX(program, ptx)
         _status, size = module.nvrtcGetCUBINSize(program)
-        cubin = b" " * size
+        cubin = bytearray(size)
         (got,) = module.nvrtcGetCUBIN(program, cubin)
         if got != success or size == 0:
             raise CompileFailure(f"{log}\nNVRTC produced no cubin for {architecture} ({got})")
