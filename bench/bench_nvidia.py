@@ -5,8 +5,8 @@ Each target lowers its own kernel (tiles chosen for its spec).
 
 Where a GPU is available (a CUDA driver and device answer) it also measures each kernel
 (median of CUDA-event timings through the plugin's launch path) and PyTorch side by side
-(torch.matmul / torch.bmm / F.conv2d in fp16) when torch with CUDA imports. That path has
-not been run on a GPU yet.
+(torch.matmul / torch.bmm / F.conv2d in fp16) when torch with CUDA imports. One run on an
+H100 is kept in ``bench/data/nvidia_h100_2026-11-28.txt``.
 
 Suite: fp16 GEMM 1024^3 / 4096^3, BERT-base GEMMs (512 tokens), thesis Table 3.5 chains
 G1-G12 as two unfused batch GEMMs — each GEMM on the CUDA-core template, on WMMA and on

@@ -13,7 +13,8 @@ random operands) next to PyTorch (torch is imported only there):
 eager bmm [+ scale + softmax] + bmm, and for the softmax chains (fused attention)
 ``F.scaled_dot_product_attention`` on the same float16 operands; the columns ``x eager`` and
 ``x sdpa`` are PyTorch's time over the fused kernel's (above 1: the fused kernel is faster),
-with their geomeans at the end. That path has not run on a GPU yet (none during the work).
+with their geomeans at the end. One H100 run: ``bench/data/nvidia_h100_2026-11-28.txt``
+(after ``bench_nvidia.py``'s table).
 
 On an H100 machine, one command, a few minutes (24 NVRTC builds, one per chain and variant,
 then the timings; ``--small``: G1 and G10 only, under a minute)::
