@@ -16,9 +16,10 @@ contraction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Collection, Mapping, Sequence, Set
 
 from tilecraft.kernel_ir.nodes import Buffer, For, Kernel, LoopKind, Stmt
+from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.compute import to_kernel_expr
 from tilecraft.lower.options import LoweringOptions
@@ -68,6 +69,16 @@ def axes_in(load: Load) -> set[IterVar]:
 def unit_axes(tensor: Tensor) -> list[IterVar]:
     """``tensor``'s spatial and reduce axes of extent 1 (indexed by 0 wherever they occur)."""
     return [a for a in (*tensor.axes, *tensor.reduce_axes) if a.extent == 1]
+
+
+def without_unit_taps(load: Load, kept: Collection[IterVar] = ()) -> Load:
+    """``load`` with each extent-1 axis not in ``kept`` read as index 0 and the indices
+    simplified: a 1x1 window's taps, ``x[n, c, h + rh, w + rw]``, become ``x[n, c, h, w]``, so
+    the load's dimensions are plain axes again (what :func:`axis_groups_view` matches)."""
+    unit = transform(load, lambda e: const(0) if isinstance(e, IterVar) and e.extent == 1
+                     and e not in kept else None)
+    assert isinstance(unit, Load)
+    return Load(unit.tensor, tuple(simplify(index) for index in unit.indices))
 
 
 def kernel_expr(expr: Expr, values: Mapping[IterVar, Expr], buffers: Mapping[Tensor, Buffer],
@@ -164,4 +175,4 @@ def contraction_kernel(tensor: Tensor, params: Sequence[Buffer], body: Stmt, mic
 
 __all__ = ["LoopSpec", "axes_in", "ceil_div", "contraction_kernel", "kernel_expr", "nest",
            "parallel_kind", "product_of", "topological_order", "unflatten", "unique_params",
-           "unit_axes", "vector_kind"]
+           "unit_axes", "vector_kind", "without_unit_taps"]

@@ -77,6 +77,7 @@ from tilecraft_x86_avx512.blocking.building import (
     unflatten,
     unit_axes,
     vector_kind,
+    without_unit_taps,
 )
 from tilecraft_x86_avx512.microkernels import SETTING_VARIANTS
 
@@ -459,8 +460,10 @@ def operand_source(load: Load, batch_axes: Sequence[IterVar], width_axes: Sequen
     element), the tensor itself otherwise."""
     source = Buffer(load.tensor.name, load.tensor.shape, load.tensor.dtype,
                     level=options.param_level)
-    view = axis_groups_view(load, [(batch_axes, const(0)), (width_axes, const(0)),
-                                   (k_axes, const(0))], options.param_level)
+    # a 1x1 convolution's x[n, c, h + rh, w + rw] is the plain x[n, c, h, w]: viewed [C, H*W]
+    plain = without_unit_taps(load, (*batch_axes, *width_axes, *k_axes))
+    view = axis_groups_view(plain, [(batch_axes, const(0)), (width_axes, const(0)),
+                                    (k_axes, const(0))], options.param_level)
     return view[0] if view is not None else source
 
 
@@ -498,8 +501,9 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
                   **unflatten(k_flat, k_axes)}
         value = kernel_expr(load, values, {load.tensor: source}, extra_zero=unit_axes(tensor))
         if viewed:
-            found = axis_groups_view(load, [(batch_axes, pb if pb is not None else const(0)),
-                                            (width_axes, w_index), (k_axes, k_flat)],
+            plain = without_unit_taps(load, (*batch_axes, *width_axes, *k_axes))
+            found = axis_groups_view(plain, [(batch_axes, pb if pb is not None else const(0)),
+                                             (width_axes, w_index), (k_axes, k_flat)],
                                      options.param_level)
             assert found is not None and isinstance(found[1], BufferLoad)
             value = BufferLoad(source, found[1].indices)

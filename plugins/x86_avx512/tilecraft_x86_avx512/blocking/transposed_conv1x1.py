@@ -51,17 +51,16 @@ from tilecraft.kernel_ir.nodes import (
     Stmt,
     Store,
 )
-from tilecraft.kernel_ir.simplify import simplify
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
-from tilecraft.te.expr import Expr, IterVar, Load, Var, const
-from tilecraft.te.visit import transform
+from tilecraft.te.expr import Expr, Var, const
 from tilecraft_x86_avx512.blocking.building import (
     ceil_div,
     contraction_kernel,
     nest,
     parallel_kind,
     vector_kind,
+    without_unit_taps,
 )
 from tilecraft_x86_avx512.blocking.register_tiles import axis_groups_view, pack_operand
 from tilecraft_x86_avx512.microkernels import (
@@ -96,11 +95,7 @@ def activation_view(contraction: Contraction) -> Buffer | None:
         return None
     kv, nv = Var("k"), Var("n")
     kept = (*c.k_axes, *c.n_axes)
-    # a 1x1 window's taps (extent-1 reduction axes) read index 0: x[n, c, h + rh, w + rw]
-    unit = transform(c.b, lambda e: const(0) if isinstance(e, IterVar) and e.extent == 1
-                     and e not in kept else None)
-    assert isinstance(unit, Load)
-    load = Load(unit.tensor, tuple(simplify(index) for index in unit.indices))
+    load = without_unit_taps(c.b, kept)   # x[n, c, h + rh, w + rw] read as x[n, c, h, w]
     found = axis_groups_view(load, [(c.batch_axes, const(0)), (c.k_axes, kv), (c.n_axes, nv)],
                              "param")
     if found is None:
