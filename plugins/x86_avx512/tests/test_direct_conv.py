@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 from template_forcing import ForcedTarget, check_against_reference, check_space_switch
 from tilecraft_x86_avx512.blocking import direct_conv as direct
-from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_TAPS, TAPS_BY_STRIDE
+from tilecraft_x86_avx512.microkernels import (
+    OUTER_PRODUCT_F32_TAPS,
+    TAPS_BY_STRIDE,
+    TRANSPOSED_TAPS_BY_STRIDE,
+)
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
@@ -54,8 +58,11 @@ def test_plain_conv_matches_reference(shape, threads):
     assert applies == (min(h, w, kh, kw) > 1)
     if applies:
         (kernel,) = _direct_kernels(exe)
-        assert kernel.attrs["micro_kernel"] == ("outer_product_f32_taps" if stride == 1
-                                                else "outer_product_f32_taps_s2")
+        # strips of at most 8 pixels: the micro-kernel stores its tile transposed
+        mi = int(kernel.attrs["schedule"].split(" MI=")[1].split()[0])
+        assert kernel.attrs["micro_kernel"] == (
+            "outer_product_f32_taps" + ("" if stride == 1 else "_s2")
+            + ("_t" if mi <= 8 else ""))
 
 
 @pytest.mark.parametrize("config", [{"MI": 5, "NR": 32}, {"MI": 12, "NR": 16},
@@ -146,11 +153,12 @@ def test_unknown_tile_is_refused():
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-@pytest.mark.parametrize("tile", [(6, 32), (5, 16), (7, 48)])
+@pytest.mark.parametrize("tile", [(6, 32), (5, 16), (7, 48), (10, 16)])
 def test_kernels_in_the_interpreter(tile, stride):
     """The Kernel IR itself on the interpreter (every access bounds-checked), the micro-kernel
     emulated from its declared semantics: ragged strips, ragged panels, row blocks past the
-    last row."""
+    last row; strips of up to 8 pixels through the variant storing its tile transposed, 10
+    through the other."""
     from tilecraft.kernel_ir.interpreter import run_kernels
     from tilecraft.lower.options import LoweringOptions
 
@@ -160,7 +168,7 @@ def test_kernels_in_the_interpreter(tile, stride):
     mi, nr = tile
     kernels = direct.lower_direct(as_contraction(y, broadcast_batch=True), mi, nr,
                                   LoweringOptions(vector_lanes=16), threads=4)
-    decl = TAPS_BY_STRIDE[stride]
+    decls = (TAPS_BY_STRIDE[stride], TRANSPOSED_TAPS_BY_STRIDE[stride])
     rng = np.random.default_rng(8)
     inputs = {"x": rng.standard_normal((1, 11, 7, 9)).astype(np.float32),
               "w": rng.standard_normal((19, 11, 3, 3)).astype(np.float32)}
@@ -168,7 +176,8 @@ def test_kernels_in_the_interpreter(tile, stride):
     shape = tuple(y.shape)
     out = run_kernels(kernels, {"y_pad": padded, "w": inputs["w"],
                                 "y": np.full(shape, np.nan, np.float32)},
-                      semantics={decl.name: decl.reference})
+                      semantics={decl.name: decl.reference for decl in decls})
+    assert kernels[1].attrs["micro_kernel"] == decls[mi <= 8].name
     np.testing.assert_allclose(out["y"].reshape(shape), run(y, inputs), rtol=1e-5, atol=1e-5)
 
 

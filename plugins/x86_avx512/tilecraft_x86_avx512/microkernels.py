@@ -42,6 +42,7 @@ import jinja2
 
 from tilecraft.errors import CodegenError
 from tilecraft.target.microkernel import MicroKernelDecl
+from tilecraft_x86_avx512.tile_transpose import transposed_store_lines
 
 
 def _outer_product_decl(name: str, description: str, a_rows: bool,
@@ -97,17 +98,27 @@ OUTER_PRODUCT_F32_ROWS_SET = _outer_product_decl(
     "outer_product_f32_rows_set",
     "register-tile outer product into C, A read in place: C[MI,NR] = A[MI,KI] B[KI,NR]", True,
     False)
-def _taps_decl(stride: int) -> MicroKernelDecl:
+def _taps_decl(stride: int, transposed: bool = False) -> MicroKernelDecl:
     """The register tile over a convolution window's taps, output pixels ``stride`` input
     pixels apart: A the padded activation ``[KI, rows, width]`` read in place at each tap's
     shift, B the weights packed ``[KI, KH, KW, NR]``, the accumulators in registers across every
-    tap, C written (blocking/direct_conv.py)."""
+    tap, C written (blocking/direct_conv.py) — ``transposed`` (the ``_t`` variants, at most 8
+    pixels): as ``C[NC, MV]``, channels by pixels, transposed in registers
+    (:mod:`~tilecraft_x86_avx512.tile_transpose`)."""
     column = "m + q" if stride == 1 else f"m * {stride} + q"
+    rows_max = 8 if transposed else 28
+    c_operand = {"name": "C", "role": "dst", "dtype": "float32", "shape": ["NC", "MV"],
+                 "index": ["n", "m"]} if transposed else \
+        {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
+         "index": ["m", "n"]}
+    c_access = "C[n, m]" if transposed else "C[m, n]"
     return MicroKernelDecl(
-        name="outer_product_f32_taps" + ("" if stride == 1 else f"_s{stride}"),
+        name="outer_product_f32_taps" + ("" if stride == 1 else f"_s{stride}")
+             + ("_t" if transposed else ""),
         description="register-tile outer product over a window's taps, A read in place"
                     + ("" if stride == 1 else f" (stride {stride})")
-                    + f": C[MI,NR] = sum_{{k,r,q}} A[k, r, {column}] B[k, r, q, NR]",
+                    + (", C stored transposed" if transposed else "")
+                    + f": {c_access} = sum_{{k,r,q}} A[k, r, {column}] B[k, r, q, n]",
         loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
                {"name": "n", "extent": "NC", "kind": "spatial"},
                {"name": "k", "extent": "KI", "kind": "reduce"},
@@ -117,17 +128,16 @@ def _taps_decl(stride: int) -> MicroKernelDecl:
                    "index": ["k", "r", column]},
                   {"name": "B", "role": "src", "dtype": "float32",
                    "shape": ["KI", "KH", "KW", "NC"], "index": ["k", "r", "q", "n"]},
-                  {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
-                   "index": ["m", "n"]}],
-        semantics=f"C[m, n] = sum(A[k, r, {column}] * B[k, r, q, n])",
+                  c_operand],
+        semantics=f"{c_access} = sum(A[k, r, {column}] * B[k, r, q, n])",
         template="templates/outer_product_taps.ll.jinja",
-        parameters={"MI": {"default": 6, "minimum": 1, "maximum": 28,
+        parameters={"MI": {"default": 6, "minimum": 1, "maximum": rows_max,
                            "description": "rows (pixels) of the register tile"},
                     "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
                            "description": "columns (output channels) of the register tile"},
                     "KI": {"default": 16, "minimum": 1, "maximum": 4096,
                            "description": "k steps (input channels)"},
-                    "MV": {"default": 6, "minimum": 1, "maximum": 28,
+                    "MV": {"default": 6, "minimum": 1, "maximum": rows_max,
                            "description": "rows of C written (MV <= MI)"},
                     "NC": {"default": 64, "minimum": 1, "maximum": 128,
                            "description": "columns of C written (NC <= NR)"},
@@ -140,11 +150,15 @@ def _taps_decl(stride: int) -> MicroKernelDecl:
                                           "+ KW"}})
 
 
-#: the taps micro-kernels: output pixels 1 and 2 input pixels apart
+#: the taps micro-kernels: output pixels 1 and 2 input pixels apart; C stored as computed
+#: (pixels by channels) or transposed
 OUTER_PRODUCT_F32_TAPS = _taps_decl(1)
 OUTER_PRODUCT_F32_TAPS_S2 = _taps_decl(2)
-#: the taps micro-kernel of each stride
+OUTER_PRODUCT_F32_TAPS_T = _taps_decl(1, transposed=True)
+OUTER_PRODUCT_F32_TAPS_S2_T = _taps_decl(2, transposed=True)
+#: the taps micro-kernel of each stride, and of each stride storing C transposed
 TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS, 2: OUTER_PRODUCT_F32_TAPS_S2}
+TRANSPOSED_TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS_T, 2: OUTER_PRODUCT_F32_TAPS_S2_T}
 
 
 #: the variant of a micro-kernel that writes its tile instead of adding to it
@@ -220,7 +234,8 @@ MICRO_KERNELS: dict[str, MicroKernelDecl] = {
     decl.name: decl for decl in (OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET,
                                  OUTER_PRODUCT_F32_ROWS_SET, VNNI_U8S8, VNNI_S8U8, DOT_BF16,
                                  VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8, OUTER_PRODUCT_F32_TAPS,
-                                 OUTER_PRODUCT_F32_TAPS_S2)}
+                                 OUTER_PRODUCT_F32_TAPS_S2, OUTER_PRODUCT_F32_TAPS_T,
+                                 OUTER_PRODUCT_F32_TAPS_S2_T)}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -242,6 +257,9 @@ LLVM_DECLARATIONS[VNNI_ROW_SUMS_U8.name] = LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.na
 for _variant in (OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET, OUTER_PRODUCT_F32_ROWS_SET,
                  OUTER_PRODUCT_F32_TAPS, OUTER_PRODUCT_F32_TAPS_S2):
     LLVM_DECLARATIONS[_variant.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name]
+for _variant in TRANSPOSED_TAPS_BY_STRIDE.values():
+    LLVM_DECLARATIONS[_variant.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name] + (
+        ("llvm.masked.store.v8f32.p0", "void", ("<8 x float>", "ptr", "<8 x i1>")),)
 
 #: template variables beyond the parameters: which vpdpbusd operand the broadcast A is
 _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
@@ -254,7 +272,9 @@ _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
     OUTER_PRODUCT_F32_SET.name: {"A_ROWS": False, "ZERO": True},
     OUTER_PRODUCT_F32_ROWS_SET.name: {"A_ROWS": True, "ZERO": True},
     OUTER_PRODUCT_F32_TAPS.name: {"SW": 1},
-    OUTER_PRODUCT_F32_TAPS_S2.name: {"SW": 2}}
+    OUTER_PRODUCT_F32_TAPS_S2.name: {"SW": 2},
+    OUTER_PRODUCT_F32_TAPS_T.name: {"SW": 1},
+    OUTER_PRODUCT_F32_TAPS_S2_T.name: {"SW": 2}}
 
 #: k steps per iteration of the template's k loop
 UNROLL = 4
@@ -316,20 +336,25 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
     if values.get("NR", 16) % 16:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")
-    if name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name, OUTER_PRODUCT_F32_SET.name,
-                OUTER_PRODUCT_F32_ROWS_SET.name, OUTER_PRODUCT_F32_TAPS.name,
-                OUTER_PRODUCT_F32_TAPS_S2.name):
+    transposed = name in {d.name for d in TRANSPOSED_TAPS_BY_STRIDE.values()}
+    if transposed or name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name,
+                              OUTER_PRODUCT_F32_SET.name, OUTER_PRODUCT_F32_ROWS_SET.name,
+                              OUTER_PRODUCT_F32_TAPS.name, OUTER_PRODUCT_F32_TAPS_S2.name):
         values["MV"] = params.get("MV", values["MI"])
         values["NC"] = params.get("NC", values["NR"])
         if values["MV"] > values["MI"] or values["NC"] > values["NR"]:
             raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: the written part "
                                f"MV x NC = {values['MV']} x {values['NC']} must fit the register "
                                f"tile MI x NR = {values['MI']} x {values['NR']}")
+    extra = dict(_TEMPLATE_VARIABLES.get(name, {}))
+    if transposed:
+        taps = values["KH"] * values["KW"]
+        extra["TRANSPOSED_STORE"] = transposed_store_lines(
+            values["MV"], values["NC"], lambda m, n: f"%acc{m}_{n}.t{taps}")
     try:
         template = _environment().get_template(decl.template.removeprefix("templates/"))
         return template.render(name=f'"{function}"', UNROLL=UNROLL,
-                               attributes="alwaysinline nounwind", **values,
-                               **_TEMPLATE_VARIABLES.get(name, {}))
+                               attributes="alwaysinline nounwind", **values, **extra)
     except jinja2.TemplateError as err:
         raise CodegenError(f"plugin x86_avx512: micro-kernel {name}: template {decl.template} "
                            f"failed to render: {err}") from err
@@ -337,7 +362,8 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
 
 __all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
            "OUTER_PRODUCT_F32_ROWS", "OUTER_PRODUCT_F32_ROWS_SET", "OUTER_PRODUCT_F32_SET",
-           "OUTER_PRODUCT_F32_TAPS", "OUTER_PRODUCT_F32_TAPS_S2", "TAPS_BY_STRIDE",
+           "OUTER_PRODUCT_F32_TAPS", "OUTER_PRODUCT_F32_TAPS_S2", "OUTER_PRODUCT_F32_TAPS_S2_T",
+           "OUTER_PRODUCT_F32_TAPS_T", "TAPS_BY_STRIDE", "TRANSPOSED_TAPS_BY_STRIDE",
            "SETTING_VARIANTS", "VNNI_ROW_SUMS_S8", "VNNI_ROW_SUMS_U8", "VNNI_S8U8",
            "VNNI_U8S8", "RegisterBlocking", "register_blocking",
            "register_blocking_candidates", "render"]

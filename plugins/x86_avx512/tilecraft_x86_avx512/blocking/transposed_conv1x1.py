@@ -179,12 +179,15 @@ def transposed_rows(pixels: int, mi: int, threads: int, k: int, l2_bytes: int) -
 
 
 def store_transposed(local: Buffer, out: Buffer, epilogue: Epilogue | None, n0: Expr, p0: Expr,
-                     rows: int, cols: int, options: LoweringOptions) -> Stmt:
+                     rows: int, cols: int, options: LoweringOptions,
+                     by_channel: bool = False) -> Stmt:
     """The ``rows x cols`` tile ``local[0, row, col]`` (pixels by output channels) stored
     transposed at ``out[0, n0 + col, p0 + row]`` — one vector of the tile's pixels per output
-    channel — through ``epilogue`` where there is one."""
+    channel — through ``epilogue`` where there is one. ``by_channel``: the tile is held
+    channels by pixels already, ``local[0, col, row]`` (a micro-kernel that stored it
+    transposed), so each channel's vector is a contiguous load."""
     row, col = Var("trow"), Var("tcol")
-    value = BufferLoad(local, (const(0), row, col))
+    value = BufferLoad(local, (const(0), col, row) if by_channel else (const(0), row, col))
     store = Store(out, (const(0), n0 + col, p0 + row), value) if epilogue is None else \
         epilogue.store_value(const(0), n0 + col, p0 + row, value)
     lanes = max(1, options.lanes(local.dtype))
