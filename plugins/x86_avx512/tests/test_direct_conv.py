@@ -112,6 +112,23 @@ def test_residual_and_relu_epilogues_match_reference(shape, threads, monkeypatch
     assert kernel.attrs.get("fused") == ["y", "sum"]
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_bands_of_rows_on_several_threads(stride, monkeypatch):
+    """A large activation against few weights: each thread computes a band of rows (the last
+    band short: 25 or 13 output rows on 2 threads) over every panel (64 and a ragged 16 of
+    80 channels), with a fused bias and ReLU."""
+    monkeypatch.setattr(direct, "prefers_direct",
+                        lambda c, l2_bytes: direct.direct_geometry(c) is not None)
+    x = te.placeholder((1, 24, 25, 23), name="x")
+    wt = te.constant(_weights((80, 24, 3, 3)), name="w")
+    bias = te.placeholder((80,), name="bias")
+    y = ops.conv2d(x, wt, padding=1, stride=stride, name="y")
+    e = te.compute(y.shape, lambda n, k, i, j: te.max(y[n, k, i, j] + bias[k], 0.0), name="e")
+    exe = check_against_reference([e], 2, seed=3)
+    (kernel,) = _direct_kernels(exe)
+    assert "2 row blocks x 2 panels" in kernel.attrs["schedule"], kernel.attrs["schedule"]
+
+
 def test_default_choice():
     """3x3 convolutions of stride 1 or 2 and the 7x7 stem with constant weights, whole vectors
     of output channels, rows of 14 pixels or more and an activation in L2 take the path by
