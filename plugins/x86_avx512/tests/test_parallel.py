@@ -44,3 +44,44 @@ def test_a_template_gemm_without_zero_fill_runs_on_every_thread():
     assert main.runner._parallel
     a = rng.standard_normal((97, 130)).astype(np.float32)
     np.testing.assert_allclose(exe(a), a @ w.constant_value, rtol=1e-4, atol=1e-4)
+
+
+def _other_threads_cpu_ticks() -> int:
+    """User + system clock ticks of this process's threads other than the calling one."""
+    import os
+    import threading as _threading
+
+    me = _threading.get_native_id()
+    ticks = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:   # the thread ended meanwhile
+            continue
+        ticks += int(fields[11]) + int(fields[12])   # utime, stime
+    return ticks
+
+
+def test_idle_workers_sleep_after_their_spin():
+    """After a region the workers spin SPIN_MICROSECONDS (a time, not a count of pause), then
+    sleep: over the next 300 ms they take (almost) no CPU — a spin that never ended, or one
+    counted in pause instructions on a machine with a slow pause, would take all of it."""
+    import os
+    import time
+
+    from tilecraft_x86_avx512.parallel import SPIN_MICROSECONDS
+
+    shim = parallel_for()
+    if shim is None or not os.path.isdir("/proc/self/task"):
+        pytest.skip("no native shim, or no /proc to read thread times from")
+    assert SPIN_MICROSECONDS <= 1000
+    callback = ENTRY_PROTOTYPE(lambda args, begin, end: None)
+    shim(ctypes.cast(callback, ctypes.c_void_p).value, None, 2, 2)
+    time.sleep(0.01)   # past the spin
+    before = _other_threads_cpu_ticks()
+    time.sleep(0.3)
+    ticks_per_second = os.sysconf("SC_CLK_TCK")
+    assert _other_threads_cpu_ticks() - before <= 0.05 * ticks_per_second

@@ -2,11 +2,16 @@
 
 Python's thread pool wakes its sleeping workers through a condition variable; on a busy or
 virtualised machine that costs up to a millisecond per parallel kernel — more than a whole
-small GEMM. The shim runs ``entry(args, begin, end)`` on native worker threads, which spin a
-short while (:data:`SPIN_COUNT` ``pause`` instructions, ~0.1-0.3 ms) between calls before they
-sleep on a condition variable, so back-to-back kernels (a pack, then the main kernel) start in
-microseconds. One ctypes call releases the GIL for the whole loop. When gcc is missing,
-:func:`parallel_for` is ``None`` and the runtime uses its thread pool.
+small GEMM. The shim runs ``entry(args, begin, end)`` on native worker threads, which spin
+:data:`SPIN_MICROSECONDS` between calls (``pause`` instructions, the clock read every 256)
+before they sleep on a condition variable, so back-to-back kernels (a pack, then the main
+kernel) start in microseconds, and so does a network's first kernel when the calls come one
+after another. The spin is a time, not a count of ``pause``: one ``pause`` takes ~11 ns on the
+Xeon family 6 model 167 these figures come from and ~60 ns (140 cycles) on Sapphire Rapids, so
+the 2000 of before were 22 us here, shorter than Python's gap between two calls: the workers
+slept and MobileNet-V2's first kernel (the stem's pad) took 0.112 ms on 2 threads, 0.045 with
+them spinning (0.076 on 1 thread). One ctypes call releases the GIL for the whole loop. When
+gcc is missing, :func:`parallel_for` is ``None`` and the runtime uses its thread pool.
 
 Why not OpenMP (which this shim used before): libgomp spins 300000 ``pause`` iterations after a
 region unless ``GOMP_SPINCOUNT`` says otherwise, ~15 ms on Sapphire Rapids (``pause`` ~140
@@ -38,19 +43,20 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-#: how many ``pause`` iterations an idle worker spins before it sleeps (the launching thread
-#: spins as long, then yields its core, while it waits for the workers)
-SPIN_COUNT = 2000
+#: how long an idle worker spins before it sleeps (the launching thread spins as long, then
+#: yields its core, while it waits for the workers)
+SPIN_MICROSECONDS = 200
 
 _SOURCE = r"""
 #include <stdint.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 typedef void (*entry_t)(void **, int64_t, int64_t);
 
 #define MAX_WORKERS 255
-#define SPIN_COUNT @SPIN@
+#define SPIN_NANOSECONDS @SPIN@
 #if defined(__x86_64__) || defined(__i386__)
 #define PAUSE() __builtin_ia32_pause()
 #else
@@ -69,6 +75,27 @@ static void **job_args;
 static int64_t job_extent;
 static int job_threads;
 
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* whether a spin that began at *start (0: not yet; UINT64_MAX: over) has run its time;
+   reads the clock every 256 calls, and stays true once it is */
+static int spun_out(uint64_t *start, unsigned *spins) {
+    if (*start == UINT64_MAX) return 1;
+    if ((++*spins & 255u) != 0) return 0;
+    uint64_t t = now_ns();
+    if (*start == 0) {
+        *start = t;
+        return 0;
+    }
+    if (t - *start < SPIN_NANOSECONDS) return 0;
+    *start = UINT64_MAX;
+    return 1;
+}
+
 /* chunk t of job_threads nearly equal contiguous pieces of [0, job_extent) */
 static void run_chunk(int64_t t) {
     int64_t n = job_threads, base = job_extent / n, extra = job_extent % n;
@@ -81,9 +108,10 @@ static void *worker(void *arg) {
     int t = (int)(intptr_t)arg;
     uint64_t seen = first_seen[t], now;
     for (;;) {
-        int spins = 0;
+        unsigned spins = 0;
+        uint64_t start = 0;
         while ((now = atomic_load_explicit(&generation, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_COUNT) {
+            if (!spun_out(&start, &spins)) {
                 PAUSE();
                 continue;
             }
@@ -139,11 +167,13 @@ void tilecraft_parallel_for(entry_t fn, void **args, int64_t extent, int threads
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&lock);
     run_chunk(0);
-    for (int spins = 0; atomic_load_explicit(&remaining, memory_order_acquire) > 0;)
-        if (++spins < SPIN_COUNT) PAUSE(); else sched_yield();
+    unsigned spins = 0;
+    uint64_t start = 0;
+    while (atomic_load_explicit(&remaining, memory_order_acquire) > 0)
+        if (!spun_out(&start, &spins)) PAUSE(); else sched_yield();
     pthread_mutex_unlock(&busy);
 }
-""".replace("@SPIN@", str(SPIN_COUNT))
+""".replace("@SPIN@", f"{SPIN_MICROSECONDS * 1000}u")
 
 #: ``fn(entry_address, args, extent, threads)``
 ParallelFor = Callable[[int, object, int, int], None]
