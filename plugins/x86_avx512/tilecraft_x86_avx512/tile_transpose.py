@@ -28,8 +28,8 @@ LANES = 16
 Label = tuple[int, int]   # (pixel, channel within the group)
 
 
-def _mask(text: list[int]) -> str:
-    return "<" + ", ".join(f"i32 {i}" for i in text) + ">"
+def _mask(indices: list[int]) -> str:
+    return "<" + ", ".join(f"i32 {i}" for i in indices) + ">"
 
 
 def _shuffle(lines: list[str], out: str, a: tuple[str, list[Label]], b: tuple[str, list[Label]],
