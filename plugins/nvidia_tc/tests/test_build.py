@@ -232,6 +232,19 @@ def test_an_empty_compiler_log_leaves_the_process_bytes_intact(monkeypatch: pyte
             ctypes.memset(id(space) + sys.getsizeof(b"") - 1, 0x20, 1)
 
 
+def test_a_source_compiled_again_still_reports_its_resources() -> None:
+    """NVRTC 12.9+ keeps a cache of its own where a CUDA driver is installed and answers a
+    source it has seen from it without running ptxas: the log came back empty on an H200
+    machine, and a build without cuobjdump then failed. ``--no-cache`` keeps ptxas running."""
+    from tilecraft_nvidia_tc.toolchain import compilers
+    from tilecraft_nvidia_tc.toolchain.tools import include_dirs
+
+    logs = [compilers.compile_with_nvrtc(PLAIN, "scale.cu", "sm_90", include_dirs()).log
+            for _ in range(2)]
+    for log in logs:
+        assert "Compiling entry function 'scale'" in log and "388 bytes smem" in log
+
+
 def test_without_cuobjdump_the_resources_come_from_ptxas(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     from tilecraft_nvidia_tc.toolchain import compiler

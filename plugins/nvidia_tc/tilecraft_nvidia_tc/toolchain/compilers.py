@@ -3,7 +3,11 @@
 
 - :func:`compile_with_nvrtc`: NVRTC through ``cuda.bindings.nvrtc`` (pip, no system CUDA),
   once per architecture: ``--gpu-architecture=sm_XX`` gives the cubin and its PTX together;
-  ``--ptxas-options=--verbose`` puts ptxas' resource report in the log.
+  ``--ptxas-options=--verbose`` puts ptxas' resource report in the log, and ``--no-cache``
+  (NVRTC 12.9 on) keeps NVRTC's own cache out of it: where a CUDA driver is installed, NVRTC
+  13.0 answers a source it compiled before (in any process) from that cache without running
+  ptxas, and the log comes back empty (seen on an H200 machine; NVIDIA/Fuser PR 4694 met the
+  same). The plugin caches builds itself (``cache.py``), with the report in the record.
 - :func:`compile_with_nvcc`: ``nvcc -cubin`` and ``nvcc -ptx`` (with ``-Xptxas -v``) where
   ``nvcc`` is on PATH.
 
@@ -21,7 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilecraft_nvidia_tc.toolchain.tools import ToolMissing, nvcc_path, nvrtc
+from tilecraft_nvidia_tc.toolchain.tools import (
+    ToolMissing,
+    nvcc_path,
+    nvrtc,
+    nvrtc_version_numbers,
+)
 
 #: options every build passes besides the architecture and the include folders
 COMMON_OPTIONS = ("-std=c++17",)
@@ -44,10 +53,26 @@ class CompileFailure(Exception):
         self.log = log
 
 
-def nvrtc_options(architecture: str, include_dirs: Sequence[Path]) -> list[str]:
-    """NVRTC's options for one architecture (what :func:`compile_with_nvrtc` passes)."""
+#: the first NVRTC with a cache of its own, and the option that turns it off
+NVRTC_CACHE_SINCE = (12, 9)
+NVRTC_NO_CACHE = "--no-cache"
+
+
+def nvrtc_options(architecture: str, include_dirs: Sequence[Path],
+                  version: tuple[int, int] | None = None) -> list[str]:
+    """NVRTC's options for one architecture (what :func:`compile_with_nvrtc` passes);
+    ``version`` is NVRTC's (major, minor), read from the library when not given.
+
+    >>> nvrtc_options("sm_90", (), version=(13, 0))
+    ['--gpu-architecture=sm_90', '-std=c++17', '--ptxas-options=--verbose', '--no-cache']
+    >>> nvrtc_options("sm_80", (), version=(12, 4))[-1]
+    '--ptxas-options=--verbose'
+    """
+    if version is None:
+        version = nvrtc_version_numbers()
+    no_cache = [NVRTC_NO_CACHE] if version >= NVRTC_CACHE_SINCE else []
     return [f"--gpu-architecture={architecture}", *COMMON_OPTIONS,
-            "--ptxas-options=--verbose", *(f"-I{folder}" for folder in include_dirs)]
+            "--ptxas-options=--verbose", *no_cache, *(f"-I{folder}" for folder in include_dirs)]
 
 
 def _text(buffer: bytes | bytearray) -> str:

@@ -103,8 +103,15 @@ def nvrtc() -> ModuleType:
 
 def nvrtc_version() -> str:
     """``"nvrtc 13.5"`` (a :class:`ToolMissing` where NVRTC cannot be loaded)."""
-    _status, major, minor = nvrtc().nvrtcVersion()
+    major, minor = nvrtc_version_numbers()
     return f"nvrtc {major}.{minor}"
+
+
+@functools.cache
+def nvrtc_version_numbers() -> tuple[int, int]:
+    """NVRTC's (major, minor) (a :class:`ToolMissing` where NVRTC cannot be loaded)."""
+    _status, major, minor = nvrtc().nvrtcVersion()
+    return int(major), int(minor)
 
 
 @functools.cache
@@ -126,4 +133,5 @@ def nvcc_version() -> str:
 
 
 __all__ = ["ToolMissing", "cuda_include_dir", "cuobjdump_path", "include_dirs", "nvcc_path",
-           "nvcc_version", "nvrtc", "nvrtc_version", "pip_cuda_root", "plugin_include_dir"]
+           "nvcc_version", "nvrtc", "nvrtc_version",
+           "nvrtc_version_numbers", "pip_cuda_root", "plugin_include_dir"]
