@@ -42,7 +42,6 @@ from tilecraft.kernel_ir.nodes import (
     IfThenElse,
     Kernel,
     LoopKind,
-    MicroKernelCall,
     Region,
     Seq,
     Stmt,
@@ -67,6 +66,7 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
     a_row_view,
     edge_tiles,
     pack_operand,
+    written_tile,
 )
 
 
@@ -127,12 +127,12 @@ def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: 
     def strip(rows: int) -> Stmt:
         zero = nest([(row, rows, LoopKind.SERIAL, 0), (col, bl.nr1, vector_kind(options), lanes)],
                     Store(tile, (ms * bl.mi1 + row, jl * bl.nr1 + col), const(0.0)))
-        call = MicroKernelCall(rows_micro_kernel, (
+        return written_tile(rows_micro_kernel, (
             Region(a1_view, a1_base, (*lead, rows, k_total)),
             Region(b1p, (b1_batch, jl, const(0), const(0)), (1, 1, k_total, bl.nr1)),
             Region(tile, (ms * bl.mi1, jl * bl.nr1), (rows, bl.nr1))),
-            (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_total), ("MV", rows), ("NC", bl.nr1)))
-        return Seq((zero, call))
+            (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_total), ("MV", rows), ("NC", bl.nr1)),
+            zero)
 
     row0 = m0 + ms * bl.mi1
     rest = m_total % bl.mi1

@@ -44,7 +44,6 @@ from tilecraft.kernel_ir.nodes import (
     IfThenElse,
     Kernel,
     LoopKind,
-    MicroKernelCall,
     Region,
     Seq,
     Stmt,
@@ -82,6 +81,7 @@ from tilecraft_x86_avx512.blocking.building import (
 from tilecraft_x86_avx512.blocking.register_tiles import (
     edge_tiles,
     pack_operand,
+    written_tile,
 )
 
 
@@ -281,13 +281,14 @@ def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlock
     b1_batch = b_index if b1p.shape[0] > 1 else const(0)
     zero = nest([(row, bl.mi1, LoopKind.SERIAL, 0), (col, bl.nr1, vector_kind(options), lanes)],
                 Store(tile, (ls * bl.mi1 + row, mp * bl.nr1 + col), const(0.0)))
-    call1 = MicroKernelCall(micro_kernel, (
+    tile1 = written_tile(micro_kernel, (
         Region(b1p, (b1_batch, ls, const(0), const(0)), (1, 1, k_padded, bl.mi1)),
         Region(a1_pack, (mp, const(0), const(0)), (1, k_padded, bl.nr1)),
         Region(tile, (ls * bl.mi1, mp * bl.nr1), (bl.mi1, bl.nr1))),
-        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_padded), ("MV", bl.mi1), ("NC", bl.nr1)))
+        (("MI", bl.mi1), ("NR", bl.nr1), ("KI", k_padded), ("MV", bl.mi1), ("NC", bl.nr1)),
+        zero)
     first_gemm = nest([(ls, l_strips, LoopKind.SERIAL, 0), (mp, m_panels, LoopKind.SERIAL, 0)],
-                      Seq((zero, call1)))
+                      tile1)
 
     # memory-bound computes on the tile, in place where a buffer dies
     placeholders = between_inputs(chain, options)

@@ -350,6 +350,17 @@ def with_block_epilogue(strips: Stmt, epilogue: Epilogue | None, last: Expr | No
     return Seq((strips, tail if last is None else IfThenElse(last, tail)))
 
 
+def written_tile(micro_kernel: str, operands: tuple[Region, Region, Region],
+                 params: tuple[tuple[str, int], ...], zero: Stmt) -> Stmt:
+    """A tile computed by one call over the whole reduction: the micro-kernel's setting variant
+    (:data:`~tilecraft_x86_avx512.microkernels.SETTING_VARIANTS`, ``C = sum``: no zero-fill,
+    no loads of C) where it has one, else ``zero`` then the accumulating call."""
+    setting = SETTING_VARIANTS.get(micro_kernel)
+    if setting is not None:
+        return MicroKernelCall(setting, operands, params)
+    return Seq((zero, MicroKernelCall(micro_kernel, operands, params)))
+
+
 def edge_tiles(micro_kernel: str, a_region: Region, b_region: Region, out: Buffer,
                b_index: Expr, m0: Expr, n0: Expr, m_total: int, n_total: int, mi: int, nr: int,
                params: tuple[tuple[str, int], ...], first: Expr | None,
