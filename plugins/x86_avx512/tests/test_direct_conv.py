@@ -92,13 +92,16 @@ def test_other_forms_fall_back_to_the_template(form):
     assert not _direct_kernels(exe)
 
 
+@pytest.mark.parametrize("row_store", [True, False])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [(37, 48, 15, 14), (64, 64, 16, 16), (29, 97, 14, 17)])
-def test_residual_and_relu_epilogues_match_reference(shape, threads, monkeypatch):
+def test_residual_and_relu_epilogues_match_reference(shape, threads, row_store, monkeypatch):
     """Fused epilogues go through the default path (made the default for every shape it can
-    take, so ragged panels are covered too): bias, residual add, ReLU."""
+    take, so ragged panels are covered too): bias, residual add, ReLU; through the row buffer
+    (every shape here has a W^T panel larger than L1) and tile by tile."""
     monkeypatch.setattr(direct, "prefers_direct",
                         lambda c, l2_bytes: direct.direct_geometry(c) is not None)
+    monkeypatch.setattr(direct, "ROW_STORE", row_store)
     cin, cout, h, w = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.constant(_weights((cout, cin, 3, 3)), name="w")
@@ -169,15 +172,18 @@ def test_unknown_tile_is_refused():
         tc.compile(y, target=ForcedTarget({"DIRECT": 1, "MI": 6, "NR": 24}, "y", 1))
 
 
+@pytest.mark.parametrize("row_store", [True, False])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("tile", [(6, 32), (5, 16), (7, 48), (10, 16)])
-def test_kernels_in_the_interpreter(tile, stride):
+def test_kernels_in_the_interpreter(tile, stride, row_store, monkeypatch):
     """The Kernel IR itself on the interpreter (every access bounds-checked), the micro-kernel
     emulated from its declared semantics: ragged strips, ragged panels, row blocks past the
-    last row; strips of up to 8 pixels through the variant storing its tile transposed, 10
-    through the other."""
+    last row; strips of up to 8 pixels through the variant storing its tile transposed (into
+    the row buffer, or stored tile by tile), 10 through the other."""
     from tilecraft.kernel_ir.interpreter import run_kernels
     from tilecraft.lower.options import LoweringOptions
+
+    monkeypatch.setattr(direct, "ROW_STORE", row_store)
 
     x = te.placeholder((1, 11, 7, 9), name="x")
     wt = te.placeholder((19, 11, 3, 3), name="w")
@@ -195,6 +201,14 @@ def test_kernels_in_the_interpreter(tile, stride):
                                 "y": np.full(shape, np.nan, np.float32)},
                       semantics={decl.name: decl.reference for decl in decls})
     assert kernels[1].attrs["micro_kernel"] == decls[mi <= 8].name
+    from tilecraft.kernel_ir.nodes import Allocate
+    from tilecraft.kernel_ir.visitor import walk_stmts
+
+    (tile_buffer,) = [s.buffer for s in walk_stmts(kernels[1].body) if isinstance(s, Allocate)]
+    # the row buffer: channels x the row's pixels, whole vectors (the others: 8 or MI wide)
+    whole_row = tile_buffer.shape[1] == nr and tile_buffer.shape[2] >= shape[-1] \
+        and tile_buffer.shape[2] % 16 == 0
+    assert whole_row == (row_store and mi <= 8)
     np.testing.assert_allclose(out["y"].reshape(shape), run(y, inputs), rtol=1e-5, atol=1e-5)
 
 

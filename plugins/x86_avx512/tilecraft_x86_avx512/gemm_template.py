@@ -383,7 +383,7 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
         # a KxK convolution of stride 1 or 2: the padded activation read in place at each
         # tap's shift, W^T packed once (blocking/direct_conv.py)
         direct = lower_direct_config(contraction, {k: int(v) for k, v in (config or {}).items()},
-                                     options, threads)
+                                     options, threads, l1_bytes=l1_bytes)
         if direct is not None:
             return direct
     if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else

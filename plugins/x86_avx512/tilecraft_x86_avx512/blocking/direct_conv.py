@@ -25,7 +25,12 @@ in ragged ``NR``-wide panels. Here the product is computed transposed, as
    pixels as one contiguous vector instead of gathering them 64 floats apart. The direct
    kernels' sum, same process A/B, Xeon family 6 model 167: ResNet-18 20.43 -> 20.08 ms
    (1 thread), 10.68 -> 10.29 (2 threads); ResNet-50 13.82 -> 13.06 (2 threads);
-   MobileNet-V2's stem 0.247 -> 0.229 ms.
+   MobileNet-V2's stem 0.247 -> 0.229 ms. Where the ``W^T`` panel streams from L2 anyway
+   (:func:`stores_rows`), those tiles go side by side into a channels x row buffer and the row
+   is stored once, through the epilogue, with whole vectors of its pixels (56 pixels: 4
+   vectors a channel instead of 10 of 6 lanes). Same process A/B, the direct kernels' sum:
+   ResNet-18 19.53 -> 19.02 ms (1 thread), 10.28 -> 9.90 (2); ResNet-50 22.51 -> 22.13 (1),
+   11.76 -> 11.65 (2).
 
 Strips never cross an output row, so no pixel of the padding is computed; a row's last strip
 (``OW % MI`` pixels) and panel (``oc % NR`` channels) go through the micro-kernel's ``MV`` and
@@ -94,6 +99,11 @@ MAX_TAPS = 49
 TRANSPOSE_IN_REGISTERS = True
 #: whether :func:`splits_rows` may hand the threads bands of rows (a switch for measuring)
 ROWS_FIRST = True
+#: whether the strips of a transposing micro-kernel leave their tiles side by side in a
+#: channels x row buffer, stored (through the epilogue) once per output row with whole
+#: vectors, rather than each tile stored on its own, ``MI`` lanes a vector (a switch for
+#: measuring)
+ROW_STORE = True
 #: the fewest input channels (k steps of the micro-kernel's loop) the path takes by default: 3,
 #: an RGB image (ResNet's 7x7 stride-2 stem, 1 thread, Xeon family 6 model 167: 2.26 -> 1.93
 #: ms against the im2col template)
@@ -236,10 +246,26 @@ def splits_rows(geometry: DirectGeometry, panels: int, nr: int, threads: int) ->
     return 2 * activation >= weights
 
 
+def stores_rows(panel_bytes: int, l1_bytes: int | None) -> bool:
+    """Whether a transposing micro-kernel's tiles go to a row buffer (:data:`ROW_STORE`):
+    where the ``W^T`` panel is larger than L1 (``l1_bytes``; ``None``: unknown) and streams
+    from L2 anyway. Where the panel fits L1 the row buffer would push it out: ResNet's 7x7
+    stem (3 channels x 49 taps x 64, 37 KB; rows of 112 pixels, 28 KB), 1 thread, Xeon family
+    6 model 167: 1.69 -> 1.89 ms. Its 3x3 convolutions (147-590 KB panels), same process
+    A/B: 1.69 -> 1.56 ms with a residual epilogue, 1.54 -> 1.48 with a ReLU.
+
+    >>> stores_rows(147456, 49152), stores_rows(37632, 49152)
+    (True, False)
+    """
+    return ROW_STORE and (l1_bytes is None or panel_bytes > l1_bytes)
+
+
 def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOptions,
-                 threads: int = 1, epilogue: Epilogue | None = None) -> list[Kernel] | None:
+                 threads: int = 1, epilogue: Epilogue | None = None,
+                 l1_bytes: int | None = None) -> list[Kernel] | None:
     """The pack-W kernel and the main kernel (module docstring), or ``None`` where the
-    convolution is not of the direct form or the epilogue re-indexes or casts ``C``."""
+    convolution is not of the direct form or the epilogue re-indexes or casts ``C``.
+    ``l1_bytes`` decides the row buffer (:func:`stores_rows`)."""
     c = contraction
     geometry = direct_geometry(c)
     if geometry is None or (epilogue is not None and epilogue.local is not None):
@@ -266,14 +292,18 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
                        level=packed.level)
     out = Buffer(tensor.name, (1, out_channels, pixels), dtype, level=level) \
         if epilogue is None else epilogue.out
-    local = Buffer(f"{tensor.name}_dtile", (1, nr, TRANSPOSED_ROWS) if by_channel else
-                   (1, mi, nr), dtype, level=options.register_level or level)
+    strips = ceil_div(ow_total, mi)
+    row_store = by_channel and stores_rows(4 * k_total * nr, l1_bytes)
+    lanes = max(1, options.lanes(dtype))
+    local_shape = (1, nr, ceil_div(strips * mi, lanes) * lanes) if row_store else \
+        (1, nr, TRANSPOSED_ROWS) if by_channel else (1, mi, nr)
+    local = Buffer(f"{tensor.name}_dtile", local_shape, dtype,
+                   level=options.register_level or level)
     panels = ceil_div(out_channels, nr)
     rows_first = ROWS_FIRST and splits_rows(geometry, panels, nr, threads)
     blocks = max(direct_row_blocks(panels, oh_total, threads),
                  min(threads, oh_total) if rows_first else 1)
     block_rows = ceil_div(oh_total, blocks)
-    strips = ceil_div(ow_total, mi)
     t, oh, s = Var("t"), Var("oh"), Var("s")
     if rows_first:   # thread by thread a band of rows, every panel
         jr = t % panels
@@ -290,16 +320,26 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
                            (ic, kh_total, span)),
                     Region(packed_in, (const(0), jr, *(const(0),) * 4),
                            (1, 1, ic, kh_total, kw_total, cols)),
-                    Region(local, (const(0), const(0), const(0)),
+                    Region(local, (const(0), const(0), ow0 if row_store else const(0)),
                            (1, cols, rows) if by_channel else (1, rows, cols)))
         call = MicroKernelCall(micro_kernel.name, operands,
                                (("MI", mi), ("NR", nr), ("KI", ic), ("MV", rows), ("NC", cols),
                                 ("KH", kh_total), ("KW", kw_total), ("AW", span)))
+        if row_store:   # the row's tiles side by side, stored below
+            return call
         return Seq((call, store_transposed(local, out, epilogue, n0, out_row * ow_total + ow0,
                                            rows, cols, options, by_channel)))
 
-    body = nest([(s, strips, LoopKind.SERIAL, 0)],
-                ragged_tiles(tile, ow0, ow_total, mi, n0, out_channels, nr))
+    body: Stmt = nest([(s, strips, LoopKind.SERIAL, 0)],
+                      ragged_tiles(tile, ow0, ow_total, mi, n0, out_channels, nr))
+    if row_store:   # the output row, channel by channel, whole vectors of its pixels
+        def row(cols: int) -> Stmt:
+            return store_transposed(local, out, epilogue, n0, out_row * ow_total, ow_total,
+                                    cols, options, by_channel=True)
+
+        ragged = out_channels % nr
+        body = Seq((body, row(nr) if not ragged else
+                    IfThenElse(n0 + nr <= out_channels, row(nr), row(ragged))))
     if oh_total % block_rows:
         body = IfThenElse(out_row < oh_total, body)
     body = Allocate(local, nest([(oh, block_rows, LoopKind.SERIAL, 0)], body))
@@ -318,7 +358,8 @@ def lower_direct(contraction: Contraction, mi: int, nr: int, options: LoweringOp
 
 def lower_direct_config(contraction: Contraction, config: dict[str, int],
                         options: LoweringOptions, threads: int,
-                        epilogue: Epilogue | None = None) -> list[Kernel] | None:
+                        epilogue: Epilogue | None = None,
+                        l1_bytes: int | None = None) -> list[Kernel] | None:
     """:func:`lower_direct` with ``config``'s ``MI`` and ``NR`` where it names them, else
     :func:`~.transposed_conv1x1.transposed_tile` for a row's pixels and the output channels."""
     geometry = direct_geometry(contraction)
@@ -328,7 +369,7 @@ def lower_direct_config(contraction: Contraction, config: dict[str, int],
     mi, nr = transposed_tile(geometry.out_width, out_channels, geometry.channels)
     mi, nr = int(config.get("MI", mi)), int(config.get("NR", nr))
     OUTER_PRODUCT_F32_TAPS.resolve({"MI": mi, "NR": nr})
-    return lower_direct(contraction, mi, nr, options, threads, epilogue)
+    return lower_direct(contraction, mi, nr, options, threads, epilogue, l1_bytes)
 
 
 __all__ = ["MAX_TAPS", "MIN_CHANNELS", "MIN_OUT_WIDTH", "DirectGeometry", "direct_geometry",

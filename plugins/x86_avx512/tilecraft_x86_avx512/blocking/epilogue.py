@@ -455,7 +455,8 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     epilogue = Epilogue(contraction, consumer, options, (mi, blocking.nr))
     try:
         if prefers_direct(contraction, l2_bytes):
-            direct = lower_direct_config(contraction, {}, options, threads, epilogue=epilogue)
+            direct = lower_direct_config(contraction, {}, options, threads, epilogue=epilogue,
+                                         l1_bytes=l1_bytes)
             if direct is not None:
                 return direct, ""
         if prefers_transposed(contraction, l2_bytes, threads):
