@@ -2,10 +2,15 @@
 at 1 and 2 threads side by side in one run, the tilecraft x86 run time against onnxruntime
 (CPU, same ONNX export), PyTorch eager and torch.compile (inductor) on the same seeded
 weights, medians, the speed-ups (their time / ours: > 1 means tilecraft is faster) and
-whether every output matches onnxruntime's (rtol = atol = 1e-3).
+whether every output matches onnxruntime's (rtol = atol = 1e-3). Each network's GFLOP (its
+graph's arithmetic, :func:`tilecraft.tuning.workload.flop_count`) puts tilecraft's time against
+the host's measured fp32 FMA ceiling (``% peak``, :func:`common.measured_ceiling_flops`), and
+the closing lines say what rate a given speed-up over onnxruntime (``--goal``, default 1.2)
+would take, as a share of that ceiling: where it is near or past 100 % the goal is out of
+reach on this CPU whatever the compiler does.
 
     python bench/bench_networks.py [--small] [--threads 1,2] [--no-inline] [--no-torch]
-                                   [--no-inductor] [--database PATH] [NAME ...]
+                                   [--no-inductor] [--database PATH] [--goal X] [NAME ...]
 
 ``--no-inline`` compiles with the graph pass ``inline_elementwise`` off (on by default: one
 kernel per compute, as before it was). ``--database PATH`` compiles with the best schedules
@@ -30,10 +35,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import geomean, median_seconds, print_table  # noqa: E402
+from common import (  # noqa: E402
+    ceiling_note,
+    geomean,
+    measured_ceiling_flops,
+    median_seconds,
+    print_table,
+)
 
 import tilecraft as tc  # noqa: E402
 import tilecraft.models as models  # noqa: E402
+from tilecraft.tuning.workload import flop_count  # noqa: E402
 
 
 def _torch_runs(name: str, small: bool, x: np.ndarray, inductor: bool):
@@ -99,15 +111,39 @@ def measure(name: str, small: bool, threads: list[int], use_torch: bool, inducto
                     continue
                 matches &= bool(np.allclose(run().numpy(), expected, rtol=1e-3, atol=1e-3))
                 times.setdefault(column, {})[n] = median_seconds(run, repeat=7, min_seconds=0.5)
-    row = [name, f"{compile_s[0]:.1f}"]
+    flops = flop_count(graph)
+    times["flops"] = {0: float(flops)}
+    row = [name, f"{compile_s[0]:.1f}", f"{flops / 1e9:.3g}"]
     for n in threads:
         ours = times["tilecraft"][n]
-        row.append(_ms(ours))
+        row.append(f"{_ms(ours)} ({_percent_of_ceiling(flops, ours, n)})")
         for column in times:
-            if column != "tilecraft" and n in times[column]:
+            if column not in ("tilecraft", "flops") and n in times[column]:
                 row.append(f"{_ms(times[column][n])} ({times[column][n] / ours:.2f}x)")
     row.append("yes" if matches else "NO")
     return row, times
+
+
+def _percent_of_ceiling(flops: float, seconds: float, threads: int) -> str:
+    """``flops`` done in ``seconds`` on ``threads`` cores as a share of the measured ceiling."""
+    ceiling, _ = measured_ceiling_flops(threads)
+    return f"{100 * flops / seconds / ceiling:.0f}%"
+
+
+def goal_lines(results: list[tuple[list[str], dict[str, dict[int, float]]]],
+               threads: list[int], goal: float) -> list[str]:
+    """Per thread count, the time and share of the measured ceiling each network would need
+    to run ``goal`` times faster than onnxruntime did in this run."""
+    lines = []
+    for n in threads:
+        parts = []
+        for row, t in results:
+            needed = t["onnxruntime"][n] / goal
+            parts.append(f"{row[0]} {_ms(needed)} ms = "
+                         f"{_percent_of_ceiling(t['flops'][0], needed, n)}")
+        lines.append(f"{goal:g}x onnxruntime at {n} thread(s) needs (time = share of the "
+                     f"ceiling): {', '.join(parts)}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,16 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", default=None,
                         help="a tuning database: tilecraft runs its best recorded schedules "
                              "(and the untuned defaults as a column of their own)")
+    parser.add_argument("--goal", type=float, default=1.2,
+                        help="the speed-up over onnxruntime whose required rate is printed "
+                             "as a share of the measured ceiling (default 1.2)")
     args = parser.parse_intermixed_args(argv)
     threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
     passes = {"inline_elementwise": False} if args.no_inline else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
                        passes, args.database) for name in names]
-    columns = list(results[0][1])
-    header = ["network", "compile s"]
+    columns = [c for c in results[0][1] if c != "flops"]
+    header = ["network", "compile s", "GFLOP"]
     for n in threads:
-        header.append(f"tilecraft {n}t ms")
+        header.append(f"tilecraft {n}t ms (% peak)")
         header += [f"{c} {n}t ms (x)" for c in columns[1:] if n in results[0][1][c]]
     header.append("match")
     cpu = platform.processor() or platform.machine()
@@ -148,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             ratios = [t[column][n] / t["tilecraft"][n] for _, t in results if n in t[column]]
             if ratios:
                 print(f"geomean speed-up over {column}, {n} thread(s): {geomean(ratios):.2f}x")
+    for n in threads:
+        print(ceiling_note(n))
+    for line in goal_lines(results, threads, args.goal):
+        print(line)
     return 0 if all(row[-1] == "yes" for row, _ in results) else 1
 
 
