@@ -86,3 +86,37 @@ def test_blocking_errors():
         Blocking(mi=2, nr=4, kc=3, mc=5)
     with pytest.raises(LoweringError, match="kc = 0"):
         Blocking(mi=2, nr=4, kc=0, mc=4)
+
+
+@pytest.mark.parametrize("tensor_of", [
+    # one ragged panel, K = 23 in three KC slices of 8: the pack zero-fills row 23
+    lambda: ops.matmul(te.placeholder((7, 23), name="A"), te.placeholder((23, 5), name="B"),
+                       name="C"),
+    # an im2col read by rows (K = 27 taps x channels, 42 pixels in 6 panels)
+    lambda: ops.conv2d(te.placeholder((1, 3, 7, 6), name="image"),
+                       te.placeholder((5, 3, 3, 3), name="weight"), padding=1, name="conv"),
+])
+def test_few_panels_are_packed_in_pieces_of_rows(tensor_of, rng, monkeypatch):
+    """With fewer panels than PACK_MIN_PIECES, the B pack splits each panel's rows into
+    pieces (the last one shorter, the zero rows in it) and still gives the reference."""
+    from tilecraft_x86_avx512.blocking import register_tiles
+
+    monkeypatch.setattr(register_tiles, "PACK_MIN_ROWS", 4)
+    tensor = tensor_of()
+    kernels = _run(tensor, Blocking(mi=2, nr=8, kc=10, mc=4), rng)
+    schedule = kernels[0].attrs["schedule"]
+    assert "pieces of" in schedule, schedule
+    monkeypatch.setattr(register_tiles, "PACK_MIN_PIECES", 1)
+    kernels = _run(tensor, Blocking(mi=2, nr=8, kc=10, mc=4), rng)
+    assert "pieces" not in kernels[0].attrs["schedule"]
+
+
+def test_pack_row_chunks_cover_the_rows():
+    from tilecraft_x86_avx512.blocking.register_tiles import pack_row_chunks
+
+    for pieces in (1, 2, 3, 7, 8, 40):
+        for k_total in (1, 63, 64, 127, 128, 200, 4608):
+            chunks, rows = pack_row_chunks(pieces, k_total)
+            assert chunks >= 1 and (chunks - 1) * rows < k_total <= chunks * rows
+            assert chunks == 1 or rows >= 64
+            assert pieces * chunks <= max(pieces, 8) + pieces  # never far past the goal

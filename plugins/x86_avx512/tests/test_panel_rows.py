@@ -46,3 +46,31 @@ def test_im2col_panels_match_the_reference(channels: int, size: int, out_channel
             exe = tc.compile(graph, target=Configured(threads=threads))
             assert "B packed per block" in exe.report.kernel("y").schedule
             np.testing.assert_allclose(exe(x), expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("channels,size", [(64, 7), (37, 5)])
+def test_one_panel_im2col_is_packed_in_pieces(channels: int, size: int) -> None:
+    """A late convolution's im2col is one panel (49 or 25 pixels): its pack splits the rows
+    (K = 9 x channels) into pieces for the threads, the last piece shorter where K is not a
+    multiple, and the convolution still matches the reference on 1 and 2 threads."""
+    from tilecraft_x86_avx512.target import X86Avx512Target
+
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((1, channels, size, size)).astype(np.float32)
+    w = rng.standard_normal((11, channels, 3, 3)).astype(np.float32)
+    y = ops.conv2d(te.placeholder(x.shape, name="x"), te.constant(w, name="w"), padding=1,
+                   name="y")
+    graph = tc.Graph.from_outputs([y])
+    expected = run(graph, {"x": x})
+    for threads in (1, 2):
+        class GemmPath(X86Avx512Target):
+            def lower_compute(self, tensor, options, given=None):
+                forced = {"MI": 6, "NR": 64, "KC": 4096, "MC": 12, "DIRECT": 0}
+                return super().lower_compute(tensor, options,
+                                             forced if tensor.name == "y" else given)
+
+        exe = tc.compile(graph, target=GemmPath(threads=threads))
+        packs = [k for k in exe.kernels if k.name.endswith("_pack")]
+        assert packs and all("pieces of" in k.attrs["schedule"] for k in packs), \
+            [k.attrs["schedule"] for k in packs]
+        np.testing.assert_allclose(exe(x), expected, rtol=1e-4, atol=1e-3)
