@@ -73,7 +73,7 @@ def _ms(seconds: float) -> str:
 
 def measure(name: str, small: bool, threads: list[int], use_torch: bool, inductor: bool,
             passes: dict[str, bool] | None = None, database: str | None = None
-            ) -> tuple[list[str], dict[str, dict[int, float]]]:
+            ) -> tuple[list[str], dict[str, dict[int, float]], int]:
     import onnxruntime as ort
     from tilecraft_x86_avx512.target import X86Avx512Target
 
@@ -112,16 +112,15 @@ def measure(name: str, small: bool, threads: list[int], use_torch: bool, inducto
                 matches &= bool(np.allclose(run().numpy(), expected, rtol=1e-3, atol=1e-3))
                 times.setdefault(column, {})[n] = median_seconds(run, repeat=7, min_seconds=0.5)
     flops = flop_count(graph)
-    times["flops"] = {0: float(flops)}
     row = [name, f"{compile_s[0]:.1f}", f"{flops / 1e9:.3g}"]
     for n in threads:
         ours = times["tilecraft"][n]
         row.append(f"{_ms(ours)} ({_percent_of_ceiling(flops, ours, n)})")
         for column in times:
-            if column not in ("tilecraft", "flops") and n in times[column]:
+            if column != "tilecraft" and n in times[column]:
                 row.append(f"{_ms(times[column][n])} ({times[column][n] / ours:.2f}x)")
     row.append("yes" if matches else "NO")
-    return row, times
+    return row, times, flops
 
 
 def _percent_of_ceiling(flops: float, seconds: float, threads: int) -> str:
@@ -130,17 +129,17 @@ def _percent_of_ceiling(flops: float, seconds: float, threads: int) -> str:
     return f"{100 * flops / seconds / ceiling:.0f}%"
 
 
-def goal_lines(results: list[tuple[list[str], dict[str, dict[int, float]]]],
+def goal_lines(results: list[tuple[list[str], dict[str, dict[int, float]], int]],
                threads: list[int], goal: float) -> list[str]:
     """Per thread count, the time and share of the measured ceiling each network would need
     to run ``goal`` times faster than onnxruntime did in this run."""
     lines = []
     for n in threads:
         parts = []
-        for row, t in results:
+        for row, t, flops in results:
             needed = t["onnxruntime"][n] / goal
             parts.append(f"{row[0]} {_ms(needed)} ms = "
-                         f"{_percent_of_ceiling(t['flops'][0], needed, n)}")
+                         f"{_percent_of_ceiling(flops, needed, n)}")
         lines.append(f"{goal:g}x onnxruntime at {n} thread(s) needs (time = share of the "
                      f"ceiling): {', '.join(parts)}")
     return lines
@@ -169,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     passes = {"inline_elementwise": False} if args.no_inline else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
                        passes, args.database) for name in names]
-    columns = [c for c in results[0][1] if c != "flops"]
+    columns = list(results[0][1])
     header = ["network", "compile s", "GFLOP"]
     for n in threads:
         header.append(f"tilecraft {n}t ms (% peak)")
@@ -181,17 +180,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', inline_elementwise off' if args.no_inline else ''}"
                 f"{', tuned from ' + args.database if args.database else ''}), {cpu}, "
                 f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
-                header, [row for row, _ in results])
+                header, [row for row, _, _ in results])
     for column in columns[1:]:
         for n in threads:
-            ratios = [t[column][n] / t["tilecraft"][n] for _, t in results if n in t[column]]
+            ratios = [t[column][n] / t["tilecraft"][n] for _, t, _ in results if n in t[column]]
             if ratios:
                 print(f"geomean speed-up over {column}, {n} thread(s): {geomean(ratios):.2f}x")
     for n in threads:
         print(ceiling_note(n))
     for line in goal_lines(results, threads, args.goal):
         print(line)
-    return 0 if all(row[-1] == "yes" for row, _ in results) else 1
+    return 0 if all(row[-1] == "yes" for row, _, _ in results) else 1
 
 
 if __name__ == "__main__":
