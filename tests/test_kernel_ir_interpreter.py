@@ -31,6 +31,7 @@ from tilecraft.kernel_ir.nodes import (
     StreamPop,
     StreamPush,
 )
+from tilecraft.kernel_ir.printer import stmt_to_str
 from tilecraft.reference.numerics import erf as reference_erf
 from tilecraft.te import Var, const
 
@@ -201,6 +202,32 @@ def test_allocate_is_zero_initialised_each_time() -> None:
     arrays = {"A": a, "B": np.zeros(3, np.float32)}
     run_kernel(Kernel("rowsum", (A, B), ("B",), body), arrays)
     assert arrays["B"].tolist() == a.sum(axis=1).tolist()
+
+
+@pytest.mark.parametrize("lockstep", [False, True])
+def test_allocate_not_zeroed_poisons_a_read_before_write(lockstep: bool) -> None:
+    # a lowering that marks a buffer not zeroed promises to write before reading; where it
+    # does not, the interpreter's NaN (the integer maximum) shows in the result
+    A, B, C = Buffer("A", (4,), F32), Buffer("B", (4,), F32), Buffer("C", (4,), I32)
+    T, U = Buffer("T", (4,), F32, level="shared"), Buffer("U", (4,), I32, level="shared")
+    i = Var("i")
+    writes_first = Seq((store(T, (i,), load(A, i) * 2.0), store(B, (i,), load(T, i))))
+    reads_first = Seq((store(U, (i,), load(U, i) + 1), store(C, (i,), load(U, i))))
+    inner = Seq((writes_first, Barrier("block"))) if lockstep else writes_first
+    axis = {"axis": "threadIdx.x"} if lockstep else {}
+    kind = LoopKind.BOUND if lockstep else LoopKind.SERIAL
+    body = Allocate(T, Allocate(U, Seq((loop(i, 4, inner, kind, **axis),
+                                        loop(i, 4, reads_first, kind, **axis))),
+                                zeroed=False), zeroed=False)
+    arrays = {"A": np.arange(4, dtype=np.float32), "B": np.zeros(4, np.float32),
+              "C": np.zeros(4, np.int32)}
+    run_kernel(Kernel("k", (A, B, C), ("B", "C"), body), arrays)
+    assert arrays["B"].tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert (arrays["C"] == np.iinfo(np.int32).min).all()   # the maximum plus one wraps
+    zeroed = Allocate(U, Seq((loop(i, 4, reads_first, kind, **axis),)))
+    run_kernel(Kernel("k", (A, B, C), ("B", "C"), Allocate(T, zeroed)), arrays)
+    assert arrays["C"].tolist() == [1, 1, 1, 1]
+    assert "(not zeroed)" in stmt_to_str(body)
 
 
 def test_if_then_else_and_symbolic_extents() -> None:

@@ -9,7 +9,8 @@ generators are compared against. Its semantics are those of the numpy reference 
 - integer arithmetic wraps around in its dtype; ``//`` and ``%`` are floor-based;
 - every loop kind runs its iterations in order; ``Barrier`` makes the threads of the enclosing
   ``BOUND`` loops advance in lockstep (every thread reaches the barrier before any passes it);
-- ``Allocate`` gives a zero-initialised array for the extent of its body;
+- ``Allocate`` gives a zero-initialised array for the extent of its body (NaN-filled where
+  it is not ``zeroed``: the lowering promised to write before reading);
 - ``IntrinsicCall`` / ``MicroKernelCall`` run the callable registered under their name in
   ``semantics``, called as ``fn(*operands, **params)`` with each operand a writable numpy view
   of its region (in the buffer's storage dtype); it writes its results in place;
@@ -44,7 +45,13 @@ import numpy as np
 
 from tilecraft.errors import IndexBoundsError, InputError, LoweringError, TargetError
 from tilecraft.kernel_ir.interpreter_concurrency import ConcurrentStatements
-from tilecraft.kernel_ir.interpreter_expr import Env, ExprCompiler, StmtFn, accumulate_scalar
+from tilecraft.kernel_ir.interpreter_expr import (
+    Env,
+    ExprCompiler,
+    StmtFn,
+    accumulate_scalar,
+    allocation_fill,
+)
 from tilecraft.kernel_ir.interpreter_lockstep import Lockstep, contains_sync
 from tilecraft.kernel_ir.interpreter_vector import compile_vector_store
 from tilecraft.kernel_ir.layout import parse_layout
@@ -294,8 +301,10 @@ class InterpretedKernel(ConcurrentStatements, KernelVisitor[StmtFn]):
 
         guard = self._exprs.load_guards.get(id(buffer))
 
+        fill = allocation_fill(alloc)
+
         def run_allocate(env: Env) -> None:
-            env[slot] = np.zeros(shape, dtype)
+            env[slot] = np.full(shape, fill, dtype)
             if guard is not None:
                 env[guard] = np.zeros(shape, bool)
             body(env)

@@ -32,7 +32,7 @@ import numpy as np
 from tilecraft.dtypes import DType
 from tilecraft.errors import IndexBoundsError, LoweringError
 from tilecraft.kernel_ir.concurrency import LaneReduce
-from tilecraft.kernel_ir.nodes import Buffer, BufferLoad
+from tilecraft.kernel_ir.nodes import Allocate, Buffer, BufferLoad
 from tilecraft.reference.numerics import cast_values, const_array
 from tilecraft.reference.numerics import erf as reference_erf
 from tilecraft.te.expr import (
@@ -143,6 +143,25 @@ def _binary_fn(op: BinaryOp, dtype: DType, vector: bool) -> Callable[[Any, Any],
     if op is BinaryOp.MAX:
         return max if dtype.is_int and not vector else np.maximum
     return min if dtype.is_int and not vector else np.minimum
+
+
+def allocation_fill(alloc: Allocate) -> Any:
+    """The value an interpreted ``alloc`` starts at: zero, or — where it is not ``zeroed`` —
+    NaN (the largest value for integers and booleans' ``True``), so reading an element before
+    writing it poisons the result.
+
+    >>> from tilecraft.kernel_ir.nodes import Buffer, Seq
+    >>> allocation_fill(Allocate(Buffer("t", (2,), DType.FLOAT32), Seq(()), zeroed=False))
+    nan
+    """
+    if alloc.zeroed:
+        return 0
+    dtype = np.dtype(alloc.buffer.dtype.numpy)
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind == "b":
+        return True
+    return np.iinfo(dtype).max
 
 
 def combine_fn(op: ReduceOp, dtype: DType, vector: bool = False) -> Callable[[Any, Any], Any]:

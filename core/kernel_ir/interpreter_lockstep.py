@@ -16,7 +16,7 @@ import numpy as np
 
 from tilecraft.errors import LoweringError
 from tilecraft.kernel_ir.concurrency import Pipeline, SubgroupReduce
-from tilecraft.kernel_ir.interpreter_expr import Env, combine_fn
+from tilecraft.kernel_ir.interpreter_expr import Env, allocation_fill, combine_fn
 from tilecraft.kernel_ir.nodes import Allocate, Barrier, For, IfThenElse, LoopKind, Seq, Stmt
 from tilecraft.kernel_ir.visitor import KernelVisitor, walk_stmts
 
@@ -73,9 +73,11 @@ class Lockstep(KernelVisitor[LockstepFn]):
         body = self.visit(alloc.body)
         shape, dtype = alloc.buffer.storage_shape, alloc.buffer.dtype.numpy
 
+        fill = allocation_fill(alloc)
+
         def allocate_all(threads: list[Env]) -> None:
             for env in threads:
-                env[slot] = np.zeros(shape, dtype)
+                env[slot] = np.full(shape, fill, dtype)
                 if guard is not None:
                     env[guard] = np.zeros(shape, bool)
             body(threads)

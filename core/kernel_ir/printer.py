@@ -86,6 +86,8 @@ class _Printer(KernelVisitor[list[str]]):
         head = f"{'  ' * depth}alloc {b.name}: {b.element_type}{list(b.shape)} in {b.level}"
         if b.layout != "row_major":
             head += f" layout {b.layout}"
+        if not stmt.zeroed:
+            head += " (not zeroed)"
         return [head] + self.visit(stmt.body, depth)
 
     def visit_IfThenElse(self, stmt: IfThenElse, depth: int) -> list[str]:

@@ -111,6 +111,23 @@ def test_allocated_buffers_start_zeroed(run):
                                   np.ones(n, np.float32))
 
 
+def test_a_buffer_written_before_read_is_not_filled(native, run):
+    # zeroed=False: the lowering writes every element first, so no memset is emitted
+    n = 50
+    x, y = buffer("X", (n,)), buffer("Y", (n,))
+    scratch = Buffer("scratch", (n,), y.dtype, level="L1")
+    i = Var("i")
+    body = seq(vloop(i, n, store(scratch, (i,), load(x, i) * 3.0)),
+               vloop(i, n, store(y, (i,), load(scratch, n - 1 - i))))
+    filled = kernel("filled", [x, y], ["Y"], Allocate(scratch, body))
+    unfilled = kernel("unfilled", [x, y], ["Y"], Allocate(scratch, body, zeroed=False))
+    assert "llvm.memset" in native.codegen(filled).text
+    assert "llvm.memset" not in native.codegen(unfilled).text
+    data = np.arange(n, dtype=np.float32)
+    np.testing.assert_array_equal(run(unfilled, zeros_for(unfilled, X=data))["Y"],
+                                  data[::-1] * 3)
+
+
 # parallel loops --------------------------------------------------------------------------
 def _parallel_kernel(rows: int, cols: int):
     x, y = buffer("X", (rows, cols)), buffer("Y", (rows, cols))

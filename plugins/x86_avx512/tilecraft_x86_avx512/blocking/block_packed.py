@@ -137,7 +137,8 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
         IfThenElse(pc < k_blocks - 1, slice_body(kc), slice_body(k_last))
     outer = batch * n_blocks
     body = nest([(t, outer, parallel_kind(options, outer), 0)],
-                Allocate(local, nest([(pc, k_blocks, LoopKind.SERIAL, 0)], body)))
+                Allocate(local, nest([(pc, k_blocks, LoopKind.SERIAL, 0)], body),
+                         zeroed=False))   # every panel read is packed first
     schedule = (f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A "
                 f"read in place, B packed per block of {per_block} panels: parallel({outer}) > "
                 f"k-slices({k_blocks}) > [pack B block] > row blocks({m_blocks}) > panels"

@@ -166,7 +166,9 @@ def lower_chain_rows(chain: ContractionChain, rows_micro_kernel: str, blocking: 
         [a1_view, b1p, dp], e_view, rows_micro_kernel,
         f"parallel({outer} = batch x M/{mc}) > T[{mc}x{l_padded}] local (tile {bl.mi1}x"
         f"{bl.nr1}, A1 read in place) > memory-bound ops in place > E rows (tile {bl.mi2}x"
-        f"{bl.nr2})", options, placeholders)
+        f"{bl.nr2})", options, placeholders,
+        # rows past M stay unwritten: only E's rows past M read them, and are not stored
+        written=(tile,))
     return [b1_pack, d_pack, kernel]
 
 

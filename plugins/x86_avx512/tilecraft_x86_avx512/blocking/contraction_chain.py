@@ -323,7 +323,7 @@ def lower_chain(chain: ContractionChain, micro_kernel: str, blocking: ChainBlock
         outer, [a1_buffer, b1p, dp], e_view, micro_kernel,
         f"parallel({outer} = batch x M/{mc}) > T^T[{l_padded}x{mc}] local (tile {bl.mi1}x"
         f"{bl.nr1}) > memory-bound ops in place > E rows (tile {bl.mi2}x{bl.nr2})", options,
-        placeholders)
+        placeholders, written=(tile, a1_pack))   # every strip x panel, zeros past m and k
     return [b1_pack, d_pack, kernel]
 
 
@@ -344,12 +344,16 @@ def scale_rows(deferred: tuple[BinaryOp, Buffer], e_view: Buffer, b_index: Expr,
 def fused_chain_kernel(chain: ContractionChain, body: Stmt, local: Sequence[Buffer], t: Var,
                        outer: int, inputs: list[Buffer], e_view: Buffer, micro_kernel: str,
                        schedule: str, options: LoweringOptions,
-                       placeholders: Mapping[Tensor, Buffer]) -> Kernel:
+                       placeholders: Mapping[Tensor, Buffer],
+                       written: Sequence[Buffer] = ()) -> Kernel:
     """The fused kernel of ``chain``: ``body`` with its ``local`` buffers, in parallel over
     ``t < outer``; parameters ``inputs``, ``placeholders`` (:func:`between_inputs`, the
-    placeholders the memory-bound computes read) and ``e_view``."""
+    placeholders the memory-bound computes read) and ``e_view``. ``written``: those of
+    ``local`` the body writes before it reads them (not zero-filled per block: the 528 KB
+    tile of a 512-token attention block was)."""
+    unzeroed = {buffer.name for buffer in written}
     for buffer in local:
-        body = Allocate(buffer, body)
+        body = Allocate(buffer, body, zeroed=buffer.name not in unzeroed)
     main = For(t, const(outer), parallel_kind(options, outer), body)
     names = {b.name for b in inputs}
     for buffer in placeholders.values():

@@ -259,7 +259,8 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
                                 last, b_index, mb * mc, mc, m_total, n0, n_total, bl.nr,
                                 options)
     loops = Seq((pack_a, nest([(jr, nb, LoopKind.SERIAL, 0)], panel)))
-    body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops))
+    body = Allocate(a_pack, For(pc, const(k_blocks), LoopKind.SERIAL, loops),
+                    zeroed=False)   # pack_a writes every element, zeros past M and K
     body = For(t, const(outer), parallel_kind(options, outer), body)
     return [pack_kernel, finish(
         tensor, [a_buffer, packed_in, out], body, micro_kernel,

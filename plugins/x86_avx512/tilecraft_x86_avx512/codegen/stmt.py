@@ -182,9 +182,10 @@ class StmtEmitter(KernelVisitor[None]):
             padded = -(-size // 64) * 64
             fb.entry_line(f'{pointer} = call ptr @"aligned_alloc"(i64 64, i64 {padded})')
             self.ctx.cleanup.append(f'call void @"free"(ptr {pointer})')
-        fb.call_void("llvm.memset.p0.i64", [("ptr", f"ptr align 64 {pointer}"),
-                                            Value("0", "i8"), index_const(size),
-                                            Value("false", "i1")])
+        if stmt.zeroed:  # else the lowering writes every element before reading it
+            fb.call_void("llvm.memset.p0.i64", [("ptr", f"ptr align 64 {pointer}"),
+                                                Value("0", "i8"), index_const(size),
+                                                Value("false", "i1")])
         self.ctx.pointers[buffer] = pointer
 
     def if_then_else(self, stmt: IfThenElse) -> None:
