@@ -9,7 +9,7 @@ import pytest
 import tilecraft as tc
 from tilecraft import ops, te
 from tilecraft.passes import check_equivalent_interface, run_passes
-from tilecraft.passes.layout import choose_layout, conv2d_operands
+from tilecraft.passes.layout import choose_layout, conv2d_operands, is_product_reduction
 from tilecraft.passes.simplify import gathered, index_map
 from tilecraft.target.spec import TargetSpec
 
@@ -150,3 +150,28 @@ def test_x86_compiles_the_nhwc_chain_when_its_spec_prefers_it():
     exe = tc.compile(graph, target=target)
     assert "c1_nhwc" in {t.name for t in exe.graph.computes}
     np.testing.assert_allclose(exe(x), tc.reference.run(graph, x=x), rtol=1e-4, atol=1e-4)
+
+
+def test_pools_are_rewritten_too_so_transposes_stay_at_the_boundary():
+    """ResNet's shape: a stem conv, a max pool, a conv, a residual add, a global average pool.
+    The pools (reductions of one value, no products) are relabelled like the elementwise
+    computes, so no transpose is left between them and the convolutions; a matmul-like
+    reduction (a product of two loads) is not."""
+    rng = np.random.default_rng(1)
+    x = te.placeholder((1, 3, 13, 11), name="x")
+    w1 = te.constant(rng.standard_normal((8, 3, 3, 3)), "float32", name="w1")
+    w2 = te.constant(rng.standard_normal((8, 8, 3, 3)), "float32", name="w2")
+    stem = ops.relu(ops.conv2d(x, w1, stride=2, padding=1, name="stem"), name="stem_relu")
+    pooled = ops.max_pool2d(stem, 3, stride=2, padding=1, name="pool")
+    body = ops.conv2d(pooled, w2, padding=1, name="body")
+    summed = ops.relu(te.compute(body.shape, lambda n, k, i, j: body[n, k, i, j]
+                                 + pooled[n, k, i, j], name="sum"), name="sum_relu")
+    graph = tc.Graph.from_outputs([ops.global_avg_pool2d(summed, name="gap")])
+    after = choose_layout(graph, _Spec())
+    gathers = _permutation_gathers(after)
+    # the input's transpose only: the output, [1, 8, 1, 1], is the NHWC [1, 1, 1, 8] in order
+    assert gathers == ["stem_pad_nhwc"]
+    assert {"pool_nhwc", "gap_nhwc"} <= {t.name for t in after.computes}
+    _same_values(graph, after)
+    assert is_product_reduction(after.tensor("body_nhwc"))
+    assert not is_product_reduction(after.tensor("pool_nhwc"))

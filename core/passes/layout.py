@@ -9,10 +9,12 @@ then rewrites every NCHW ``conv2d`` compute (a 4-d sum of products of ``x[n, ...
   through ``<x>_nhwc = transpose(x, (0, 2, 3, 1))`` and its weights through
   ``<w>_hwio = transpose(w, (2, 3, 1, 0))`` (constant weights: folded by ``fold_constants``);
 - the old name stays, as the transpose back ``y[n, k, h, w] = y_nhwc[n, h, w, k]``;
-- that transpose is then sunk through the elementwise computes that read it (relu, a bias or
-  residual add, the next conv's padding: every compute without a reduction of the same rank),
-  which are rebuilt in NHWC with the transpose after them, so that between two convolutions
-  the transpose back meets the next convolution's transpose in and ``simplify`` cancels them.
+- that transpose is then sunk through the computes of the same rank that read it — elementwise
+  ones (relu, a bias or residual add, the next conv's padding) and reductions that are no sum
+  of products (a max or average pool, a global average pool) — which are rebuilt in NHWC with
+  the transpose after them, so that between two convolutions the transpose back meets the
+  next convolution's transpose in and ``simplify`` cancels them, and a pool reduces whole
+  vectors of channels.
 
 A chain conv -> relu -> conv thus keeps one transpose at the graph's input and one at its
 output. The relabelling is exact for any compute (only the storage order of values changes),
@@ -88,6 +90,24 @@ def conv2d_operands(tensor: Tensor) -> tuple[Load, Load] | None:
     if b.indices[0] is n and a.indices[0] is k:
         return b, a
     return None
+
+
+def is_product_reduction(tensor: Tensor) -> bool:
+    """Whether ``tensor`` sums products of two loads (a contraction: a matmul, a convolution
+    the pass did not rewrite), which :func:`choose_layout` does not relabel; a pool's max or
+    sum of one value is no such reduction.
+
+    >>> from tilecraft import te, ops
+    >>> x = te.placeholder((1, 2, 6, 6), name="x")
+    >>> pooled = ops.max_pool2d(x, 2, name="p")
+    >>> is_product_reduction(pooled), is_product_reduction(ops.conv2d(x, x, name="c"))
+    (False, True)
+    """
+    if not isinstance(tensor.op, ComputeOp) or not isinstance(tensor.op.body, Reduce):
+        return False
+    body = _strip_casts(tensor.op.body.body)
+    return isinstance(body, Binary) and body.op is BinaryOp.MUL and \
+        isinstance(_strip_casts(body.a), Load) and isinstance(_strip_casts(body.b), Load)
 
 
 def _fresh(name: str, taken: set[str]) -> str:
@@ -176,8 +196,8 @@ class ChooseLayout:
 
     @staticmethod
     def _sink(graph: Graph, gathers: set[Tensor], taken: set[str]) -> Graph:
-        """The transposes back (``gathers``) moved below the computes without a reduction
-        that read them, as far as such computes go."""
+        """The transposes back (``gathers``) moved below the computes that read them and are
+        no sum of products (:func:`is_product_reduction`), as far as such computes go."""
         # tensor of the new graph -> (its NHWC-stored value, the permutation back)
         stored_as: dict[Tensor, tuple[Tensor, tuple[int, ...]]] = {}
         for gather in gathers:
@@ -193,7 +213,7 @@ class ChooseLayout:
                 stored_as[tensor] = (body.tensor, stored_as[old][1])
             read = {load.tensor for load in loads_in(tensor.op.body)
                     if load.tensor in stored_as}
-            if tensor not in stored_as and not tensor.reduce_axes \
+            if tensor not in stored_as and not is_product_reduction(tensor) \
                     and tensor.ndim == len(NHWC) and read \
                     and len({stored_as[t][1] for t in read}) == 1:
 
@@ -214,4 +234,5 @@ class ChooseLayout:
 
 choose_layout = ChooseLayout()
 
-__all__ = ["HWIO", "NHWC", "ChooseLayout", "choose_layout", "conv2d_operands"]
+__all__ = ["HWIO", "NHWC", "ChooseLayout", "choose_layout", "conv2d_operands",
+           "is_product_reduction"]

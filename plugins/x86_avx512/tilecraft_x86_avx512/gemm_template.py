@@ -62,6 +62,11 @@ from tilecraft_x86_avx512.blocking.direct_conv import (
     lower_direct_config,
     prefers_direct,
 )
+from tilecraft_x86_avx512.blocking.direct_nhwc import (
+    lower_direct_nhwc_config,
+    nhwc_geometry,
+    prefers_direct_nhwc,
+)
 from tilecraft_x86_avx512.blocking.dot_product import (
     lower_dot_product_contraction,
     reads_a_in_place,
@@ -379,11 +384,14 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
         raise LoweringError(f"compute {tensor.name}: unknown micro-kernel template parameters "
                             f"{unknown}; the template takes {', '.join(CONFIG_KEYS)}")
     if grouped is None and (config or {}).get("DIRECT", 0 if config else
-                                              prefers_direct(contraction, l2_bytes)):
+                                              prefers_direct(contraction, l2_bytes)
+                                              or prefers_direct_nhwc(contraction)):
         # a KxK convolution of stride 1 or 2: the padded activation read in place at each
-        # tap's shift, W^T packed once (blocking/direct_conv.py)
-        direct = lower_direct_config(contraction, {k: int(v) for k, v in (config or {}).items()},
-                                     options, threads, l1_bytes=l1_bytes)
+        # tap's shift, W^T packed once (blocking/direct_conv.py); channels-last, window row
+        # by window row (blocking/direct_nhwc.py)
+        given = {k: int(v) for k, v in (config or {}).items()}
+        direct = lower_direct_config(contraction, given, options, threads, l1_bytes=l1_bytes) \
+            or lower_direct_nhwc_config(contraction, given, options, threads, l2_bytes=l2_bytes)
         if direct is not None:
             return direct
     if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else
@@ -485,7 +493,8 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     # the transposed 1x1 path (constant weights, activation read in place) as a choice too
     transposable = contraction.a.tensor.is_constant and activation_view(contraction) is not None
     # and the direct path of KxK convolutions of stride 1 or 2 (blocking/direct_conv.py)
-    direct = contraction.a.tensor.is_constant and direct_geometry(contraction) is not None
+    direct = (contraction.a.tensor.is_constant and direct_geometry(contraction) is not None) \
+        or (contraction.b.tensor.is_constant and nhwc_geometry(contraction) is not None)
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),
                    *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else []),

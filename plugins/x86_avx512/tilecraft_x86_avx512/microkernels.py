@@ -161,6 +161,64 @@ TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS, 2: OUTER_PRODUCT_F32_TAPS_S2}
 TRANSPOSED_TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS_T, 2: OUTER_PRODUCT_F32_TAPS_S2_T}
 
 
+def _taps_nhwc_decl(stride: int, accumulate: bool = False) -> MicroKernelDecl:
+    """The register tile over a channels-last convolution window's taps, output pixels
+    ``stride`` input pixels apart: A the padded activation ``[rows, width, KI]`` (NHWC) read in
+    place, B the weights packed ``[KH, KW, KI, NR]``, the accumulators in registers across the
+    whole window, C written — or added to (``accumulate``, the ``_acc`` variants: a window cut
+    into rows) — (``templates/outer_product_taps_nhwc.ll.jinja``; the lowering,
+    blocking/direct_nhwc.py, hands over dense pixels and taps: A's pixels ``KI`` floats apart,
+    B's taps ``KI`` rows apart)."""
+    column = "m + q" if stride == 1 else f"m * {stride} + q"
+    product = f"A[r, {column}, k] * B[r, q, k, n]"
+    return MicroKernelDecl(
+        name="outer_product_f32_taps_nhwc" + ("" if stride == 1 else f"_s{stride}")
+             + ("_acc" if accumulate else ""),
+        description="register-tile outer product over a channels-last window's taps, A read "
+                    "in place" + ("" if stride == 1 else f" (stride {stride})")
+                    + f": C[m, n] = sum_{{r,q,k}} A[r, {column}, k] B[r, q, k, n]",
+        loops=[{"name": "m", "extent": "MV", "kind": "spatial"},
+               {"name": "n", "extent": "NC", "kind": "spatial"},
+               {"name": "r", "extent": "KH", "kind": "reduce"},
+               {"name": "q", "extent": "KW", "kind": "reduce"},
+               {"name": "k", "extent": "KI", "kind": "reduce"}],
+        operands=[{"name": "A", "role": "src", "dtype": "float32", "shape": ["KH", "AW", "KI"],
+                   "index": ["r", column, "k"]},
+                  {"name": "B", "role": "src", "dtype": "float32",
+                   "shape": ["KH", "KW", "KI", "NC"], "index": ["r", "q", "k", "n"]},
+                  {"name": "C", "role": "dst", "dtype": "float32", "shape": ["MV", "NC"],
+                   "index": ["m", "n"]}],
+        semantics=f"C[m, n] += {product}" if accumulate else f"C[m, n] = sum({product})",
+        template="templates/outer_product_taps_nhwc.ll.jinja",
+        parameters={"MI": {"default": 6, "minimum": 1, "maximum": 28,
+                           "description": "rows (pixels) of the register tile"},
+                    "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
+                           "description": "columns (output channels) of the register tile"},
+                    "KI": {"default": 16, "minimum": 1, "maximum": 4096,
+                           "description": "input channels"},
+                    "MV": {"default": 6, "minimum": 1, "maximum": 28,
+                           "description": "rows of C written (MV <= MI)"},
+                    "NC": {"default": 64, "minimum": 1, "maximum": 128,
+                           "description": "columns of C written (NC <= NR)"},
+                    "KH": {"default": 3, "minimum": 1, "maximum": 16,
+                           "description": "rows of the window"},
+                    "KW": {"default": 3, "minimum": 1, "maximum": 16,
+                           "description": "columns of the window"},
+                    "AW": {"default": 5 * stride + 3, "minimum": 1, "maximum": 1 << 20,
+                           "description": f"A pixels read per window row: (MV - 1) * {stride} "
+                                          "+ KW"}})
+
+
+#: the channels-last taps micro-kernels, output pixels 1 and 2 input pixels apart
+OUTER_PRODUCT_F32_TAPS_NHWC = _taps_nhwc_decl(1)
+OUTER_PRODUCT_F32_TAPS_NHWC_S2 = _taps_nhwc_decl(2)
+NHWC_TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS_NHWC, 2: OUTER_PRODUCT_F32_TAPS_NHWC_S2}
+#: the same adding to C: one call per window row where the whole window's weights would not
+#: stay in L2 (blocking/direct_nhwc.py)
+NHWC_TAPS_ACC_BY_STRIDE = {1: _taps_nhwc_decl(1, accumulate=True),
+                           2: _taps_nhwc_decl(2, accumulate=True)}
+
+
 #: the variant of a micro-kernel that writes its tile instead of adding to it
 SETTING_VARIANTS = {OUTER_PRODUCT_F32.name: OUTER_PRODUCT_F32_SET.name,
                     OUTER_PRODUCT_F32_ROWS.name: OUTER_PRODUCT_F32_ROWS_SET.name}
@@ -235,7 +293,9 @@ MICRO_KERNELS: dict[str, MicroKernelDecl] = {
                                  OUTER_PRODUCT_F32_ROWS_SET, VNNI_U8S8, VNNI_S8U8, DOT_BF16,
                                  VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8, OUTER_PRODUCT_F32_TAPS,
                                  OUTER_PRODUCT_F32_TAPS_S2, OUTER_PRODUCT_F32_TAPS_T,
-                                 OUTER_PRODUCT_F32_TAPS_S2_T)}
+                                 OUTER_PRODUCT_F32_TAPS_S2_T, OUTER_PRODUCT_F32_TAPS_NHWC,
+                                 OUTER_PRODUCT_F32_TAPS_NHWC_S2,
+                                 *NHWC_TAPS_ACC_BY_STRIDE.values())}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -255,7 +315,8 @@ LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name] + (
     ("llvm.vector.reduce.add.v16i32", "i32", ("<16 x i32>",)))
 LLVM_DECLARATIONS[VNNI_ROW_SUMS_U8.name] = LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name]
 for _variant in (OUTER_PRODUCT_F32_ROWS, OUTER_PRODUCT_F32_SET, OUTER_PRODUCT_F32_ROWS_SET,
-                 OUTER_PRODUCT_F32_TAPS, OUTER_PRODUCT_F32_TAPS_S2):
+                 OUTER_PRODUCT_F32_TAPS, OUTER_PRODUCT_F32_TAPS_S2, OUTER_PRODUCT_F32_TAPS_NHWC,
+                 OUTER_PRODUCT_F32_TAPS_NHWC_S2, *NHWC_TAPS_ACC_BY_STRIDE.values()):
     LLVM_DECLARATIONS[_variant.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name]
 for _variant in TRANSPOSED_TAPS_BY_STRIDE.values():
     LLVM_DECLARATIONS[_variant.name] = LLVM_DECLARATIONS[OUTER_PRODUCT_F32.name] + (
@@ -274,7 +335,11 @@ _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
     OUTER_PRODUCT_F32_TAPS.name: {"SW": 1},
     OUTER_PRODUCT_F32_TAPS_S2.name: {"SW": 2},
     OUTER_PRODUCT_F32_TAPS_T.name: {"SW": 1},
-    OUTER_PRODUCT_F32_TAPS_S2_T.name: {"SW": 2}}
+    OUTER_PRODUCT_F32_TAPS_S2_T.name: {"SW": 2},
+    OUTER_PRODUCT_F32_TAPS_NHWC.name: {"SW": 1, "ACCUMULATE": False},
+    OUTER_PRODUCT_F32_TAPS_NHWC_S2.name: {"SW": 2, "ACCUMULATE": False},
+    **{decl.name: {"SW": stride, "ACCUMULATE": True}
+       for stride, decl in NHWC_TAPS_ACC_BY_STRIDE.items()}}
 
 #: k steps per iteration of the template's k loop
 UNROLL = 4
@@ -339,7 +404,9 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
     transposed = name in {d.name for d in TRANSPOSED_TAPS_BY_STRIDE.values()}
     if transposed or name in (OUTER_PRODUCT_F32.name, OUTER_PRODUCT_F32_ROWS.name,
                               OUTER_PRODUCT_F32_SET.name, OUTER_PRODUCT_F32_ROWS_SET.name,
-                              OUTER_PRODUCT_F32_TAPS.name, OUTER_PRODUCT_F32_TAPS_S2.name):
+                              OUTER_PRODUCT_F32_TAPS.name, OUTER_PRODUCT_F32_TAPS_S2.name,
+                              *(decl.name for decl in NHWC_TAPS_BY_STRIDE.values()),
+                              *(decl.name for decl in NHWC_TAPS_ACC_BY_STRIDE.values())):
         values["MV"] = params.get("MV", values["MI"])
         values["NC"] = params.get("NC", values["NR"])
         if values["MV"] > values["MI"] or values["NC"] > values["NR"]:
@@ -363,6 +430,8 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
 __all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
            "OUTER_PRODUCT_F32_ROWS", "OUTER_PRODUCT_F32_ROWS_SET", "OUTER_PRODUCT_F32_SET",
            "OUTER_PRODUCT_F32_TAPS", "OUTER_PRODUCT_F32_TAPS_S2", "OUTER_PRODUCT_F32_TAPS_S2_T",
+           "OUTER_PRODUCT_F32_TAPS_NHWC", "OUTER_PRODUCT_F32_TAPS_NHWC_S2", "NHWC_TAPS_BY_STRIDE",
+           "NHWC_TAPS_ACC_BY_STRIDE",
            "OUTER_PRODUCT_F32_TAPS_T", "TAPS_BY_STRIDE", "TRANSPOSED_TAPS_BY_STRIDE",
            "SETTING_VARIANTS", "VNNI_ROW_SUMS_S8", "VNNI_ROW_SUMS_U8", "VNNI_S8U8",
            "VNNI_U8S8", "RegisterBlocking", "register_blocking",

@@ -436,6 +436,10 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     whose reduction the blocking cuts into several ``KC`` slices)."""
     from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
     from tilecraft_x86_avx512.blocking.direct_conv import lower_direct_config, prefers_direct
+    from tilecraft_x86_avx512.blocking.direct_nhwc import (
+        lower_direct_nhwc_config,
+        prefers_direct_nhwc,
+    )
     from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
     from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
         lower_transposed_config,
@@ -457,6 +461,11 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
         if prefers_direct(contraction, l2_bytes):
             direct = lower_direct_config(contraction, {}, options, threads, epilogue=epilogue,
                                          l1_bytes=l1_bytes)
+            if direct is not None:
+                return direct, ""
+        if prefers_direct_nhwc(contraction):
+            direct = lower_direct_nhwc_config(contraction, {}, options, threads,
+                                              epilogue=epilogue, l2_bytes=l2_bytes)
             if direct is not None:
                 return direct, ""
         if prefers_transposed(contraction, l2_bytes, threads):

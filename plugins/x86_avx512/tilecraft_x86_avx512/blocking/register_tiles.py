@@ -286,7 +286,9 @@ def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
         k0 = k0 % k_inner
         groups = [(c.batch_axes, b_index), (c.k_axes[:-inner], groups[2][1] // k_inner),
                   (c.m_axes, m0), (c.k_axes[-inner:], k0)]
-    found = axis_groups_view(c.a, groups, level)
+    # a channels-last 1x1 convolution's x[n, h + rh, w + rw, c] is the plain x[n, h, w, c]
+    plain = without_unit_taps(c.a, (*c.batch_axes, *c.m_axes, *c.k_axes))
+    found = axis_groups_view(plain, groups, level)
     if found is None:
         return None
     view, load = found
