@@ -91,7 +91,8 @@ SHAPES = [(37, 17, 7, 5, (3, 3), 1, 1), (23, 80, 9, 8, (5, 5), 2, 1),
 @pytest.mark.parametrize("shape", SHAPES)
 def test_conv_in_nhwc_matches_reference(shape, threads, split, monkeypatch):
     """Whole windows, and windows cut into rows (one call each, added up)."""
-    monkeypatch.setattr(direct_nhwc, "splits_window", lambda g, nr, l2: split and g.kh > 1)
+    monkeypatch.setattr(direct_nhwc, "splits_window", lambda g, mi, nr, l2: split)
+    monkeypatch.setattr(direct_nhwc, "piece_channels", lambda c, nr, l1: max(1, c // 3 + 1))
     cin, cout, h, w, (kh, kw), pad, stride = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.constant(np.random.default_rng(3).standard_normal((cout, cin, kh, kw))
@@ -104,7 +105,7 @@ def test_conv_in_nhwc_matches_reference(shape, threads, split, monkeypatch):
     assert (kernel is not None) == (cout % 16 == 0)
     if kernel is not None:
         assert kernel.attrs["micro_kernel"] == NHWC_TAPS_BY_STRIDE[stride].name
-        assert ("window rows" in kernel.attrs["schedule"]) == (split and kh > 1)
+        assert ("window pieces" in kernel.attrs["schedule"]) == split
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -114,7 +115,8 @@ def test_residual_and_relu_epilogue_is_fused(threads, split, monkeypatch):
     stays channels-last; a graph output is transposed back): one kernel writes the sum, its
     epilogue on each tile (ragged strips and panels included), or over the block once every
     window row is in."""
-    monkeypatch.setattr(direct_nhwc, "splits_window", lambda g, nr, l2: split)
+    monkeypatch.setattr(direct_nhwc, "splits_window", lambda g, mi, nr, l2: split)
+    monkeypatch.setattr(direct_nhwc, "piece_channels", lambda c, nr, l1: 16)
     x = te.placeholder((1, 37, 15, 13), name="x")
     wt = te.constant(np.random.default_rng(4).standard_normal((80, 37, 3, 3))
                      .astype(np.float32), name="w")

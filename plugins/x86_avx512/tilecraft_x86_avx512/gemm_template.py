@@ -391,7 +391,8 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
         # by window row (blocking/direct_nhwc.py)
         given = {k: int(v) for k, v in (config or {}).items()}
         direct = lower_direct_config(contraction, given, options, threads, l1_bytes=l1_bytes) \
-            or lower_direct_nhwc_config(contraction, given, options, threads, l2_bytes=l2_bytes)
+            or lower_direct_nhwc_config(contraction, given, options, threads, l1_bytes=l1_bytes,
+                                        l2_bytes=l2_bytes)
         if direct is not None:
             return direct
     if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else

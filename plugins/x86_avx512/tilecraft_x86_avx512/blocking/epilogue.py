@@ -465,7 +465,8 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
                 return direct, ""
         if prefers_direct_nhwc(contraction):
             direct = lower_direct_nhwc_config(contraction, {}, options, threads,
-                                              epilogue=epilogue, l2_bytes=l2_bytes)
+                                              epilogue=epilogue, l1_bytes=l1_bytes,
+                                              l2_bytes=l2_bytes)
             if direct is not None:
                 return direct, ""
         if prefers_transposed(contraction, l2_bytes, threads):
