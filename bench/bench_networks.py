@@ -10,13 +10,15 @@ would take, as a share of that ceiling: where it is near or past 100 % the goal 
 reach on this CPU whatever the compiler does.
 
     python bench/bench_networks.py [--small] [--threads 1,2] [--no-inline] [--no-torch]
-                                   [--no-inductor] [--database PATH] [--goal X] [NAME ...]
+                                   [--no-inductor] [--database PATH] [--nhwc] [--goal X]
+                                   [NAME ...]
 
 ``--no-inline`` compiles with the graph pass ``inline_elementwise`` off (on by default: one
 kernel per compute, as before it was). ``--database PATH`` compiles with the best schedules
 recorded there (fill it with ``tilecraft tune`` or ``tc.tune(models.build(NAME), target,
 {"database": PATH, ...})``): the ``tilecraft`` columns are then the tuned kernels and
-``tilecraft untuned`` the defaults, its (x) the speed-up tuning gave.
+``tilecraft untuned`` the defaults, its (x) the speed-up tuning gave. ``--nhwc`` compiles with
+the x86 target's opt-in channels-last convolutions (``X86Avx512Target(layouts=...)``).
 
 tilecraft is compiled once per thread count (the x86 target plans its blocking for its
 threads); torch columns are left out when torch is not installed. The small configurations
@@ -72,7 +74,8 @@ def _ms(seconds: float) -> str:
 
 
 def measure(name: str, small: bool, threads: list[int], use_torch: bool, inductor: bool,
-            passes: dict[str, bool] | None = None, database: str | None = None
+            passes: dict[str, bool] | None = None, database: str | None = None,
+            layouts: dict[str, str] | None = None
             ) -> tuple[list[str], dict[str, dict[int, float]], int]:
     import onnxruntime as ort
     from tilecraft_x86_avx512.target import X86Avx512Target
@@ -85,12 +88,13 @@ def measure(name: str, small: bool, threads: list[int], use_torch: bool, inducto
     matches, compile_s = True, []
     for n in threads:
         started = time.perf_counter()
-        exe = tc.compile(graph, target=X86Avx512Target(threads=n), passes=passes)
+        exe = tc.compile(graph, target=X86Avx512Target(threads=n, layouts=layouts),
+                         passes=passes)
         compile_s.append(time.perf_counter() - started)
         if database is not None:
             untuned = exe
-            exe = tc.compile(graph, target=X86Avx512Target(threads=n), passes=passes,
-                             database=database)
+            exe = tc.compile(graph, target=X86Avx512Target(threads=n, layouts=layouts),
+                             passes=passes, database=database)
             matches &= bool(np.allclose(exe(x), untuned(x), rtol=1e-3, atol=1e-3))
             times.setdefault("tilecraft untuned", {})[n] = median_seconds(
                 lambda: untuned(x), repeat=7, min_seconds=0.5)
@@ -159,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", default=None,
                         help="a tuning database: tilecraft runs its best recorded schedules "
                              "(and the untuned defaults as a column of their own)")
+    parser.add_argument("--nhwc", action="store_true",
+                        help="tilecraft with the x86 target's opt-in channels-last convolutions "
+                             "(layouts conv2d NHWC, grouped_conv2d NCHW)")
     parser.add_argument("--goal", type=float, default=1.2,
                         help="the speed-up over onnxruntime whose required rate is printed "
                              "as a share of the measured ceiling (default 1.2)")
@@ -166,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
     passes = {"inline_elementwise": False} if args.no_inline else None
+    layouts = {"conv2d": "NHWC", "grouped_conv2d": "NCHW"} if args.nhwc else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
-                       passes, args.database) for name in names]
+                       passes, args.database, layouts) for name in names]
     columns = list(results[0][1])
     header = ["network", "compile s", "GFLOP"]
     for n in threads:
@@ -178,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print_table(f"networks ({'small' if args.small else 'full size'}"
                 f"{', inline_elementwise off' if args.no_inline else ''}"
-                f"{', tuned from ' + args.database if args.database else ''}), {cpu}, "
+                f"{', tuned from ' + args.database if args.database else ''}"
+                f"{', channels-last convolutions (opt-in)' if args.nhwc else ''}), {cpu}, "
                 f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
                 header, [row for row, _, _ in results])
     for column in columns[1:]:

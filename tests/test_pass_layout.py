@@ -175,3 +175,26 @@ def test_pools_are_rewritten_too_so_transposes_stay_at_the_boundary():
     _same_values(graph, after)
     assert is_product_reduction(after.tensor("body_nhwc"))
     assert not is_product_reduction(after.tensor("pool_nhwc"))
+
+
+def test_a_graph_with_a_kind_that_prefers_nchw_is_left_as_written():
+    """MobileNet's shape, pointwise -> depthwise -> pointwise: with grouped convolutions
+    preferring NCHW the whole graph stays NCHW (no transposes around each depthwise one);
+    without that preference every convolution is rewritten."""
+    rng = np.random.default_rng(2)
+    x = te.placeholder((1, 8, 9, 9), name="x")
+    expand = ops.conv2d(x, te.constant(rng.standard_normal((16, 8, 1, 1)), "float32",
+                                       name="we"), name="expand")
+    depthwise = ops.conv2d(expand, te.constant(rng.standard_normal((16, 1, 3, 3)), "float32",
+                                               name="wd"), groups=16, padding=1, name="dw")
+    project = ops.conv2d(depthwise, te.constant(rng.standard_normal((8, 16, 1, 1)),
+                                                "float32", name="wp"), name="project")
+    graph = tc.Graph.from_outputs([project])
+
+    class Mixed:
+        preferred_layouts = {"conv2d": "NHWC", "grouped_conv2d": "NCHW"}
+
+    assert choose_layout(graph, Mixed()) is graph
+    after = choose_layout(graph, _Spec())
+    assert {"expand_nhwc", "dw_nhwc", "project_nhwc"} <= {t.name for t in after.computes}
+    _same_values(graph, after)

@@ -17,8 +17,11 @@ then rewrites every NCHW ``conv2d`` compute (a 4-d sum of products of ``x[n, ...
   vectors of channels.
 
 A chain conv -> relu -> conv thus keeps one transpose at the graph's input and one at its
-output. The relabelling is exact for any compute (only the storage order of values changes),
-so the reference agrees before and after. Without the spec field (or without a spec) the graph
+output. A graph whose grouped or depthwise convolutions prefer NCHW
+(``preferred_layouts: {grouped_conv2d: NCHW}``, :func:`conv_kind`) is left as written: mixed,
+it would pay a transpose at every boundary between the two kinds. The relabelling is exact for
+any compute (only the storage order of values changes), so the reference agrees before and
+after. Without the spec field (or without a spec) the graph
 is returned unchanged.
 
 >>> from tilecraft import te, ops
@@ -110,6 +113,27 @@ def is_product_reduction(tensor: Tensor) -> bool:
         isinstance(_strip_casts(body.a), Load) and isinstance(_strip_casts(body.b), Load)
 
 
+def conv_kind(tensor: Tensor) -> str | None:
+    """``conv2d`` for an NCHW convolution reducing over all its input channels,
+    ``grouped_conv2d`` for a grouped or depthwise one (its input channel depends on the output
+    channel), ``None`` for no convolution: the keys of a spec's ``preferred_layouts``.
+
+    >>> from tilecraft import te, ops
+    >>> x = te.placeholder((1, 4, 6, 6), name="x")
+    >>> dense = ops.conv2d(x, te.placeholder((8, 4, 3, 3), name="w"), name="c")
+    >>> depthwise = ops.conv2d(x, te.placeholder((4, 1, 3, 3), name="d"), groups=4, name="dw")
+    >>> conv_kind(dense), conv_kind(depthwise), conv_kind(x)
+    ('conv2d', 'grouped_conv2d', None)
+    """
+    operands = conv2d_operands(tensor)
+    if operands is None:
+        return None
+    channel = operands[0].indices[1]
+    reduced = isinstance(tensor.op, ComputeOp) and isinstance(tensor.op.body, Reduce) and \
+        any(channel is axis for axis in tensor.op.body.axes)
+    return "conv2d" if reduced else "grouped_conv2d"
+
+
 def _fresh(name: str, taken: set[str]) -> str:
     """``name``, or ``name_1``, ``name_2``, ... the first not in ``taken`` (then taken)."""
     candidate, count = name, 0
@@ -148,6 +172,11 @@ class ChooseLayout:
     def __call__(self, graph: Graph, spec: Any = None) -> Graph:
         preferred = dict(getattr(spec, "preferred_layouts", None) or {})
         if preferred.get("conv2d", "NCHW") != "NHWC":
+            return graph
+        # a graph of both kinds stays as written: mixing them would pay a transpose at each
+        # boundary between the two (MobileNet's depthwise convolutions between pointwise ones)
+        kinds = {conv_kind(t) for t in graph.computes} - {None}
+        if any(preferred.get(kind, preferred["conv2d"]) != "NHWC" for kind in kinds):
             return graph
         taken = {tensor.name for tensor in graph.topological_order()}
         rewritten, gathers = self._convs_to_nhwc(graph, taken)
@@ -234,5 +263,5 @@ class ChooseLayout:
 
 choose_layout = ChooseLayout()
 
-__all__ = ["HWIO", "NHWC", "ChooseLayout", "choose_layout", "conv2d_operands",
+__all__ = ["HWIO", "NHWC", "ChooseLayout", "choose_layout", "conv2d_operands", "conv_kind",
            "is_product_reduction"]

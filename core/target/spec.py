@@ -205,11 +205,13 @@ class TargetSpec(SpecModel):
     evaluation: Lax[EvaluationMode]
     capabilities: TargetCapabilities = Field(default_factory=TargetCapabilities,
                                              validate_default=True)
-    preferred_layouts: dict[Literal["conv2d"], Literal["NCHW", "NHWC"]] = Field(
-        default_factory=dict, description=(
-            "data layout the target's kernels prefer per operator, e.g. conv2d: NHWC; the "
-            "graph pass choose_layout rewrites such operators into it, with transposes at "
-            "the boundaries (unset: graphs keep the layout they were written in)"))
+    preferred_layouts: dict[Literal["conv2d", "grouped_conv2d"], Literal["NCHW", "NHWC"]] = \
+        Field(default_factory=dict, description=(
+            "data layout the target's kernels prefer per operator, e.g. conv2d: NHWC "
+            "(grouped_conv2d: grouped and depthwise convolutions, conv2d's layout when "
+            "unset); the graph pass choose_layout rewrites a graph's convolutions into NHWC "
+            "when every one of them prefers it, with transposes at the graph's boundaries "
+            "(unset: graphs keep the layout they were written in)"))
 
     @field_validator("name")
     @classmethod

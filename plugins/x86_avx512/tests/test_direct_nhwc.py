@@ -6,7 +6,6 @@ convolutions rewritten to NHWC by the layout pass against the reference on awkwa
 from __future__ import annotations
 
 import ctypes
-from functools import cached_property
 
 import numpy as np
 import pytest
@@ -22,17 +21,15 @@ from tilecraft_x86_avx512.microkernels import (
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 from tilecraft import ops, te
+from tilecraft.errors import TilecraftError
 from tilecraft.graph import Graph
 from tilecraft.passes.contraction import as_contraction
 from tilecraft.passes.layout import choose_layout
 
 
-class NhwcTarget(X86Avx512Target):
-    """The x86 target whose spec prefers channels-last convolutions."""
-
-    @cached_property
-    def spec(self):
-        return super().spec.model_copy(update={"preferred_layouts": {"conv2d": "NHWC"}})
+def NhwcTarget(threads: int) -> X86Avx512Target:   # noqa: N802 (reads as the target class)
+    """The x86 target preferring channels-last convolutions."""
+    return X86Avx512Target(threads=threads, layouts={"conv2d": "NHWC"})
 
 
 def _direct(exe) -> list:
@@ -109,6 +106,26 @@ def test_conv_in_nhwc_matches_reference(shape, threads, split, monkeypatch):
 
 
 @pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("batch, shape", [(2, SHAPES[0]), (3, SHAPES[6]), (2, SHAPES[9])])
+def test_batched_conv_in_nhwc_matches_reference(batch, shape, split, monkeypatch):
+    """A batch of images: the parallel loop runs over (image, panel, block of rows)."""
+    monkeypatch.setattr(direct_nhwc, "splits_window", lambda g, mi, nr, l2: split)
+    cin, cout, h, w, (kh, kw), pad, stride = shape
+    x = te.placeholder((batch, cin, h, w), name="x")
+    wt = te.constant(np.random.default_rng(6).standard_normal((cout, cin, kh, kw))
+                     .astype(np.float32), name="w")
+    bias = te.constant(np.random.default_rng(7).standard_normal(cout).astype(np.float32),
+                       name="bias")
+    y = ops.conv2d(x, wt, padding=pad, stride=stride, name="y")
+    e = te.compute(y.shape, lambda n, k, i, j: te.max(y[n, k, i, j] + bias[k], 0.0), name="e")
+    exe = check_against_reference([e], 2, target=NhwcTarget(threads=2))
+    (kernel,) = _direct(exe) or [None]
+    assert (kernel is not None) == (cout % 16 == 0)
+    if kernel is not None:
+        assert f"{batch} images" in kernel.attrs["schedule"]
+
+
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_residual_and_relu_epilogue_is_fused(threads, split, monkeypatch):
     """A conv, a bias, a residual add and a ReLU, read by the next convolution (so the sum
@@ -138,12 +155,11 @@ class Spec:
     preferred_layouts = {"conv2d": "NHWC"}
 
 
-@pytest.mark.parametrize("form", ["1x1", "dilated", "strided3", "uneven", "batched"])
+@pytest.mark.parametrize("form", ["1x1", "dilated", "strided3", "uneven"])
 def test_other_forms_are_not_this_path(form):
     """A 1x1 stride-1 convolution (a plain GEMM read in place), dilation, stride 3, strides
-    unequal along the axes, a batch: no geometry."""
-    n = 2 if form == "batched" else 1
-    x = te.placeholder((n, 24, 11, 9), name="x")
+    unequal along the axes: no geometry."""
+    x = te.placeholder((1, 24, 11, 9), name="x")
     k = 1 if form == "1x1" else 3
     wt = te.placeholder((32, 24, k, k), name="w")
     kwargs = {"stride": 3} if form == "strided3" else {"dilation": 2} if form == "dilated" \
@@ -152,3 +168,13 @@ def test_other_forms_are_not_this_path(form):
     graph = choose_layout(Graph.from_outputs([y]), Spec())
     contraction = as_contraction(graph.tensor("y_nhwc"), broadcast_batch=True)
     assert contraction is not None and nhwc_geometry(contraction) is None
+
+
+def test_the_target_takes_layouts_and_refuses_unknown_ones():
+    target = X86Avx512Target(threads=1, layouts={"conv2d": "NHWC", "grouped_conv2d": "NCHW"})
+    assert target.spec.preferred_layouts == {"conv2d": "NHWC", "grouped_conv2d": "NCHW"}
+    assert X86Avx512Target(threads=1).spec.preferred_layouts == {}
+    with pytest.raises(TilecraftError, match="conv2d and grouped_conv2d the layout NCHW or NHWC"):
+        X86Avx512Target(threads=1, layouts={"conv2d": "CHWN"})
+    with pytest.raises(TilecraftError, match="'matmul'"):
+        X86Avx512Target(threads=1, layouts={"matmul": "NHWC"})

@@ -92,7 +92,8 @@ class NhwcGeometry:
     """A channels-last convolution's shapes: input ``channels``, the padded activation's
     ``height x width``, the output's ``out_height x out_width``, the window ``kh x kw``, the
     ``stride`` (the same along both axes) and the reduction axes in the activation's order
-    (window row, window column, channel; the window's extent-1 axes left out)."""
+    (window row, window column, channel; the window's extent-1 axes left out), and the
+    ``images`` of the batch (the contraction's outermost rows)."""
 
     channels: int
     height: int
@@ -103,6 +104,7 @@ class NhwcGeometry:
     kw: int
     stride: int
     k_order: tuple[IterVar, ...]
+    images: int = 1
 
 
 def _shifted(index: Expr, spatial: IterVar) -> tuple[int, IterVar | None] | None:
@@ -131,22 +133,25 @@ def _shifted(index: Expr, spatial: IterVar) -> tuple[int, IterVar | None] | None
 
 def nhwc_geometry(contraction: Contraction) -> NhwcGeometry | None:
     """The convolution's :class:`NhwcGeometry` where it has the form this path computes — a
-    batch-1 ``y[oh, ow, oc] = sum xp[0, oh*s + kh, ow*s + kw, c] * W[kh, kw, c, oc]``, constant
+    ``y[n, oh, ow, oc] = sum xp[n, oh*s + kh, ow*s + kw, c] * W[kh, kw, c, oc]``, constant
     or not, stride 1 or 2 along both axes, no dilation, the padding already in ``xp``, more
     than one output row and column, and a window of more than one tap or a stride of 2 (a 1x1
     stride-1 convolution is a plain GEMM the template reads in place) — else ``None``."""
     c = contraction
     batch, _, _, _ = c.extents()
-    if batch != 1 or len(c.m_axes) != 2 or len(c.n_axes) != 1:
+    if batch != 1 or len(c.m_axes) not in (2, 3) or len(c.n_axes) != 1:
         return None
-    oh, ow = c.m_axes
+    image_axis = c.m_axes[0] if len(c.m_axes) == 3 else None   # a batch: rows (n, oh, ow)
+    oh, ow = c.m_axes[-2:]
     (oc,) = c.n_axes
     x, w = c.a, c.b
     if len(x.indices) != 4 or len(w.indices) != 4 or len(x.tensor.shape) != 4:
         return None
-    first = x.indices[0]
-    if not (isinstance(first, IterVar) and first.extent == 1 or
-            getattr(first, "value", None) == 0):
+    first = x.indices[0]   # the image: the batch's axis, or 0 / an extent-1 axis for one image
+    if image_axis is not None and first is not image_axis:
+        return None
+    if image_axis is None and not (isinstance(first, IterVar) and first.extent == 1 or
+                                   getattr(first, "value", None) == 0):
         return None
     rows, cols = _shifted(x.indices[1], oh), _shifted(x.indices[2], ow)
     channel = x.indices[3]
@@ -178,7 +183,8 @@ def nhwc_geometry(contraction: Contraction) -> NhwcGeometry | None:
             width < (ow.extent - 1) * stride + kw_total:
         return None
     return NhwcGeometry(channels, height, width, oh.extent, ow.extent, kh_total, kw_total,
-                        stride, (*window_axes, channel))
+                        stride, (*window_axes, channel),
+                        image_axis.extent if image_axis is not None else 1)
 
 
 def prefers_direct_nhwc(contraction: Contraction) -> bool:
@@ -243,6 +249,7 @@ def lower_direct_nhwc(contraction: Contraction, mi: int, nr: int, options: Lower
         return None
     tensor = c.tensor
     _, pixels, out_channels, k_total = c.extents()
+    images = geometry.images
     dtype = tensor.dtype
     level = options.param_level
     ic, hp, wp, stride = geometry.channels, geometry.height, geometry.width, geometry.stride
@@ -250,7 +257,7 @@ def lower_direct_nhwc(contraction: Contraction, mi: int, nr: int, options: Lower
     oh_total, ow_total = geometry.out_height, geometry.out_width
     micro_kernel = NHWC_TAPS_BY_STRIDE[stride]
     split = splits_window(geometry, mi, nr, l2_bytes)
-    x_in = Buffer(c.a.tensor.name, (hp, wp, ic), c.a.tensor.dtype, level=level)
+    x_in = Buffer(c.a.tensor.name, (images, hp, wp, ic), c.a.tensor.dtype, level=level)
     pack = pack_operand(f"{tensor.name}_wpacked", c.b, tensor, c.batch_axes, c.n_axes,
                         geometry.k_order, nr, k_total, options,
                         role=f"pack W of {tensor.name}")
@@ -261,23 +268,26 @@ def lower_direct_nhwc(contraction: Contraction, mi: int, nr: int, options: Lower
     out = Buffer(tensor.name, (1, pixels, out_channels), dtype, level=level) \
         if epilogue is None else epilogue.out
     panels = ceil_div(out_channels, nr)
-    blocks = direct_row_blocks(panels, oh_total, threads)
+    blocks = direct_row_blocks(images * panels, oh_total, threads)
     block_rows = ceil_div(oh_total, blocks)
+    items = images * panels * blocks
     t, oh, s = Var("t"), Var("oh"), Var("s")
-    jr = t // blocks
+    image = t // (panels * blocks) if images > 1 else const(0)
+    jr = t // blocks % panels if images > 1 else t // blocks
     out_row = (t % blocks) * block_rows + oh
     ow0 = s * mi
     n0 = jr * nr
 
-    p0 = out_row * ow_total + ow0
+    p0 = (image * oh_total + out_row) * ow_total + ow0 if images > 1 else \
+        out_row * ow_total + ow0
 
     def call(rows: int, cols: int, name: str, tap: tuple[Expr, Expr], window: tuple[int, int],
              c0: Expr, channels: int) -> Stmt:
         """The micro-kernel on the ``window`` (rows, columns) of taps from ``tap`` and the
         ``channels`` input channels from ``c0``."""
         span = (rows - 1) * stride + window[1]
-        operands = (Region(x_in, (out_row * stride + tap[0], ow0 * stride + tap[1], c0),
-                           (window[0], span, channels)),
+        operands = (Region(x_in, (image, out_row * stride + tap[0], ow0 * stride + tap[1], c0),
+                           (1, window[0], span, channels)),
                     Region(packed_in, (const(0), jr, tap[0], tap[1], c0, const(0)),
                            (1, 1, window[0], window[1], channels, cols)),
                     Region(out, (const(0), p0, n0), (1, rows, cols)))
@@ -324,12 +334,14 @@ def lower_direct_nhwc(contraction: Contraction, mi: int, nr: int, options: Lower
         if epilogue is not None:   # once every piece is in
             body = Seq((body, over_block(lambda rows, cols: epilogue.tile(
                 const(0), p0, n0, rows, cols, options))))
-    body = nest([(t, panels * blocks, parallel_kind(options, panels * blocks), 0)], body)
+    body = nest([(t, items, parallel_kind(options, items), 0)], body)
     schedule = (f"direct NHWC {kh_total}x{kw_total} convolution (stride {stride}): "
                 f"micro-kernel {micro_kernel.name} MI={mi} NR={nr} KI={ic}, padded activation "
-                f"read in place, W packed: parallel({panels * blocks}: {blocks} row blocks x "
-                f"{panels} panels) > " + (f"window pieces({kh_total * kw_total} taps x "
-                                          f"{kc_blocks} x {kc} channels) > " if split else "")
+                f"read in place, W packed: parallel({items}: "
+                + (f"{images} images x " if images > 1 else "")
+                + f"{panels} panels x {blocks} row blocks) > "
+                + (f"window pieces({kh_total * kw_total} taps x {kc_blocks} x {kc} channels) > "
+                   if split else "")
                 + f"rows({block_rows}) > strips({strips})")
     params = [x_in, packed_in, out]
     if epilogue is not None:
