@@ -10,15 +10,16 @@ would take, as a share of that ceiling: where it is near or past 100 % the goal 
 reach on this CPU whatever the compiler does.
 
     python bench/bench_networks.py [--small] [--threads 1,2] [--no-inline] [--no-torch]
-                                   [--no-inductor] [--database PATH] [--nhwc] [--goal X]
+                                   [--no-inductor] [--database PATH] [--nchw] [--goal X]
                                    [NAME ...]
 
 ``--no-inline`` compiles with the graph pass ``inline_elementwise`` off (on by default: one
 kernel per compute, as before it was). ``--database PATH`` compiles with the best schedules
 recorded there (fill it with ``tilecraft tune`` or ``tc.tune(models.build(NAME), target,
 {"database": PATH, ...})``): the ``tilecraft`` columns are then the tuned kernels and
-``tilecraft untuned`` the defaults, its (x) the speed-up tuning gave. ``--nhwc`` compiles with
-the x86 target's opt-in channels-last convolutions (``X86Avx512Target(layouts=...)``).
+``tilecraft untuned`` the defaults, its (x) the speed-up tuning gave. ``--nchw`` keeps every
+convolution NCHW (``X86Avx512Target(layouts={"conv2d": "NCHW"})``; by default the x86 target
+computes a network of dense convolutions channels-last).
 
 tilecraft is compiled once per thread count (the x86 target plans its blocking for its
 threads); torch columns are left out when torch is not installed. The small configurations
@@ -163,9 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database", default=None,
                         help="a tuning database: tilecraft runs its best recorded schedules "
                              "(and the untuned defaults as a column of their own)")
-    parser.add_argument("--nhwc", action="store_true",
-                        help="tilecraft with the x86 target's opt-in channels-last convolutions "
-                             "(layouts conv2d NHWC, grouped_conv2d NCHW)")
+    parser.add_argument("--nchw", action="store_true",
+                        help="tilecraft with every convolution kept NCHW (the x86 target's "
+                             "layouts conv2d NCHW; by default a network of dense convolutions "
+                             "is computed channels-last)")
     parser.add_argument("--goal", type=float, default=1.2,
                         help="the speed-up over onnxruntime whose required rate is printed "
                              "as a share of the measured ceiling (default 1.2)")
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = [int(n) for n in args.threads.split(",")]
     names = args.names or list(models.NETWORKS)
     passes = {"inline_elementwise": False} if args.no_inline else None
-    layouts = {"conv2d": "NHWC", "grouped_conv2d": "NCHW"} if args.nhwc else None
+    layouts = {"conv2d": "NCHW"} if args.nchw else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
                        passes, args.database, layouts) for name in names]
     columns = list(results[0][1])
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(f"networks ({'small' if args.small else 'full size'}"
                 f"{', inline_elementwise off' if args.no_inline else ''}"
                 f"{', tuned from ' + args.database if args.database else ''}"
-                f"{', channels-last convolutions (opt-in)' if args.nhwc else ''}), {cpu}, "
+                f"{', convolutions kept NCHW' if args.nchw else ''}), {cpu}, "
                 f"{os.cpu_count()} cores, load average {load:.1f}; (x) = their time / tilecraft's",
                 header, [row for row, _, _ in results])
     for column in columns[1:]:

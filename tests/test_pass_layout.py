@@ -136,7 +136,8 @@ def test_x86_compiles_the_nhwc_chain_when_its_spec_prefers_it():
     from tilecraft.target.registry import get_target
 
     base = get_target("x86_avx512")
-    spec = base.spec.model_copy(update={"preferred_layouts": {"conv2d": "NHWC"}})
+    spec = base.spec.model_copy(update={"preferred_layouts": {"conv2d": "NHWC"},
+                                        "layout_min_convolutions": 1})
 
     class PrefersNHWC(type(base)):
         @property
@@ -198,3 +199,18 @@ def test_a_graph_with_a_kind_that_prefers_nchw_is_left_as_written():
     after = choose_layout(graph, _Spec())
     assert {"expand_nhwc", "dw_nhwc", "project_nhwc"} <= {t.name for t in after.computes}
     _same_values(graph, after)
+
+
+def test_a_graph_of_few_convolutions_is_left_as_written():
+    """layout_min_convolutions: the chain's two convolutions stay NCHW under a minimum of 3."""
+
+    class AtLeastThree:
+        preferred_layouts = {"conv2d": "NHWC"}
+        layout_min_convolutions = 3
+
+    class AtLeastTwo(AtLeastThree):
+        layout_min_convolutions = 2
+
+    graph = _chain()
+    assert choose_layout(graph, AtLeastThree()) is graph
+    assert "c1_nhwc" in {t.name for t in choose_layout(graph, AtLeastTwo()).computes}

@@ -19,7 +19,8 @@ then rewrites every NCHW ``conv2d`` compute (a 4-d sum of products of ``x[n, ...
 A chain conv -> relu -> conv thus keeps one transpose at the graph's input and one at its
 output. A graph whose grouped or depthwise convolutions prefer NCHW
 (``preferred_layouts: {grouped_conv2d: NCHW}``, :func:`conv_kind`) is left as written: mixed,
-it would pay a transpose at every boundary between the two kinds. The relabelling is exact for
+it would pay a transpose at every boundary between the two kinds; so is a graph of fewer
+convolutions than the spec's ``layout_min_convolutions``. The relabelling is exact for
 any compute (only the storage order of values changes), so the reference agrees before and
 after. Without the spec field (or without a spec) the graph
 is returned unchanged.
@@ -175,9 +176,11 @@ class ChooseLayout:
             return graph
         # a graph of both kinds stays as written: mixing them would pay a transpose at each
         # boundary between the two (MobileNet's depthwise convolutions between pointwise ones)
-        kinds = {conv_kind(t) for t in graph.computes} - {None}
+        kinds = [kind for kind in map(conv_kind, graph.computes) if kind is not None]
         if any(preferred.get(kind, preferred["conv2d"]) != "NHWC" for kind in kinds):
             return graph
+        if len(kinds) < getattr(spec, "layout_min_convolutions", 1):
+            return graph   # the boundary's transposes would cost more than the layout saves
         taken = {tensor.name for tensor in graph.topological_order()}
         rewritten, gathers = self._convs_to_nhwc(graph, taken)
         if rewritten is graph:

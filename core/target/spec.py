@@ -212,6 +212,10 @@ class TargetSpec(SpecModel):
             "unset); the graph pass choose_layout rewrites a graph's convolutions into NHWC "
             "when every one of them prefers it, with transposes at the graph's boundaries "
             "(unset: graphs keep the layout they were written in)"))
+    layout_min_convolutions: int = Field(default=1, ge=1, description=(
+        "choose_layout rewrites a graph into the preferred layout only when it has at least "
+        "this many convolutions: a few pay more for the transposes at the graph's boundary "
+        "than the layout saves them (and keep their fused conv -> conv chains)"))
 
     @field_validator("name")
     @classmethod

@@ -29,7 +29,9 @@ from tilecraft.passes.layout import choose_layout
 
 def NhwcTarget(threads: int) -> X86Avx512Target:   # noqa: N802 (reads as the target class)
     """The x86 target preferring channels-last convolutions."""
-    return X86Avx512Target(threads=threads, layouts={"conv2d": "NHWC"})
+    target = X86Avx512Target(threads=threads, layouts={"conv2d": "NHWC"})
+    target.spec = target.spec.model_copy(update={"layout_min_convolutions": 1})
+    return target
 
 
 def _direct(exe) -> list:
@@ -171,9 +173,10 @@ def test_other_forms_are_not_this_path(form):
 
 
 def test_the_target_takes_layouts_and_refuses_unknown_ones():
-    target = X86Avx512Target(threads=1, layouts={"conv2d": "NHWC", "grouped_conv2d": "NCHW"})
-    assert target.spec.preferred_layouts == {"conv2d": "NHWC", "grouped_conv2d": "NCHW"}
-    assert X86Avx512Target(threads=1).spec.preferred_layouts == {}
+    target = X86Avx512Target(threads=1, layouts={"conv2d": "NCHW"})
+    assert target.spec.preferred_layouts == {"conv2d": "NCHW"}
+    assert X86Avx512Target(threads=1).spec.preferred_layouts == {"conv2d": "NHWC",
+                                                                 "grouped_conv2d": "NCHW"}
     with pytest.raises(TilecraftError, match="conv2d and grouped_conv2d the layout NCHW or NHWC"):
         X86Avx512Target(threads=1, layouts={"conv2d": "CHWN"})
     with pytest.raises(TilecraftError, match="'matmul'"):

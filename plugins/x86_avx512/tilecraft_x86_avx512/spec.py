@@ -115,6 +115,20 @@ def figures_note(host: HostInfo) -> str:
     return f"caches from {host.caches_source}; {figures}"
 
 
+#: channels-last convolutions (blocking/direct_nhwc.py: the activation's pixels are the rows
+#: a micro-kernel reads in place, window row by window row; 1x1 ones plain GEMMs read in
+#: place); grouped and depthwise ones keep NCHW (blocking/depthwise.py), and with them their
+#: graph. Same process, Xeon family 6 model 167, NCHW -> NHWC: ResNet-50 62.42 -> 60.23 ms
+#: (1 thread), 33.77 -> 32.74 (2); ResNet-18 26.97 -> 26.42, 14.30 -> 13.92; MobileNet-V2 all
+#: in NHWC (its depthwise convolutions as loop nests) 7.21 -> 7.94, 4.21 -> 4.36
+PREFERRED_LAYOUTS = {"conv2d": "NHWC", "grouped_conv2d": "NCHW"}
+#: graphs of fewer convolutions stay NCHW: an isolated convolution gains about what the two
+#: boundary transposes cost (32 -> 64 5x5 at 30x30: 0.585 -> 0.600 ms), and Chimera's fused
+#: conv -> ReLU -> conv chains (blocking/column_chain.py) are NCHW only (Table 3.6's C7 ran
+#: 1.29x slower unfused in NHWC, C5's stride 4 1.38x)
+LAYOUT_MIN_CONVOLUTIONS = 8
+
+
 def build_spec(host: HostInfo | None = None) -> TargetSpec:
     """The spec for ``host`` (this machine by default)."""
     host = host or host_info()
@@ -140,4 +154,6 @@ def build_spec(host: HostInfo | None = None) -> TargetSpec:
         evaluation=EvaluationMode.MEASURE,
         capabilities=TargetCapabilities(executes_natively=True, emulates=True, compiles=True,
                                         models_performance=False),
+        preferred_layouts=PREFERRED_LAYOUTS,
+        layout_min_convolutions=LAYOUT_MIN_CONVOLUTIONS,
     )

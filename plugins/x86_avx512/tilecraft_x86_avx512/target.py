@@ -98,15 +98,14 @@ class X86Avx512Target(Target):
     ``TILECRAFT_X86_THREADS`` or the usable cores), ``host`` replaces this machine's facts in
     the spec (tests, planning for another machine). ``cpu`` names a CPU of :mod:`.cpus` to
     generate code for instead of this host, planned for ``cores`` cores (default: the
-    threads). ``layouts`` sets the spec's ``preferred_layouts``: ``{"conv2d": "NHWC",
-    "grouped_conv2d": "NCHW"}`` computes a network's dense convolutions channels-last
-    (blocking/direct_nhwc.py) unless it has grouped ones (default: graphs keep their layout;
-    same process, Xeon family 6 model 167, ResNet-50 62.4 -> 60.2 ms at 1 thread, 33.8 ->
-    32.7 at 2; ResNet-18 27.0 -> 26.4, 14.3 -> 13.9; but Chimera's fused conv -> ReLU -> conv
-    chains are NCHW only: Table 3.6's C5 and C7 ran 1.38x and 1.29x slower, C1-C4 0.83-0.93x).
+    threads). ``layouts`` replaces the spec's ``preferred_layouts``
+    (:data:`~tilecraft_x86_avx512.spec.PREFERRED_LAYOUTS`: a network of at least
+    :data:`~tilecraft_x86_avx512.spec.LAYOUT_MIN_CONVOLUTIONS` dense convolutions and no
+    grouped ones is computed channels-last, blocking/direct_nhwc.py); ``{"conv2d": "NCHW"}``
+    keeps every graph as written.
 
-    >>> X86Avx512Target(threads=1, layouts={"conv2d": "NHWC"}).spec.preferred_layouts
-    {'conv2d': 'NHWC'}
+    >>> X86Avx512Target(threads=1, layouts={"conv2d": "NCHW"}).spec.preferred_layouts
+    {'conv2d': 'NCHW'}
     """
 
     def __init__(self, options: CodegenOptions | None = None, threads: int | None = None,
