@@ -137,7 +137,7 @@ def test_x86_compiles_the_nhwc_chain_when_its_spec_prefers_it():
 
     base = get_target("x86_avx512")
     spec = base.spec.model_copy(update={"preferred_layouts": {"conv2d": "NHWC"},
-                                        "layout_min_convolutions": 1})
+                                        "layout_min_convolutions": 1, "layout_min_pixels": 0})
 
     class PrefersNHWC(type(base)):
         @property
@@ -214,3 +214,19 @@ def test_a_graph_of_few_convolutions_is_left_as_written():
     graph = _chain()
     assert choose_layout(graph, AtLeastThree()) is graph
     assert "c1_nhwc" in {t.name for t in choose_layout(graph, AtLeastTwo()).computes}
+
+
+def test_convolutions_of_few_pixels_keep_nchw_inside_a_rewritten_graph():
+    """layout_min_pixels: the stride-2 conv's 4x3 output stays NCHW (transposes around it),
+    the 7x5 ones are rewritten; values unchanged."""
+
+    class FewPixelsNCHW:
+        preferred_layouts = {"conv2d": "NHWC"}
+        layout_min_pixels = 20
+
+    graph = _chain()
+    after = choose_layout(graph, FewPixelsNCHW())
+    names = {t.name for t in after.computes}
+    assert "c1_nhwc" in names and "c2_nhwc" not in names
+    assert conv2d_operands(after.tensor("c2")) is not None   # still the NCHW convolution
+    _same_values(graph, after)

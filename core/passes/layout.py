@@ -20,7 +20,9 @@ A chain conv -> relu -> conv thus keeps one transpose at the graph's input and o
 output. A graph whose grouped or depthwise convolutions prefer NCHW
 (``preferred_layouts: {grouped_conv2d: NCHW}``, :func:`conv_kind`) is left as written: mixed,
 it would pay a transpose at every boundary between the two kinds; so is a graph of fewer
-convolutions than the spec's ``layout_min_convolutions``. The relabelling is exact for
+convolutions than the spec's ``layout_min_convolutions``. A convolution whose output has fewer
+pixels than the spec's ``layout_min_pixels`` keeps NCHW inside a rewritten graph (transposes
+around it, where its neighbours are NHWC). The relabelling is exact for
 any compute (only the storage order of values changes), so the reference agrees before and
 after. Without the spec field (or without a spec) the graph
 is returned unchanged.
@@ -182,23 +184,25 @@ class ChooseLayout:
         if len(kinds) < getattr(spec, "layout_min_convolutions", 1):
             return graph   # the boundary's transposes would cost more than the layout saves
         taken = {tensor.name for tensor in graph.topological_order()}
-        rewritten, gathers = self._convs_to_nhwc(graph, taken)
+        rewritten, gathers = self._convs_to_nhwc(graph, taken,
+                                                 getattr(spec, "layout_min_pixels", 0))
         if rewritten is graph:
             return graph
         rewritten = self._sink(rewritten, gathers, taken)
         return fold_constants(simplify(rewritten))
 
     @staticmethod
-    def _convs_to_nhwc(graph: Graph, taken: set[str]) -> tuple[Graph, set[Tensor]]:
-        """Every NCHW conv2d stored as NHWC; also the transposes back it put under the convs'
-        names."""
+    def _convs_to_nhwc(graph: Graph, taken: set[str],
+                       min_pixels: int = 0) -> tuple[Graph, set[Tensor]]:
+        """Every NCHW conv2d with at least ``min_pixels`` output pixels stored as NHWC; also
+        the transposes back it put under the convs' names."""
         new: dict[Tensor, Tensor] = {}
         transposed: dict[tuple[Tensor, tuple[int, ...]], Tensor] = {}
         gathers: set[Tensor] = set()
         for old in graph.computes:
             tensor = relink(old, new)
             operands = conv2d_operands(tensor)
-            if operands is not None:
+            if operands is not None and tensor.shape[2] * tensor.shape[3] >= min_pixels:
                 x_load, w_load = operands
                 views = {}
                 for load, perm, suffix in ((x_load, NHWC, "nhwc"), (w_load, HWIO, "hwio")):

@@ -216,6 +216,10 @@ class TargetSpec(SpecModel):
         "choose_layout rewrites a graph into the preferred layout only when it has at least "
         "this many convolutions: a few pay more for the transposes at the graph's boundary "
         "than the layout saves them (and keep their fused conv -> conv chains)"))
+    layout_min_pixels: int = Field(default=0, ge=0, description=(
+        "a convolution whose output has fewer pixels (height x width) keeps NCHW when "
+        "choose_layout rewrites its graph: where the weights outweigh the activations the "
+        "channels-first kernels may read each weight once (a transpose at each boundary)"))
 
     @field_validator("name")
     @classmethod

@@ -30,7 +30,8 @@ from tilecraft.passes.layout import choose_layout
 def NhwcTarget(threads: int) -> X86Avx512Target:   # noqa: N802 (reads as the target class)
     """The x86 target preferring channels-last convolutions."""
     target = X86Avx512Target(threads=threads, layouts={"conv2d": "NHWC"})
-    target.spec = target.spec.model_copy(update={"layout_min_convolutions": 1})
+    target.spec = target.spec.model_copy(update={"layout_min_convolutions": 1,
+                                                  "layout_min_pixels": 0})
     return target
 
 
