@@ -98,6 +98,26 @@ OUTER_PRODUCT_F32_ROWS_SET = _outer_product_decl(
     "outer_product_f32_rows_set",
     "register-tile outer product into C, A read in place: C[MI,NR] = A[MI,KI] B[KI,NR]", True,
     False)
+def _taps_parameters(stride: int, rows_max: int, channels: str, span: str) -> dict:
+    """The parameters of a taps micro-kernel (a register tile of ``MI`` pixels by ``NR``
+    output channels over a ``KH x KW`` window, ``AW`` input pixels a window row)."""
+    return {"MI": {"default": 6, "minimum": 1, "maximum": rows_max,
+                   "description": "rows (pixels) of the register tile"},
+            "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
+                   "description": "columns (output channels) of the register tile"},
+            "KI": {"default": 16, "minimum": 1, "maximum": 4096, "description": channels},
+            "MV": {"default": 6, "minimum": 1, "maximum": rows_max,
+                   "description": "rows of C written (MV <= MI)"},
+            "NC": {"default": 64, "minimum": 1, "maximum": 128,
+                   "description": "columns of C written (NC <= NR)"},
+            "KH": {"default": 3, "minimum": 1, "maximum": 16,
+                   "description": "rows of the window"},
+            "KW": {"default": 3, "minimum": 1, "maximum": 16,
+                   "description": "columns of the window"},
+            "AW": {"default": 5 * stride + 3, "minimum": 1, "maximum": 1 << 20,
+                   "description": f"{span}: (MV - 1) * {stride} + KW"}}
+
+
 def _taps_decl(stride: int, transposed: bool = False) -> MicroKernelDecl:
     """The register tile over a convolution window's taps, output pixels ``stride`` input
     pixels apart: A the padded activation ``[KI, rows, width]`` read in place at each tap's
@@ -131,23 +151,8 @@ def _taps_decl(stride: int, transposed: bool = False) -> MicroKernelDecl:
                   c_operand],
         semantics=f"{c_access} = sum(A[k, r, {column}] * B[k, r, q, n])",
         template="templates/outer_product_taps.ll.jinja",
-        parameters={"MI": {"default": 6, "minimum": 1, "maximum": rows_max,
-                           "description": "rows (pixels) of the register tile"},
-                    "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
-                           "description": "columns (output channels) of the register tile"},
-                    "KI": {"default": 16, "minimum": 1, "maximum": 4096,
-                           "description": "k steps (input channels)"},
-                    "MV": {"default": 6, "minimum": 1, "maximum": rows_max,
-                           "description": "rows of C written (MV <= MI)"},
-                    "NC": {"default": 64, "minimum": 1, "maximum": 128,
-                           "description": "columns of C written (NC <= NR)"},
-                    "KH": {"default": 3, "minimum": 1, "maximum": 16,
-                           "description": "rows of the window"},
-                    "KW": {"default": 3, "minimum": 1, "maximum": 16,
-                           "description": "columns of the window"},
-                    "AW": {"default": 5 * stride + 3, "minimum": 1, "maximum": 1 << 20,
-                           "description": f"A columns read per window row: (MV - 1) * {stride} "
-                                          "+ KW"}})
+        parameters=_taps_parameters(stride, rows_max, "k steps (input channels)",
+                                    "A columns read per window row"))
 
 
 #: the taps micro-kernels: output pixels 1 and 2 input pixels apart; C stored as computed
@@ -190,23 +195,7 @@ def _taps_nhwc_decl(stride: int, accumulate: bool = False) -> MicroKernelDecl:
                    "index": ["m", "n"]}],
         semantics=f"C[m, n] += {product}" if accumulate else f"C[m, n] = sum({product})",
         template="templates/outer_product_taps_nhwc.ll.jinja",
-        parameters={"MI": {"default": 6, "minimum": 1, "maximum": 28,
-                           "description": "rows (pixels) of the register tile"},
-                    "NR": {"default": 64, "choices": [16, 32, 48, 64, 80, 96, 112, 128],
-                           "description": "columns (output channels) of the register tile"},
-                    "KI": {"default": 16, "minimum": 1, "maximum": 4096,
-                           "description": "input channels"},
-                    "MV": {"default": 6, "minimum": 1, "maximum": 28,
-                           "description": "rows of C written (MV <= MI)"},
-                    "NC": {"default": 64, "minimum": 1, "maximum": 128,
-                           "description": "columns of C written (NC <= NR)"},
-                    "KH": {"default": 3, "minimum": 1, "maximum": 16,
-                           "description": "rows of the window"},
-                    "KW": {"default": 3, "minimum": 1, "maximum": 16,
-                           "description": "columns of the window"},
-                    "AW": {"default": 5 * stride + 3, "minimum": 1, "maximum": 1 << 20,
-                           "description": f"A pixels read per window row: (MV - 1) * {stride} "
-                                          "+ KW"}})
+        parameters=_taps_parameters(stride, 28, "input channels", "A pixels read per window row"))
 
 
 #: the channels-last taps micro-kernels, output pixels 1 and 2 input pixels apart
