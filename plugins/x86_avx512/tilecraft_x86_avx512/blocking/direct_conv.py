@@ -129,22 +129,36 @@ class DirectGeometry:
     stride: int = 1
 
 
-def _stride_of(index: Expr, spatial: IterVar, window: IterVar) -> int | None:
-    """``s`` where ``index`` is ``spatial * s + window`` (``s`` a constant, 1 when the product
-    is just ``spatial``; either order of the sum), else ``None``."""
-    if not isinstance(index, Binary) or index.op is not BinaryOp.ADD:
-        return None
-    for scaled, added in ((index.a, index.b), (index.b, index.a)):
-        if added is not window:
-            continue
-        if scaled is spatial:
+def shifted_index(index: Expr, spatial: IterVar) -> tuple[int, IterVar | None] | None:
+    """``(s, window)`` where ``index`` is ``spatial * s + window`` (``s`` a constant, 1 when
+    the product is just ``spatial``; ``window`` an axis; either order of the sum), or
+    ``spatial * s`` / ``spatial`` alone (``window`` ``None``); else ``None``."""
+    def scale(expr: Expr) -> int | None:
+        if expr is spatial:
             return 1
-        if isinstance(scaled, Binary) and scaled.op is BinaryOp.MUL:
-            for var, factor in ((scaled.a, scaled.b), (scaled.b, scaled.a)):
+        if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+            for var, factor in ((expr.a, expr.b), (expr.b, expr.a)):
                 value = getattr(factor, "value", None)
                 if var is spatial and isinstance(value, int) and value >= 1:
                     return value
+        return None
+
+    alone = scale(index)
+    if alone is not None:
+        return alone, None
+    if isinstance(index, Binary) and index.op is BinaryOp.ADD:
+        for scaled, added in ((index.a, index.b), (index.b, index.a)):
+            factor = scale(scaled)
+            if factor is not None and isinstance(added, IterVar):
+                return factor, added
     return None
+
+
+def _stride_of(index: Expr, spatial: IterVar, window: IterVar) -> int | None:
+    """``s`` where ``index`` is ``spatial * s + window`` (:func:`shifted_index`), else
+    ``None``."""
+    found = shifted_index(index, spatial)
+    return found[0] if found is not None and found[1] is window else None
 
 
 def direct_geometry(contraction: Contraction) -> DirectGeometry | None:
@@ -373,4 +387,5 @@ def lower_direct_config(contraction: Contraction, config: dict[str, int],
 
 
 __all__ = ["MAX_TAPS", "MIN_CHANNELS", "MIN_OUT_WIDTH", "DirectGeometry", "direct_geometry",
-           "direct_row_blocks", "lower_direct", "lower_direct_config", "prefers_direct"]
+           "direct_row_blocks", "lower_direct", "lower_direct_config", "prefers_direct",
+           "shifted_index"]

@@ -64,7 +64,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
-from tilecraft.te.expr import Binary, BinaryOp, Expr, IterVar, Var, const
+from tilecraft.te.expr import Expr, IterVar, Var, const
 from tilecraft.te.functions import all_of, eq
 from tilecraft_x86_avx512.blocking.building import (
     ceil_div,
@@ -72,7 +72,7 @@ from tilecraft_x86_avx512.blocking.building import (
     nest,
     parallel_kind,
 )
-from tilecraft_x86_avx512.blocking.direct_conv import direct_row_blocks
+from tilecraft_x86_avx512.blocking.direct_conv import direct_row_blocks, shifted_index
 from tilecraft_x86_avx512.blocking.register_tiles import pack_operand
 from tilecraft_x86_avx512.blocking.transposed_conv1x1 import ragged_tiles
 from tilecraft_x86_avx512.microkernels import NHWC_TAPS_ACC_BY_STRIDE, NHWC_TAPS_BY_STRIDE
@@ -107,30 +107,6 @@ class NhwcGeometry:
     images: int = 1
 
 
-def _shifted(index: Expr, spatial: IterVar) -> tuple[int, IterVar | None] | None:
-    """``(s, window)`` where ``index`` is ``spatial * s + window`` (``window`` an axis), or
-    ``spatial * s`` / ``spatial`` alone (``window`` ``None``); else ``None``."""
-    def scale(expr: Expr) -> int | None:
-        if expr is spatial:
-            return 1
-        if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
-            for var, factor in ((expr.a, expr.b), (expr.b, expr.a)):
-                value = getattr(factor, "value", None)
-                if var is spatial and isinstance(value, int) and value >= 1:
-                    return value
-        return None
-
-    alone = scale(index)
-    if alone is not None:
-        return alone, None
-    if isinstance(index, Binary) and index.op is BinaryOp.ADD:
-        for scaled, added in ((index.a, index.b), (index.b, index.a)):
-            factor = scale(scaled)
-            if factor is not None and isinstance(added, IterVar):
-                return factor, added
-    return None
-
-
 def nhwc_geometry(contraction: Contraction) -> NhwcGeometry | None:
     """The convolution's :class:`NhwcGeometry` where it has the form this path computes — a
     ``y[n, oh, ow, oc] = sum xp[n, oh*s + kh, ow*s + kw, c] * W[kh, kw, c, oc]``, constant
@@ -153,7 +129,7 @@ def nhwc_geometry(contraction: Contraction) -> NhwcGeometry | None:
     if image_axis is None and not (isinstance(first, IterVar) and first.extent == 1 or
                                    getattr(first, "value", None) == 0):
         return None
-    rows, cols = _shifted(x.indices[1], oh), _shifted(x.indices[2], ow)
+    rows, cols = shifted_index(x.indices[1], oh), shifted_index(x.indices[2], ow)
     channel = x.indices[3]
     if rows is None or cols is None or rows[0] != cols[0] or rows[0] not in NHWC_TAPS_BY_STRIDE \
             or not isinstance(channel, IterVar) or channel not in c.k_axes:
