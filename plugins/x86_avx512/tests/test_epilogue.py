@@ -100,6 +100,21 @@ def test_matmul_plus_residual():
     assert "A read in place" in attrs["schedule"]
 
 
+def test_a_block_epilogue_keeps_its_block_of_c_in_l2():
+    """A tall matmul with a residual epilogue: its rows come in blocks whose C (MC x NR) is
+    an eighth of L2 at most (epilogue_rows), so the epilogue reads them back from cache."""
+    host = _small_l2_host()                      # 64 KB of L2: blocks of at most 30 rows
+    A = te.placeholder((257, 64), name="A")
+    B = te.constant(np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32),
+                    name="B")
+    R = te.placeholder((257, 64), name="R")
+    C = ops.matmul(A, B, name="C")
+    E = te.compute(C.shape, lambda i, j: te.max(C[i, j] + R[i, j], 0.0), name="E")
+    attrs = _fused(_compiled(E, threads=1, host=host, seed=2), "C", "E")
+    mc = int(attrs["schedule"].split(" MC=")[1].split(",")[0])
+    assert mc * 64 * 4 <= 65536 // 8 and mc >= 6
+
+
 @pytest.mark.parametrize(("size", "threads"), [((29, 23), 1), ((13, 11), 2)])
 def test_conv_bias_relu(size, threads):
     x = te.placeholder((1, 16, *size), name="x")
