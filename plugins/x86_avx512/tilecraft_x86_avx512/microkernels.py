@@ -171,9 +171,9 @@ def _taps_nhwc_decl(stride: int, accumulate: bool = False) -> MicroKernelDecl:
     ``stride`` input pixels apart: A the padded activation ``[rows, width, KI]`` (NHWC) read in
     place, B the weights packed ``[KH, KW, KI, NR]``, the accumulators in registers across the
     whole window, C written — or added to (``accumulate``, the ``_acc`` variants: a window cut
-    into rows) — (``templates/outer_product_taps_nhwc.ll.jinja``; the lowering,
-    blocking/direct_nhwc.py, hands over dense pixels and taps: A's pixels ``KI`` floats apart,
-    B's taps ``KI`` rows apart)."""
+    into pieces) — (``templates/outer_product_taps_nhwc.ll.jinja``; where ``KW > 1`` the
+    lowering, blocking/direct_nhwc.py, hands over dense pixels and taps: A's pixels ``KI``
+    floats apart, B's taps ``KI`` rows apart)."""
     column = "m + q" if stride == 1 else f"m * {stride} + q"
     product = f"A[r, {column}, k] * B[r, q, k, n]"
     return MicroKernelDecl(
@@ -202,8 +202,8 @@ def _taps_nhwc_decl(stride: int, accumulate: bool = False) -> MicroKernelDecl:
 OUTER_PRODUCT_F32_TAPS_NHWC = _taps_nhwc_decl(1)
 OUTER_PRODUCT_F32_TAPS_NHWC_S2 = _taps_nhwc_decl(2)
 NHWC_TAPS_BY_STRIDE = {1: OUTER_PRODUCT_F32_TAPS_NHWC, 2: OUTER_PRODUCT_F32_TAPS_NHWC_S2}
-#: the same adding to C: one call per window row where the whole window's weights would not
-#: stay in L2 (blocking/direct_nhwc.py)
+#: the same adding to C: one call per piece (one tap, some of the channels) of a window whose
+#: weights would not stay in cache for a block of strips (blocking/direct_nhwc.py)
 NHWC_TAPS_ACC_BY_STRIDE = {1: _taps_nhwc_decl(1, accumulate=True),
                            2: _taps_nhwc_decl(2, accumulate=True)}
 

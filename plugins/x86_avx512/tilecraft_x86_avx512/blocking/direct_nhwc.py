@@ -2,7 +2,7 @@
 read in place, window row by window row, the weights packed once.
 
 After :mod:`tilecraft.passes.layout` a convolution reads
-``y[oh, ow, oc] = sum_{kh, kw, c} xp[0, oh*s + kh, ow*s + kw, c] * W[kh, kw, c, oc]``. Its
+``y[n, oh, ow, oc] = sum_{kh, kw, c} xp[n, oh*s + kh, ow*s + kw, c] * W[kh, kw, c, oc]``. Its
 rows (the output pixels ``oh, ow``) are not a row-major view of ``xp`` (the padding columns sit
 between two output rows; with stride 2 every other pixel is skipped), so the template would
 pack an im2col copy of A. But along one output row, for one window row ``kh``, the values the
@@ -12,13 +12,17 @@ a row-major GEMM operand read in place. Here
 1. ``<C>_wpacked_pack`` packs ``W`` into panels ``[1, NB, KH*KW*C, NR]`` (the reduction in
    the activation's own ``kh, kw, c`` order), zero-padded past ``oc``. It reads only W: where
    W is a constant the Executable runs it once and keeps the result.
-2. ``<C>`` runs, in parallel over (panel of ``NR`` output channels, block of output rows), for
-   each output row and each strip of ``MI`` pixels of that row, one call of
+2. ``<C>`` runs, in parallel over (image, panel of ``NR`` output channels, block of output
+   rows), for each output row and each strip of ``MI`` pixels of that row, one call of
    ``outer_product_f32_taps_nhwc`` (``_s2`` for stride 2): for each window row, a ``KW * C``
    step loop broadcasting the strip's pixels against the panel's rows, the accumulators in
    registers for the whole window; the tile is stored straight into ``y[oh*OW + ow, oc]``
    (its rows are the strip's pixels, contiguous channels), then the fused elementwise
-   epilogue (bias, residual add, ReLU) rewrites it while it is in L1.
+   epilogue (bias, residual add, ReLU) rewrites it while it is in L1. Where one panel's
+   weights would not stay in cache across the strips (:func:`splits_window`: ResNet's 7x7
+   stage), the window is cut into pieces of one tap and :func:`piece_channels` channels, each
+   run over every strip of the block (the ``_acc`` variants adding to C), and the epilogue
+   runs over the block after the last piece.
 
 A 1x1 convolution of stride 2 (ResNet's projection shortcuts) takes the path too: its rows are
 every other pixel, no view the template reads in place. Strips never cross an output row; a
@@ -83,7 +87,7 @@ if TYPE_CHECKING:
 #: the register tile: ``MI`` pixels by ``NR`` output channels (the 6x64 of the GEMMs)
 DEFAULT_MI = 6
 DEFAULT_NR = 64
-#: whether :func:`splits_window` may cut a window into its rows (a switch for measuring)
+#: whether :func:`splits_window` may cut a window into pieces (a switch for measuring)
 SPLIT_WINDOW = True
 
 
