@@ -22,10 +22,9 @@ output. A graph whose grouped or depthwise convolutions prefer NCHW
 it would pay a transpose at every boundary between the two kinds; so is a graph of fewer
 convolutions than the spec's ``layout_min_convolutions``. A convolution whose output has fewer
 pixels than the spec's ``layout_min_pixels`` keeps NCHW inside a rewritten graph (transposes
-around it, where its neighbours are NHWC). The relabelling is exact for
-any compute (only the storage order of values changes), so the reference agrees before and
-after. Without the spec field (or without a spec) the graph
-is returned unchanged.
+around it, where its neighbours are NHWC). The relabelling is exact for any compute (only the
+storage order of values changes), so the reference agrees before and after. Without the spec
+field (or without a spec) the graph is returned unchanged.
 
 >>> from tilecraft import te, ops
 >>> from tilecraft.graph import Graph

@@ -215,7 +215,7 @@ class TargetSpec(SpecModel):
     layout_min_convolutions: int = Field(default=1, ge=1, description=(
         "choose_layout rewrites a graph into the preferred layout only when it has at least "
         "this many convolutions: a few pay more for the transposes at the graph's boundary "
-        "than the layout saves them (and keep their fused conv -> conv chains)"))
+        "than the layout saves them"))
     layout_min_pixels: int = Field(default=0, ge=0, description=(
         "a convolution whose output has fewer pixels (height x width) keeps NCHW when "
         "choose_layout rewrites its graph: where the weights outweigh the activations the "
