@@ -30,10 +30,13 @@ import functools
 import json
 import os
 import platform
+import typing
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from tilecraft.errors import CodegenError, LoweringError, TargetError
 from tilecraft.fusion import FusionPlan
@@ -91,6 +94,18 @@ _DOT_PRODUCT_MICRO_KERNELS = frozenset(decl.name for decl in (
     DOT_BF16, VNNI_U8S8, VNNI_S8U8, VNNI_ROW_SUMS_S8, VNNI_ROW_SUMS_U8))
 
 
+def _checked_layouts(layouts: Mapping[str, str]) -> dict[str, str]:
+    """``layouts`` as the spec's ``preferred_layouts`` field validates them, or a
+    :class:`TargetError` naming the operators and layouts the field takes."""
+    field = TargetSpec.model_fields["preferred_layouts"].annotation
+    try:
+        return dict(TypeAdapter(field).validate_python(dict(layouts)))
+    except ValidationError:
+        operators, choices = (typing.get_args(arg) for arg in typing.get_args(field))
+        raise TargetError(f"x86_avx512 layouts {dict(layouts)}: give each of the operators "
+                          f"{' and '.join(operators)} the layout {' or '.join(choices)}") from None
+
+
 class X86Avx512Target(Target):
     """x86-64 with AVX-512, compiled through LLVM (llvmlite) and run natively.
 
@@ -111,12 +126,7 @@ class X86Avx512Target(Target):
     def __init__(self, options: CodegenOptions | None = None, threads: int | None = None,
                  host: HostInfo | None = None, cpu: str | None = None,
                  cores: int | None = None, layouts: Mapping[str, str] | None = None) -> None:
-        self.layouts = dict(layouts) if layouts is not None else None
-        wrong = {k: v for k, v in (self.layouts or {}).items()
-                 if k not in ("conv2d", "grouped_conv2d") or v not in ("NCHW", "NHWC")}
-        if wrong:
-            raise TargetError(f"x86_avx512 layouts {wrong}: give each of the operators conv2d "
-                              "and grouped_conv2d the layout NCHW or NHWC")
+        self.layouts = _checked_layouts(layouts) if layouts is not None else None
         self.options = options or CodegenOptions()
         self._threads = threads
         self._host = host
