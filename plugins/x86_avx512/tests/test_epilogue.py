@@ -115,6 +115,30 @@ def test_a_block_epilogue_keeps_its_block_of_c_in_l2():
     assert mc * 64 * 4 <= 65536 // 8 and mc >= 6
 
 
+def _l2_host(l2_bytes: int) -> HostInfo:
+    return HostInfo("test CPU", 2, 3.0e9, "test", (CacheLevel("L1", 49152, False),
+                    CacheLevel("L2", l2_bytes, False), CacheLevel("L3", 32 << 20, True)),
+                    frozenset({"avx512f"}), fma_flops_per_core=100e9, l3_bytes_per_second=50e9)
+
+
+@pytest.mark.parametrize(("n", "whole"), [(150, True), (1000, False)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_one_slice_epilogue_runs_over_whole_rows_where_they_fit(n, whole, threads):
+    """One reduction slice, A read in place: the residual epilogue runs once per block over
+    all N columns (whole_row_rows: the block's C an eighth of a 256 KB L2, with every panel of
+    B half of it); with 1000 columns the panels alone pass that half and it runs per panel."""
+    A = te.placeholder((301, 40), name="A")
+    B = te.constant(np.random.default_rng(4).standard_normal((40, n)).astype(np.float32),
+                    name="B")
+    R = te.placeholder((301, n), name="R")
+    C = ops.matmul(A, B, name="C")
+    E = te.compute(C.shape, lambda i, j: te.max(C[i, j] + R[i, j], 0.0), name="E")
+    attrs = _fused(_compiled(E, threads=threads, host=_l2_host(1 << 18), seed=n), "C", "E")
+    assert ("block of whole rows" in attrs["schedule"]) == whole, attrs["schedule"]
+    mc = int(attrs["schedule"].split(" MC=")[1].split(",")[0])
+    assert mc * (n if whole else 64) * 4 <= (1 << 18) // 8
+
+
 @pytest.mark.parametrize(("size", "threads"), [((29, 23), 1), ((13, 11), 2)])
 def test_conv_bias_relu(size, threads):
     x = te.placeholder((1, 16, *size), name="x")
@@ -315,6 +339,32 @@ def test_lowered_epilogue_on_ragged_tiles_and_slices(m, n, k, blocking, per_tile
                                 epilogue=epilogue)
     assert kernels[-1].name == "E" and "C" not in [p.name for p in kernels[-1].params]
     assert ("each tile" in kernels[-1].attrs["schedule"]) == per_tile
+    _run_lowered(kernels, Graph.from_outputs([E]), native, m * n + k)
+
+
+@pytest.mark.parametrize("blocking", [Blocking(mi=4, nr=32, kc=64, mc=8, pack_a=False),
+                                      Blocking(mi=6, nr=16, kc=64, mc=12, pack_a=False),
+                                      Blocking(mi=4, nr=32, kc=64, mc=8),
+                                      Blocking(mi=6, nr=16, kc=7, mc=12, pack_a=False)])
+@pytest.mark.parametrize(("m", "n", "k"), [(1, 37, 41), (23, 45, 50), (29, 16, 3)])
+def test_lowered_whole_row_epilogue(m, n, k, blocking, native):
+    """The epilogue over a block's whole rows after its last panel, on ragged strips, panels
+    and blocks; asked for where A is packed or K takes several slices, it runs per panel."""
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    R = te.placeholder((m, n), name="R")
+    C = ops.matmul(A, B, name="C")
+    E = te.compute(C.shape, lambda i, j: te.max(C[i, j] * 0.5 - R[i, j], 0.0), name="E")
+    contraction = as_contraction(C)
+    options = LoweringOptions(vector_lanes=16, cores=2)
+    epilogue = Epilogue(contraction, E, options, whole_rows=True)
+    kernels = lower_contraction(contraction, OUTER_PRODUCT_F32.name, blocking, options,
+                                rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name,
+                                epilogue=epilogue)
+    schedule = kernels[-1].attrs["schedule"]
+    in_place = "A read in place" in schedule      # (a 1-row A is packed whatever is asked)
+    assert in_place == (not blocking.pack_a and m > 1)
+    assert ("whole rows" in schedule) == (in_place and k <= blocking.kc)
     _run_lowered(kernels, Graph.from_outputs([E]), native, m * n + k)
 
 

@@ -204,6 +204,8 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
     a_rows = None
     if not bl.pack_a and rows_micro_kernel is not None:
         a_rows = a_row_view(c, b_index, m0, pc * kc, param_level, kc)
+    if epilogue is not None:   # whole rows: per block, A in place, one reduction slice
+        epilogue.whole_rows &= not epilogue.per_tile and k_blocks == 1 and a_rows is not None
     if a_rows is not None:  # A read in place: no local buffer, no packing loop
         a_view, a_base = a_rows
         k_last = k_total - (k_blocks - 1) * kc
@@ -218,11 +220,20 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
 
         tiles = slice_tiles(kc) if k_last == kc else \
             IfThenElse(pc < k_blocks - 1, slice_tiles(kc), slice_tiles(k_last))
-        panel = with_block_epilogue(nest([(ir2, strips, LoopKind.SERIAL, 0)], tiles),
-                                    epilogue, last, b_index, mb * mc, mc, m_total, n0,
-                                    n_total, bl.nr, options)
-        body = nest([(t, outer, parallel_kind(options, outer), 0),
-                     (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0)], panel)
+        strip_loop = nest([(ir2, strips, LoopKind.SERIAL, 0)], tiles)
+        if epilogue is not None and epilogue.whole_rows:
+            # every panel of the block, then the epilogue once over its whole rows
+            block = Seq((nest([(jr, nb, LoopKind.SERIAL, 0)], strip_loop),
+                         epilogue.block(b_index, mb * mc, mc, m_total, const(0), n_total,
+                                        n_total, options)))
+            body = nest([(t, outer, parallel_kind(options, outer), 0),
+                         (pc, k_blocks, LoopKind.SERIAL, 0)], block)
+        else:
+            panel = with_block_epilogue(strip_loop, epilogue, last, b_index, mb * mc, mc,
+                                        m_total, n0, n_total, bl.nr, options)
+            body = nest([(t, outer, parallel_kind(options, outer), 0),
+                         (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0)],
+                        panel)
         return [pack_kernel, finish(
             tensor, [a_view, packed_in, out], body, rows_micro_kernel,
             f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A read "
