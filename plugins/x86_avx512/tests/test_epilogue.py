@@ -57,11 +57,16 @@ def _fused(exe, producer: str, consumer: str) -> dict:
     return kernel.attrs
 
 
+def _l2_host(l2_bytes: int) -> HostInfo:
+    """A made-up host (test figures, no real CPU's) with ``l2_bytes`` of L2."""
+    return HostInfo("test CPU", 2, 3.0e9, "test", (CacheLevel("L1", 49152, False),
+                    CacheLevel("L2", l2_bytes, False), CacheLevel("L3", 32 << 20, True)),
+                    frozenset({"avx512f"}), fma_flops_per_core=100e9, l3_bytes_per_second=50e9)
+
+
 def _small_l2_host() -> HostInfo:
     """A host whose 64 KB L2 makes the template cut K into several KC slices."""
-    return HostInfo("test CPU", 2, 3.0e9, "test", (CacheLevel("L1", 49152, False),
-                    CacheLevel("L2", 65536, False), CacheLevel("L3", 32 << 20, True)),
-                    frozenset({"avx512f"}), fma_flops_per_core=100e9, l3_bytes_per_second=50e9)
+    return _l2_host(65536)
 
 
 # ---- fused, end to end -------------------------------------------------------------------------
@@ -113,12 +118,6 @@ def test_a_block_epilogue_keeps_its_block_of_c_in_l2():
     attrs = _fused(_compiled(E, threads=1, host=host, seed=2), "C", "E")
     mc = int(attrs["schedule"].split(" MC=")[1].split(",")[0])
     assert mc * 64 * 4 <= 65536 // 8 and mc >= 6
-
-
-def _l2_host(l2_bytes: int) -> HostInfo:
-    return HostInfo("test CPU", 2, 3.0e9, "test", (CacheLevel("L1", 49152, False),
-                    CacheLevel("L2", l2_bytes, False), CacheLevel("L3", 32 << 20, True)),
-                    frozenset({"avx512f"}), fma_flops_per_core=100e9, l3_bytes_per_second=50e9)
 
 
 @pytest.mark.parametrize(("n", "whole"), [(150, True), (1000, False)])
