@@ -77,6 +77,7 @@ from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
     lower_transposed_config,
     prefers_transposed,
 )
+from tilecraft_x86_avx512.blocking.winograd import lower_winograd, prefers_winograd
 from tilecraft_x86_avx512.microkernels import (
     DOT_BF16,
     OUTER_PRODUCT_F32,
@@ -383,6 +384,11 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
     if unknown:
         raise LoweringError(f"compute {tensor.name}: unknown micro-kernel template parameters "
                             f"{unknown}; the template takes {', '.join(CONFIG_KEYS)}")
+    if grouped is None and not config and prefers_winograd(contraction):
+        # a 3x3 convolution of stride 1 with many tiles: F(4x4, 3x3) (blocking/winograd.py)
+        winograd = lower_winograd(contraction, options, l1_bytes, l2_bytes, threads)
+        if winograd is not None:
+            return winograd
     if grouped is None and (config or {}).get("DIRECT", 0 if config else
                                               prefers_direct(contraction, l2_bytes)
                                               or prefers_direct_nhwc(contraction)):

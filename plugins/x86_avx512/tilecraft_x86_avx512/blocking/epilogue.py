@@ -502,6 +502,7 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
         lower_transposed_config,
         prefers_transposed,
     )
+    from tilecraft_x86_avx512.blocking.winograd import lower_winograd, prefers_winograd
     from tilecraft_x86_avx512.gemm_template import default_config
     from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32, OUTER_PRODUCT_F32_ROWS
 
@@ -522,6 +523,11 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     OUTER_PRODUCT_F32.resolve({"MI": mi, "NR": blocking.nr})
     epilogue = Epilogue(contraction, consumer, options, (mi, blocking.nr))
     try:
+        if prefers_winograd(contraction):
+            winograd = lower_winograd(contraction, options, l1_bytes, l2_bytes, threads,
+                                      epilogue=epilogue)
+            if winograd is not None:
+                return winograd, ""
         if prefers_direct(contraction, l2_bytes):
             direct = lower_direct_config(contraction, {}, options, threads, epilogue=epilogue,
                                          l1_bytes=l1_bytes)

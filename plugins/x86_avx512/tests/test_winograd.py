@@ -1,0 +1,123 @@
+"""Winograd F(4x4, 3x3) convolutions (blocking/winograd.py): the transform matrices against a
+direct correlation, and whole convolutions, NCHW and NHWC, against the reference on awkward
+shapes (maps not a multiple of 4, prime channel counts, one row of tiles), at 1 and 2 threads,
+with and without a fused epilogue; and which convolutions take the path by default."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from template_forcing import check_against_reference
+from test_direct_nhwc import NhwcTarget
+from tilecraft_x86_avx512.blocking import winograd
+from tilecraft_x86_avx512.blocking.winograd import AT, BT, G, prefers_winograd
+from tilecraft_x86_avx512.target import X86Avx512Target
+
+from tilecraft import ops, te
+from tilecraft.passes.contraction import as_contraction
+
+
+def _winograd(exe) -> list:
+    return [k for k in exe.kernels if "Winograd F(4x4, 3x3)" in k.attrs.get("schedule", "")]
+
+
+def _conv(cin: int, cout: int, h: int, w: int, seed: int = 3):
+    x = te.placeholder((1, cin, h, w), name="x")
+    wt = te.constant((np.random.default_rng(seed).standard_normal((cout, cin, 3, 3))
+                      / np.sqrt(9 * cin)).astype(np.float32), name="w")
+    return x, ops.conv2d(x, wt, padding=1, name="y")
+
+
+def test_transforms_compute_a_correlation():
+    """A^T [(G g G^T) * (B^T d B)] A is the 4x4 valid correlation of a 6x6 tile d with a 3x3
+    filter g."""
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        d, g = rng.standard_normal((6, 6)), rng.standard_normal((3, 3))
+        got = AT @ ((G @ g @ G.T) * (BT @ d @ BT.T)) @ AT.T
+        want = np.array([[np.sum(d[r:r + 3, s:s + 3] * g) for s in range(4)]
+                         for r in range(4)])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+#: (input channels, output channels, height, width): maps not a multiple of 4 (a ragged last
+#: tile row and column), whole tiles, one row of tiles, a prime channel count, 3 channels
+SHAPES = [(16, 16, 13, 9), (17, 33, 8, 30), (3, 7, 17, 23), (20, 16, 4, 8), (16, 48, 2, 17)]
+
+
+@pytest.fixture
+def everywhere(monkeypatch):
+    """The path taken by every 3x3 stride-1 convolution, however small."""
+    monkeypatch.setattr(winograd, "MIN_TILES", 1)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_conv_matches_reference(shape, threads, layout, everywhere):
+    _, y = _conv(*shape)
+    target = X86Avx512Target(threads=threads, layouts={"conv2d": "NCHW"}) \
+        if layout == "NCHW" else NhwcTarget(threads)
+    exe = check_against_reference([y], threads, target=target)
+    (kernel,) = _winograd(exe)
+    assert layout in kernel.attrs["schedule"]
+    names = [k.name for k in exe.kernels]
+    assert any(name.endswith("_wino_u") for name in names)   # the filter transform
+    assert any(name.endswith("_wino_v") for name in names)   # the input transform
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_epilogue_matches_reference(threads, layout, everywhere):
+    """Bias, residual and ReLU computed by the output transform, the conv never stored."""
+    x, y = _conv(24, 32, 11, 10)
+    bias = te.constant(np.linspace(-1, 1, 32, dtype=np.float32).reshape(1, 32, 1, 1),
+                       name="bias")
+    residual = te.placeholder((1, 32, 11, 10), name="r")
+    e = ops.relu(ops.add(ops.add(y, bias), residual))
+    target = X86Avx512Target(threads=threads, layouts={"conv2d": "NCHW"}) \
+        if layout == "NCHW" else NhwcTarget(threads)
+    exe = check_against_reference([e], threads, target=target)
+    (kernel,) = _winograd(exe)
+    if layout == "NCHW":   # NHWC: the consumers read the conv through the layout's transpose
+        assert kernel.attrs["fused"] == ["y", e.name]
+
+
+def test_filters_are_transformed_once(everywhere):
+    """The filter transform reads only the constant weights: the Executable runs it when the
+    kernels are installed, not per call."""
+    _, y = _conv(16, 16, 12, 12)
+    exe = check_against_reference([y], 1, target=X86Avx512Target(threads=1,
+                                                                   layouts={"conv2d": "NCHW"}))
+    x = np.random.default_rng(5).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    first = exe(x)
+    np.testing.assert_array_equal(exe(x), first)
+    runs = {k.name: len(k.run_seconds) for k in exe.report.kernels}
+    assert runs["y_wino_u"] <= 1 and runs["y_wino_v"] >= 3
+
+
+def test_default_takes_maps_of_many_tiles():
+    """28x28 (49 tiles) of 64 channels takes the path; 14x14 (16 tiles), 8 channels, stride 2,
+    1x1 and non-constant weights do not."""
+    def contraction(cin, hw, k=3, stride=1, constant=True):
+        x = te.placeholder((1, cin, hw, hw), name="x")
+        w = te.constant(np.ones((64, cin, k, k), np.float32)) if constant else \
+            te.placeholder((64, cin, k, k), name="w")
+        return as_contraction(ops.conv2d(x, w, stride=stride, padding=k // 2),
+                              broadcast_batch=True)
+
+    assert prefers_winograd(contraction(64, 28))
+    assert not prefers_winograd(contraction(64, 14))
+    assert not prefers_winograd(contraction(8, 28))
+    assert not prefers_winograd(contraction(64, 28, stride=2))
+    assert not prefers_winograd(contraction(64, 28, k=1))
+    assert not prefers_winograd(contraction(64, 28, constant=False))
+
+
+def test_switch_off_restores_the_direct_path(monkeypatch):
+    _, y = _conv(64, 64, 28, 28)
+    target = X86Avx512Target(threads=1, layouts={"conv2d": "NCHW"})
+    assert _winograd(check_against_reference([y], 1, target=target))
+    monkeypatch.setattr(winograd, "WINOGRAD", False)
+    assert not _winograd(check_against_reference([y], 1, target=target))
