@@ -92,10 +92,18 @@ def collect_rows(state: Any) -> list[KernelRow]:
         compute = item.compute
         group = group_of.get(compute)
         members = groups[group].computes if group is not None else [compute]
-        # a compute's (a group's) FLOPs go to the kernel writing it, not to a packing kernel
+        # a compute's (a group's) FLOPs go to the kernel writing it, not to a packing kernel;
+        # a kernel declaring the operations it does (attrs["flops"]: a Winograd convolution's
+        # products and transforms) is credited with those instead
         writes = compute in item.kernel.outputs
-        work = sum(compute_flops(m) for m in members) if writes and compute not in counted \
-            else 0
+        declared = item.kernel.attrs.get("flops")
+        if declared is not None:
+            work = int(declared)
+            if writes:
+                counted.add(compute)
+        else:
+            work = sum(compute_flops(m) for m in members) \
+                if writes and compute not in counted else 0
         if work:
             counted.add(compute)
         choice = state.schedules.get(compute)

@@ -343,7 +343,10 @@ class Kernel:
     """One kernel: parameters (buffers in the outermost level, named after graph tensors),
     the output parameter names, and a body.
 
-    ``attrs`` records how it was made (the schedule, the source compute) for reports.
+    ``attrs`` records how it was made (the schedule, the source compute) for reports;
+    ``attrs["flops"]``, where present, is the floating-point operations the kernel does when
+    they are not its compute's (a Winograd convolution's products and transforms), which the
+    report's roofline uses.
     """
 
     name: str

@@ -10,11 +10,14 @@ import pytest
 from template_forcing import check_against_reference
 from test_direct_nhwc import NhwcTarget
 from tilecraft_x86_avx512.blocking import winograd
-from tilecraft_x86_avx512.blocking.winograd import AT, BT, G, prefers_winograd
+from tilecraft_x86_avx512.blocking.winograd import AT, BT, G, prefers_winograd, transform_flops
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 from tilecraft import ops, te
+from tilecraft.graph import Graph
+from tilecraft.html_report import collect_rows
 from tilecraft.passes.contraction import as_contraction
+from tilecraft.pipeline import run_pipeline
 
 
 def _winograd(exe) -> list:
@@ -121,3 +124,16 @@ def test_switch_off_restores_the_direct_path(monkeypatch):
     assert _winograd(check_against_reference([y], 1, target=target))
     monkeypatch.setattr(winograd, "WINOGRAD", False)
     assert not _winograd(check_against_reference([y], 1, target=target))
+
+
+def test_report_credits_the_operations_each_kernel_does(everywhere):
+    """The roofline's FLOPs: the 36 products' and the transforms', not the direct
+    convolution's (which would put the output transform far above the ceiling)."""
+    _, y = _conv(16, 32, 12, 12)
+    state = run_pipeline(Graph.from_outputs([y]),
+                         X86Avx512Target(threads=1, layouts={"conv2d": "NCHW"}))
+    flops = {row.name: row.flops for row in collect_rows(state)}
+    tiles = 3 * 3
+    assert flops["y_wino_m"] == 2 * 36 * tiles * 16 * 32
+    assert flops["y_wino_v"] == tiles * 16 * transform_flops(BT, BT)
+    assert flops["y"] == tiles * 32 * transform_flops(AT, AT)

@@ -37,7 +37,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -155,6 +155,20 @@ class WinogradShape:
         return self.rows * self.cols
 
 
+def transform_flops(left: np.ndarray, right: np.ndarray) -> int:
+    """Additions and multiplications of ``left X right^T`` as :func:`combination` writes it,
+    rows first (a multiplication per coefficient other than 1 and -1).
+
+    >>> transform_flops(BT, BT), transform_flops(AT, AT)
+    (336, 200)
+    """
+    def ops(matrix: np.ndarray) -> int:
+        nonzero = matrix != 0
+        return int(np.sum(nonzero.sum(axis=1) - 1) + np.sum(nonzero & (np.abs(matrix) != 1)))
+
+    return left.shape[1] * ops(right) + right.shape[0] * ops(left)
+
+
 def winograd_shape(contraction: Contraction) -> WinogradShape | None:
     """The :class:`WinogradShape` of a batch-1 float32 3x3 convolution of stride 1 with its
     padding in the activation, NCHW (:func:`.direct_conv.direct_geometry`) or NHWC
@@ -237,6 +251,9 @@ def lower_winograd(contraction: Contraction, options: LoweringOptions, l1_bytes:
     pack, main = lower_contraction(gemm, OUTER_PRODUCT_F32.name, blocking, options,
                                    rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
     filters = _filter_kernel(contraction, shape, u.name, options)
+    # the report's roofline: the operations each kernel does, not the direct convolution's
+    main = replace(main, attrs={**main.attrs,
+                                "flops": 2 * e_total * tiles * channels * out_channels})
     if shape.layout == "NHWC":   # U packed once, like any constant's pack
         inputs = _input_kernel(contraction, shape, Buffer(
             v.name, tuple(v.shape), v.dtype, level=options.param_level), options)
@@ -399,7 +416,7 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
                     f"vector({channels} channels)")
     kernel = Kernel(f"{name}_wino_v", (x, v), (v.name,), body, attrs={
         "compute": name, "role": f"Winograd input transform of {x.name}",
-        "schedule": schedule})
+        "schedule": schedule, "flops": tiles * channels * transform_flops(BT, BT)})
     verify_kernel(kernel, options.spec, check_bounds=False)  # guarded: see guarded()
     return kernel
 
@@ -454,8 +471,11 @@ def _output_kernel(contraction: Contraction, shape: WinogradShape, product: Tens
     schedule = (f"Winograd F(4x4, 3x3), {shape.tiles} tiles, {shape.layout}: products on "
                 f"micro-kernel {OUTER_PRODUCT_F32_ROWS.name}; A^T M A: {where}")
     finish = contraction_kernel if epilogue is None else epilogue.kernel
-    return finish(tensor, [m, out], body, "none (transforms)", schedule, options)
+    kernel = finish(tensor, [m, out], body, "none (transforms)", schedule, options)
+    return replace(kernel, attrs={**kernel.attrs, "flops": shape.tiles * out_channels
+                                  * transform_flops(AT, AT)})
 
 
 __all__ = ["AT", "BT", "G", "MIN_CHANNELS", "MIN_TILES", "WINOGRAD", "WinogradShape",
-           "combination", "lower_winograd", "prefers_winograd", "winograd_shape"]
+           "combination", "lower_winograd", "prefers_winograd", "transform_flops",
+           "winograd_shape"]
