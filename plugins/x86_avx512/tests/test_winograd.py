@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from template_forcing import check_against_reference
+from template_forcing import check_against_reference, check_space_switch
 from test_direct_nhwc import NhwcTarget
 from tilecraft_x86_avx512.blocking import winograd
 from tilecraft_x86_avx512.blocking.winograd import AT, BT, G, prefers_winograd, transform_flops
@@ -137,3 +137,20 @@ def test_report_credits_the_operations_each_kernel_does(everywhere):
     assert flops["y_wino_m"] == 2 * 36 * tiles * 16 * 32
     assert flops["y_wino_v"] == tiles * 16 * transform_flops(BT, BT)
     assert flops["y"] == tiles * 32 * transform_flops(AT, AT)
+
+
+def test_search_space_has_a_winograd_choice():
+    """The template's search space offers WINOGRAD for a 3x3 stride-1 convolution with constant
+    weights (not for a stride-2 one); decoded points of both values compile, take the path
+    exactly when it is on, and match the reference — small maps included, since a tuned
+    choice is not bound by the default's thresholds."""
+    from tilecraft_x86_avx512.gemm_template import template_space
+
+    x, y = _conv(24, 32, 9, 11)
+    space = template_space(y, 49152, 1 << 21, 2)
+    strided = template_space(ops.conv2d(x, te.constant(np.ones((32, 24, 3, 3), np.float32)),
+                                        stride=2, padding=1), 49152, 1 << 21, 2)
+    rng = np.random.default_rng(1)
+    assert "WINOGRAD" not in strided.decode(strided.space.random_point(rng))
+    xs = rng.standard_normal((1, 24, 9, 11)).astype(np.float32)
+    check_space_switch(space, y, xs, "WINOGRAD", _winograd)

@@ -20,7 +20,10 @@ the activation read in place and the weights packed once
 :func:`~tilecraft_x86_avx512.blocking.direct_conv.prefers_direct`: a KxK convolution of stride 1
 or 2 with constant weights) skips the im2col: the padded activation is read in place at each
 tap's shift by the ``outer_product_f32_taps`` micro-kernels
-(:mod:`~tilecraft_x86_avx512.blocking.direct_conv`).
+(:mod:`~tilecraft_x86_avx512.blocking.direct_conv`). ``WINOGRAD`` (default
+:func:`~tilecraft_x86_avx512.blocking.winograd.prefers_winograd`: a 3x3 convolution of stride 1
+on a map of many tiles) runs F(4x4, 3x3), its 36 products on this template with its default
+blocking (:mod:`~tilecraft_x86_avx512.blocking.winograd`).
 
 Contractions of narrow types take the dot-product micro-kernels instead
 (:mod:`~tilecraft_x86_avx512.blocking.dot_product`): uint8/int8 operands with an int32 result go to
@@ -77,7 +80,11 @@ from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
     lower_transposed_config,
     prefers_transposed,
 )
-from tilecraft_x86_avx512.blocking.winograd import lower_winograd, prefers_winograd
+from tilecraft_x86_avx512.blocking.winograd import (
+    lower_winograd,
+    prefers_winograd,
+    winograd_shape,
+)
 from tilecraft_x86_avx512.microkernels import (
     DOT_BF16,
     OUTER_PRODUCT_F32,
@@ -93,7 +100,7 @@ from tilecraft_x86_avx512.microkernels import (
 MIN_FLOPS = 2 * 32 * 32 * 32
 #: a product with fewer rows or columns than this is a matrix-vector product in disguise
 MIN_SIDE = 4
-CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC", "TRANSPOSE", "DIRECT")
+CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC", "TRANSPOSE", "DIRECT", "WINOGRAD")
 #: zmm registers Eq. 3.4 leaves free: with all 32 in the tile's budget (4 x 96: 24 accumulators,
 #: 6 B vectors, a broadcast) LLVM's scheduler loads the next k step's B vectors early and spills
 #: an accumulator to the stack every step. 512x768x768 with constant B, 1 thread, Xeon
@@ -384,7 +391,8 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
     if unknown:
         raise LoweringError(f"compute {tensor.name}: unknown micro-kernel template parameters "
                             f"{unknown}; the template takes {', '.join(CONFIG_KEYS)}")
-    if grouped is None and not config and prefers_winograd(contraction):
+    if grouped is None and (config or {}).get("WINOGRAD", 0 if config else
+                                              prefers_winograd(contraction)):
         # a 3x3 convolution of stride 1 with many tiles: F(4x4, 3x3) (blocking/winograd.py)
         winograd = lower_winograd(contraction, options, l1_bytes, l2_bytes, threads)
         if winograd is not None:
@@ -502,23 +510,34 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     # and the direct path of KxK convolutions of stride 1 or 2 (blocking/direct_conv.py)
     direct = (contraction.a.tensor.is_constant and direct_geometry(contraction) is not None) \
         or (contraction.b.tensor.is_constant and nhwc_geometry(contraction) is not None)
+    # and Winograd F(4x4, 3x3) of 3x3 stride-1 ones (blocking/winograd.py)
+    shape = winograd_shape(contraction)
+    winograd = shape is not None and (contraction.a if shape.layout == "NCHW"
+                                      else contraction.b).tensor.is_constant
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),
                    *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else []),
-                   *([("DIRECT", ChoiceSpace((0, 1)))] if direct else [])])
+                   *([("DIRECT", ChoiceSpace((0, 1)))] if direct else []),
+                   *([("WINOGRAD", ChoiceSpace((0, 1)))] if winograd else [])])
 
     def decode(point) -> dict[str, int]:
         values = space.values(point)
         mi, nr = values["tile"]
+        if values.get("WINOGRAD"):  # its products take the template's default blocking
+            return {"WINOGRAD": 1, **({"TRANSPOSE": 0} if transposable else {}),
+                    **({"DIRECT": 0} if direct else {})}
+        off = {"WINOGRAD": 0} if winograd else {}
         if values.get("DIRECT"):  # its own blocking: the tile only
-            return {"MI": mi, "NR": nr, "DIRECT": 1}
+            return {"MI": mi, "NR": nr, "DIRECT": 1, **off}
         if values.get("TRANSPOSE"):  # MC counts pixels (the contraction's columns)
             pixels = contraction.extents()[2]
             return {"MI": mi, "NR": nr, "MC": min(values["strips"] * mi,
-                                                  _ceil_div(pixels, mi) * mi), "TRANSPOSE": 1}
+                                                  _ceil_div(pixels, mi) * mi), "TRANSPOSE": 1,
+                    **off}
         rows = min(values["strips"] * mi, _ceil_div(m, mi) * mi)
         return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows,
-                **({"TRANSPOSE": 0} if transposable else {}), **({"DIRECT": 0} if direct else {})}
+                **({"TRANSPOSE": 0} if transposable else {}), **({"DIRECT": 0} if direct else {}),
+                **off}
 
     del batch, l1_bytes, l2_bytes, threads
     return TemplateSpace(space, decode)
