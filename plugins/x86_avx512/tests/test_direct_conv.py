@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from template_forcing import ForcedTarget, check_against_reference, check_space_switch
 from tilecraft_x86_avx512.blocking import direct_conv as direct
+from tilecraft_x86_avx512.blocking import winograd
 from tilecraft_x86_avx512.microkernels import (
     OUTER_PRODUCT_F32_TAPS,
     TAPS_BY_STRIDE,
@@ -22,6 +23,13 @@ from tilecraft.errors import TilecraftError
 from tilecraft.graph import Graph
 from tilecraft.passes.contraction import as_contraction
 from tilecraft.reference import run
+
+
+@pytest.fixture(autouse=True)
+def _direct_path_only(monkeypatch):
+    """These tests are about the direct path: Winograd (blocking/winograd.py, which takes 3x3
+    stride-1 convolutions of 48 tiles or more by default) off."""
+    monkeypatch.setattr(winograd, "WINOGRAD", False)
 
 
 def _weights(shape: tuple[int, ...], seed: int = 7) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from template_forcing import check_against_reference
 from tilecraft_x86_avx512 import build
-from tilecraft_x86_avx512.blocking import direct_nhwc
+from tilecraft_x86_avx512.blocking import direct_nhwc, winograd
 from tilecraft_x86_avx512.blocking.direct_nhwc import nhwc_geometry
 from tilecraft_x86_avx512.microkernels import (
     NHWC_TAPS_ACC_BY_STRIDE,
@@ -25,6 +25,13 @@ from tilecraft.errors import TilecraftError
 from tilecraft.graph import Graph
 from tilecraft.passes.contraction import as_contraction
 from tilecraft.passes.layout import choose_layout
+
+
+@pytest.fixture(autouse=True)
+def _direct_path_only(monkeypatch):
+    """These tests are about the direct path: Winograd (blocking/winograd.py, which takes 3x3
+    stride-1 convolutions of 48 tiles or more by default) off."""
+    monkeypatch.setattr(winograd, "WINOGRAD", False)
 
 
 def NhwcTarget(threads: int) -> X86Avx512Target:   # noqa: N802 (reads as the target class)

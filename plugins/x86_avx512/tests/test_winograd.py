@@ -1,7 +1,8 @@
-"""Winograd F(4x4, 3x3) convolutions (blocking/winograd.py): the transform matrices against a
-direct correlation, and whole convolutions, NCHW and NHWC, against the reference on awkward
-shapes (maps not a multiple of 4, prime channel counts, one row of tiles), at 1 and 2 threads,
-with and without a fused epilogue; and which convolutions take the path by default."""
+"""Winograd F(4x4, 3x3) and F(2x2, 3x3) convolutions (blocking/winograd.py): the transform
+matrices against a direct correlation, and whole convolutions, NCHW and NHWC, against the
+reference on awkward shapes (maps not a multiple of the tile, prime channel counts, one row of
+tiles), at 1 and 2 threads, with and without a fused epilogue; and which convolutions take the
+path (and which algorithm) by default."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ import pytest
 from template_forcing import check_against_reference, check_space_switch
 from test_direct_nhwc import NhwcTarget
 from tilecraft_x86_avx512.blocking import winograd
-from tilecraft_x86_avx512.blocking.winograd import AT, BT, G, prefers_winograd, transform_flops
+from tilecraft_x86_avx512.blocking.winograd import (
+    AT,
+    BT,
+    F2,
+    F4,
+    G,
+    WinogradShape,
+    choose_algorithm,
+    prefers_winograd,
+    transform_flops,
+)
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 from tilecraft import ops, te
@@ -21,7 +32,7 @@ from tilecraft.pipeline import run_pipeline
 
 
 def _winograd(exe) -> list:
-    return [k for k in exe.kernels if "Winograd F(4x4, 3x3)" in k.attrs.get("schedule", "")]
+    return [k for k in exe.kernels if "Winograd F(" in k.attrs.get("schedule", "")]
 
 
 def _conv(cin: int, cout: int, h: int, w: int, seed: int = 3):
@@ -31,16 +42,20 @@ def _conv(cin: int, cout: int, h: int, w: int, seed: int = 3):
     return x, ops.conv2d(x, wt, padding=1, name="y")
 
 
-def test_transforms_compute_a_correlation():
-    """A^T [(G g G^T) * (B^T d B)] A is the 4x4 valid correlation of a 6x6 tile d with a 3x3
-    filter g."""
+@pytest.mark.parametrize("algorithm", [F4, F2], ids=["F4", "F2"])
+def test_transforms_compute_a_correlation(algorithm):
+    """A^T [(G g G^T) * (B^T d B)] A is the m x m valid correlation of an (m + 2)-square tile
+    d with a 3x3 filter g."""
     rng = np.random.default_rng(0)
+    m, span = algorithm.tile, algorithm.span
+    bt, g_, at = algorithm.bt, algorithm.g, algorithm.at
     for _ in range(5):
-        d, g = rng.standard_normal((6, 6)), rng.standard_normal((3, 3))
-        got = AT @ ((G @ g @ G.T) * (BT @ d @ BT.T)) @ AT.T
-        want = np.array([[np.sum(d[r:r + 3, s:s + 3] * g) for s in range(4)]
-                         for r in range(4)])
+        d, g = rng.standard_normal((span, span)), rng.standard_normal((3, 3))
+        got = at @ ((g_ @ g @ g_.T) * (bt @ d @ bt.T)) @ at.T
+        want = np.array([[np.sum(d[r:r + 3, s:s + 3] * g) for s in range(m)]
+                         for r in range(m)])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert (AT.shape, BT.shape, G.shape) == ((4, 6), (6, 6), (6, 3))
 
 
 #: (input channels, output channels, height, width): maps not a multiple of 4 (a ragged last
@@ -55,16 +70,23 @@ def everywhere(monkeypatch):
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
 
 
+@pytest.fixture(params=[F4, F2], ids=["F4", "F2"])
+def algorithm(request, monkeypatch, everywhere):
+    """Every 3x3 stride-1 convolution on the given algorithm."""
+    monkeypatch.setattr(winograd, "choose_algorithm", lambda shape: request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_conv_matches_reference(shape, threads, layout, everywhere):
+def test_conv_matches_reference(shape, threads, layout, algorithm):
     _, y = _conv(*shape)
     target = X86Avx512Target(threads=threads, layouts={"conv2d": "NCHW"}) \
         if layout == "NCHW" else NhwcTarget(threads)
     exe = check_against_reference([y], threads, target=target)
     (kernel,) = _winograd(exe)
-    assert layout in kernel.attrs["schedule"]
+    assert layout in kernel.attrs["schedule"] and algorithm.name in kernel.attrs["schedule"]
     names = [k.name for k in exe.kernels]
     assert any(name.endswith("_wino_u") for name in names)   # the filter transform
     assert any(name.endswith("_wino_v") for name in names)   # the input transform
@@ -72,7 +94,7 @@ def test_conv_matches_reference(shape, threads, layout, everywhere):
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_fused_epilogue_matches_reference(threads, layout, everywhere):
+def test_fused_epilogue_matches_reference(threads, layout, algorithm):
     """Bias, residual and ReLU computed by the output transform, the conv never stored."""
     x, y = _conv(24, 32, 11, 10)
     bias = te.constant(np.linspace(-1, 1, 32, dtype=np.float32).reshape(1, 32, 1, 1),
@@ -101,8 +123,8 @@ def test_filters_are_transformed_once(everywhere):
 
 
 def test_default_takes_maps_of_many_tiles():
-    """28x28 (49 tiles) of 64 channels takes the path; 14x14 (16 tiles), 8 channels, stride 2,
-    1x1 and non-constant weights do not."""
+    """28x28 (49 4x4 tiles) of 64 channels takes F(4x4, 3x3), 14x14 (49 2x2 tiles) F(2x2,
+    3x3); 7x7 (16 2x2 tiles), 8 channels, stride 2, 1x1 and non-constant weights take neither."""
     def contraction(cin, hw, k=3, stride=1, constant=True):
         x = te.placeholder((1, cin, hw, hw), name="x")
         w = te.constant(np.ones((64, cin, k, k), np.float32)) if constant else \
@@ -110,8 +132,11 @@ def test_default_takes_maps_of_many_tiles():
         return as_contraction(ops.conv2d(x, w, stride=stride, padding=k // 2),
                               broadcast_batch=True)
 
-    assert prefers_winograd(contraction(64, 28))
-    assert not prefers_winograd(contraction(64, 14))
+    assert prefers_winograd(contraction(64, 28)) and prefers_winograd(contraction(64, 14))
+    assert not prefers_winograd(contraction(64, 7))
+    shape = WinogradShape(64, 30, 30, 28, 28, 64, "NCHW")
+    assert choose_algorithm(shape) is F4
+    assert choose_algorithm(WinogradShape(64, 16, 16, 14, 14, 64, "NHWC")) is F2
     assert not prefers_winograd(contraction(8, 28))
     assert not prefers_winograd(contraction(64, 28, stride=2))
     assert not prefers_winograd(contraction(64, 28, k=1))

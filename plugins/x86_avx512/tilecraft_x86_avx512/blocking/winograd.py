@@ -1,5 +1,5 @@
-"""A 3x3 convolution of stride 1 by Winograd's minimal filtering, F(4x4, 3x3) (Lavin and Gray,
-"Fast Algorithms for Convolutional Neural Networks", CVPR 2016).
+"""A 3x3 convolution of stride 1 by Winograd's minimal filtering, F(4x4, 3x3) or F(2x2, 3x3)
+(Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016).
 
 Each 4x4 block of output pixels of one output channel is ``A^T [sum_c (G g_c G^T) * (B^T
 d_c B)] A``, with ``d_c`` the 6x6 input tile of channel ``c`` (overlapping its neighbours by
@@ -31,11 +31,19 @@ contiguous. The networks take this form (the layout pass makes ResNet channels-l
 The transforms add only additions and multiplications by small constants; in float32 the
 result differs from the direct sum by a few units in the fifth significant digit on
 unit-scale data (F(4x4, 3x3)'s points 0, +-1, +-2 keep the error small; F(6x6, 3x3) would not).
-Where the output has few tiles (a 14x14 map is 16 tiles: in NCHW a quarter of an ``NR = 64``
-panel; in NHWC, ResNet-18, 1 thread 1.6% faster, 2 threads 1.6% slower), the default keeps the
-direct path: :func:`prefers_winograd`. Same process alternating, Xeon family 6 model 167:
-ResNet-18 25.61 -> 20.76 ms (1 thread), 13.60 -> 11.14 (2); ResNet-50 57.62 -> 52.69 (1),
-31.82 -> 30.06 (2).
+A map with fewer than :data:`MIN_TILES` 4x4 tiles (14x14: 16 tiles; in NCHW a quarter of an
+``NR = 64`` panel) takes F(2x2, 3x3) where it has that many 2x2 tiles (14x14: 49): 16 products
+instead of 36, 2.25 times fewer multiply-adds than the direct path, with ``U`` 1.8 times the
+weights' size instead of 4 (ResNet's 256-channel 14x14 layers: ``U`` 4.2 MB against 9.4; F(4x4,
+3x3) on them, NHWC, ResNet-18: 1 thread 1.6% faster, 2 threads 1.6% slower than direct). A 7x7
+map (16 2x2 tiles) keeps the direct path: F(2x2, 3x3) there, ResNet-18 1 thread, 19.34 -> 23.25
+ms (its ``U``, 16.8 MB a layer, streams from memory). Same process alternating, Xeon family 6
+model 167 (:func:`prefers_winograd`, :func:`choose_algorithm`):
+
+- F(4x4, 3x3) on 56x56 and 28x28 against direct: ResNet-18 25.61 -> 20.76 ms (1 thread),
+  13.60 -> 11.14 (2); ResNet-50 57.62 -> 52.69 (1), 31.82 -> 30.06 (2);
+- F(2x2, 3x3) on 14x14 added: ResNet-18 20.22 -> 18.89 (1), 11.41 -> 10.92 (2); ResNet-50
+  52.48 -> 50.40 (1), 29.35 -> 28.10 (2).
 
 >>> import numpy as np
 >>> d, g = np.arange(6.0), np.array([1.0, -2.0, 0.5])
@@ -103,13 +111,41 @@ AT = np.array([[1, 1, 1, 1, 1, 0],
                [0, 1, -1, 2, -2, 0],
                [0, 1, 1, 4, 4, 0],
                [0, 1, -1, 8, -8, 1]], dtype=np.float64)
-#: output pixels per tile side, input pixels per tile side
-TILE, SPAN = 4, 6
+#: F(2, 3)'s input, filter and output transforms (points 0, 1, -1 and infinity)
+BT2 = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+G2 = np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]],
+              dtype=np.float64)
+AT2 = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Minimal:
+    """One minimal filtering algorithm F(m x m, 3x3): its transforms ``B^T`` (``bt``), ``G``
+    and ``A^T`` (``at``); each tile has ``tile x tile`` outputs from ``span x span`` inputs."""
+
+    name: str
+    bt: np.ndarray
+    g: np.ndarray
+    at: np.ndarray
+
+    @property
+    def tile(self) -> int:
+        return self.at.shape[0]
+
+    @property
+    def span(self) -> int:
+        return self.bt.shape[0]
+
+
+F4 = Minimal("F(4x4, 3x3)", BT, G, AT)
+F2 = Minimal("F(2x2, 3x3)", BT2, G2, AT2)
 #: whether 3x3 convolutions may take this path by default (a switch for measuring)
 WINOGRAD = True
-#: the fewest tiles (columns of the 36 products) the path takes by default: a 28x28 map has
-#: 49, one ``NR = 64`` panel three-quarters full; 14x14 has 16
+#: the fewest tiles (rows or columns of the products) the path takes by default: a 28x28 map
+#: has 49 4x4 tiles, one ``NR = 64`` panel three-quarters full; 14x14 has 16 (and 49 2x2 ones)
 MIN_TILES = 48
+#: whether maps too small for F(4x4, 3x3)'s tiles may take F(2x2, 3x3) by default
+SMALL_TILES = True
 #: the fewest input channels the path takes by default (the transforms cost as much per
 #: channel as a few of them of the products)
 MIN_CHANNELS = 16
@@ -150,14 +186,15 @@ class WinogradShape:
     out_width: int
     out_channels: int
     layout: str
+    algorithm: Minimal = F4
 
     @property
     def rows(self) -> int:
-        return ceil_div(self.out_height, TILE)
+        return ceil_div(self.out_height, self.algorithm.tile)
 
     @property
     def cols(self) -> int:
-        return ceil_div(self.out_width, TILE)
+        return ceil_div(self.out_width, self.algorithm.tile)
 
     @property
     def tiles(self) -> int:
@@ -220,7 +257,22 @@ def prefers_winograd(contraction: Contraction) -> bool:
     shape = winograd_shape(contraction)
     if not WINOGRAD or shape is None or not _weights(contraction, shape).is_constant:
         return False
-    return shape.channels >= MIN_CHANNELS and shape.tiles >= MIN_TILES
+    return shape.channels >= MIN_CHANNELS and choose_algorithm(shape) is not None
+
+
+def choose_algorithm(shape: WinogradShape) -> Minimal | None:
+    """F(4x4, 3x3) where the map has at least :data:`MIN_TILES` 4x4 tiles, else F(2x2, 3x3)
+    where it has that many 2x2 tiles and :data:`SMALL_TILES` allows it, else ``None``.
+
+    >>> shape = WinogradShape(256, 16, 16, 14, 14, 256, "NHWC")
+    >>> [getattr(choose_algorithm(replace(shape, out_height=hw, out_width=hw)), "name", None)
+    ...  for hw in (28, 14, 7)]
+    ['F(4x4, 3x3)', 'F(2x2, 3x3)', None]
+    """
+    for algorithm in (F4, F2) if SMALL_TILES else (F4,):
+        if replace(shape, algorithm=algorithm).tiles >= MIN_TILES:
+            return algorithm
+    return None
 
 
 def lower_winograd(contraction: Contraction, options: LoweringOptions, l1_bytes: int,
@@ -234,9 +286,11 @@ def lower_winograd(contraction: Contraction, options: LoweringOptions, l1_bytes:
     shape = winograd_shape(contraction)
     if shape is None or (epilogue is not None and epilogue.local is not None):
         return None
+    shape = replace(shape, algorithm=choose_algorithm(shape) or F4)
+    alg = shape.algorithm
     name = contraction.tensor.name
     channels, out_channels, tiles = shape.channels, shape.out_channels, shape.tiles
-    e_total = SPAN * SPAN
+    e_total = alg.span * alg.span
     rc = te.reduce_axis(channels, "rc")
     if shape.layout == "NCHW":   # M[e, k, t] = U[e, k, c] V[e, c, t]: V is B, packed here
         u = te.placeholder((e_total, out_channels, channels), name=f"{name}_wino_u")
@@ -278,14 +332,15 @@ def lower_winograd(contraction: Contraction, options: LoweringOptions, l1_bytes:
 
 def _filter_kernel(contraction: Contraction, shape: WinogradShape, u_name: str,
                    options: LoweringOptions) -> Kernel:
-    """``U[6a + b, ...] = sum_ij G[a, i] G[b, j] g[i, j]`` for every filter, once."""
+    """``U[span * a + b, ...] = sum_ij G[a, i] G[b, j] g[i, j]`` for every filter, once."""
+    alg = shape.algorithm
     w_tensor = _weights(contraction, shape)
     channels, out_channels = shape.channels, shape.out_channels
     level = options.param_level
     w = Buffer(w_tensor.name, tuple(w_tensor.shape), w_tensor.dtype, level=level)
     k, c = Var("k"), Var("c")
     if shape.layout == "NCHW":
-        u = Buffer(u_name, (SPAN * SPAN, out_channels, channels), w.dtype, level=level)
+        u = Buffer(u_name, (alg.span * alg.span, out_channels, channels), w.dtype, level=level)
         taps = [BufferLoad(w, (k, c, const(i), const(j))) for i in range(3) for j in range(3)]
         loops = [(k, out_channels, parallel_kind(options, out_channels), 0),
                  (c, channels, LoopKind.SERIAL, 0)]
@@ -293,15 +348,16 @@ def _filter_kernel(contraction: Contraction, shape: WinogradShape, u_name: str,
         def at(e: int) -> tuple[Expr, ...]:
             return (const(e), k, c)
     else:
-        u = Buffer(u_name, (SPAN * SPAN, channels, out_channels), w.dtype, level=level)
+        u = Buffer(u_name, (alg.span * alg.span, channels, out_channels), w.dtype, level=level)
         taps = [BufferLoad(w, (const(i), const(j), c, k)) for i in range(3) for j in range(3)]
         loops = [(c, channels, parallel_kind(options, channels), 0),
                  (k, out_channels, vector_kind(options), max(1, options.lanes(w.dtype)))]
 
         def at(e: int) -> tuple[Expr, ...]:
             return (const(e), c, k)
-    stores = [Store(u, at(SPAN * a + b), combination(np.outer(G[a], G[b]).ravel(), taps))
-              for a in range(SPAN) for b in range(SPAN)]
+    stores = [Store(u, at(alg.span * a + b),
+                    combination(np.outer(alg.g[a], alg.g[b]).ravel(), taps))
+              for a in range(alg.span) for b in range(alg.span)]
     kernel = Kernel(u_name, (w, u), (u_name,), nest(loops, Seq(tuple(stores))), attrs={
         "compute": contraction.tensor.name, "role": f"Winograd filter transform of {w.name}",
         "schedule": f"G g G^T of {out_channels}x{channels} filters"})
@@ -351,6 +407,7 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
     """``V = B^T d B`` per tile and input channel: NCHW into the product's packed B panels
     (``v``: ``[36, panels, C, NR]``), a vector of a row's tiles at a time (stride-4 taps);
     NHWC into ``v`` ``[36, T, C]``, a vector of channels at a time."""
+    alg = shape.algorithm
     x_tensor = (contraction.b if shape.layout == "NCHW" else contraction.a).tensor
     height, width, channels = shape.height, shape.width, shape.channels
     rows, cols, tiles = shape.rows, shape.cols, shape.tiles
@@ -362,9 +419,9 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
 
     def guarded(index: Callable[[Expr, Expr], tuple[Expr, ...]], i: int, j: int,
                 buffer: Buffer) -> Expr:
-        row, col = ty * TILE + i, tx * TILE + j
-        row_out = (rows - 1) * TILE + i >= height     # the last tile row reads below the map
-        col_out = (cols - 1) * TILE + j >= width
+        row, col = ty * alg.tile + i, tx * alg.tile + j
+        row_out = (rows - 1) * alg.tile + i >= height     # the last tile row reads below the map
+        col_out = (cols - 1) * alg.tile + j >= width
         load = BufferLoad(buffer, index(minimum(row, height - 1) if row_out else row,
                                         minimum(col, width - 1) if col_out else col))
         inside = [row < height] * row_out + [col < width] * col_out
@@ -381,7 +438,7 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
         start = (ty * cols) // nr
 
         def store(a: int, b: int, value: Expr) -> Stmt:
-            e = const(SPAN * a + b)
+            e = const(alg.span * a + b)
             here: Stmt = Store(v, (e, start, c, t - start * nr), value)
             if cols > 1 and nr % cols:   # a row's tiles span two panels at most
                 here = IfThenElse(t - start * nr < nr, here,
@@ -389,8 +446,9 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
             return here if wide == cols else IfThenElse(tx < cols, here)
 
         taps = [guarded(lambda r, q: (c, r, q), i, j, x)
-                for i in range(SPAN) for j in range(SPAN)]
-        stages, blocks = _staged(f"{name}_wino_d", taps, SPAN, BT, BT, store, tx, cols, wide,
+                for i in range(alg.span) for j in range(alg.span)]
+        stages, blocks = _staged(f"{name}_wino_d", taps, alg.span, alg.bt, alg.bt, store, tx,
+                                 cols, wide,
                                  options)
         body: Stmt = _allocated(nest([(ty, rows, LoopKind.SERIAL, 0)], stages), blocks,
                                 zeroed=wide > cols)
@@ -400,23 +458,24 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
             zeros = [nest([(n, padding, vector_kind(options), lanes)],
                           Store(v, (const(e), const(panels - 1), c,
                                     n + (tiles - (panels - 1) * nr)), const(0.0, dtype)))
-                     for e in range(SPAN * SPAN)]
+                     for e in range(alg.span * alg.span)]
             body = Seq((body, *zeros))
         body = nest([(c, channels, parallel_kind(options, channels), 0)], body)
         schedule = (f"B^T d B into {panels} panels of {channels}x{nr}: parallel({channels}) > "
-                    f"tile rows({rows}) > vector({cols} tiles, stride-{TILE} taps)")
+                    f"tile rows({rows}) > vector({cols} tiles, stride-{alg.tile} taps)")
     else:
         x = Buffer(x_tensor.name, (height, width, channels), dtype, level=level)
         wide = ceil_div(channels, lanes) * lanes
         t = ty * cols + tx
 
         def store(a: int, b: int, value: Expr) -> Stmt:
-            here = Store(v, (const(SPAN * a + b), t, c), value)
+            here = Store(v, (const(alg.span * a + b), t, c), value)
             return here if wide == channels else IfThenElse(c < channels, here)
 
         taps = [guarded(lambda r, q: (r, q, c), i, j, x)
-                for i in range(SPAN) for j in range(SPAN)]
-        stages, blocks = _staged(f"{name}_wino_d", taps, SPAN, BT, BT, store, c, channels,
+                for i in range(alg.span) for j in range(alg.span)]
+        stages, blocks = _staged(f"{name}_wino_d", taps, alg.span, alg.bt, alg.bt, store, c,
+                                 channels,
                                  wide, options)
         body = nest([(ty, rows, parallel_kind(options, rows), 0),
                      (tx, cols, LoopKind.SERIAL, 0)],
@@ -425,7 +484,7 @@ def _input_kernel(contraction: Contraction, shape: WinogradShape, v: Buffer,
                     f"vector({channels} channels)")
     kernel = Kernel(f"{name}_wino_v", (x, v), (v.name,), body, attrs={
         "compute": name, "role": f"Winograd input transform of {x.name}",
-        "schedule": schedule, "flops": tiles * channels * transform_flops(BT, BT)})
+        "schedule": schedule, "flops": tiles * channels * transform_flops(alg.bt, alg.bt)})
     verify_kernel(kernel, options.spec, check_bounds=False)  # guarded: see guarded()
     return kernel
 
@@ -434,6 +493,7 @@ def _output_kernel(contraction: Contraction, shape: WinogradShape, product: Tens
                    options: LoweringOptions, epilogue: Epilogue | None) -> Kernel:
     """``y = A^T M A`` per tile and output channel, through ``epilogue`` when there is one:
     NCHW a vector of a row's tiles at a time (stride-4 stores), NHWC of output channels."""
+    alg = shape.algorithm
     tensor = contraction.tensor
     _, m_total, n_total, _ = contraction.extents()
     out_height, out_width, out_channels = shape.out_height, shape.out_width, shape.out_channels
@@ -451,40 +511,42 @@ def _output_kernel(contraction: Contraction, shape: WinogradShape, product: Tens
     wide = ceil_div(extent, lanes) * lanes
 
     def store(r: int, s: int, value: Expr) -> Stmt:
-        oh, ow = ty * TILE + r, tx * TILE + s
+        oh, ow = ty * alg.tile + r, tx * alg.tile + s
         pixel = oh * out_width + ow
         row, col = (k, pixel) if nchw else (pixel, k)
         here = Store(out, (const(0), row, col), value) if epilogue is None else \
             epilogue.store_value(const(0), row, col, value)
-        inside = ([oh < out_height] if (rows - 1) * TILE + r >= out_height else []) \
-            + ([ow < out_width] if (cols - 1) * TILE + s >= out_width else []) \
+        inside = ([oh < out_height] if (rows - 1) * alg.tile + r >= out_height else []) \
+            + ([ow < out_width] if (cols - 1) * alg.tile + s >= out_width else []) \
             + ([var < extent] if wide > extent else [])
         if inside:
             here = IfThenElse(te.all_of(*inside) if len(inside) > 1 else inside[0], here)
         return here
 
     products = [BufferLoad(m, (const(e), k, t) if nchw else (const(e), t, k))
-                for e in range(SPAN * SPAN)]
-    stages, blocks = _staged(f"{tensor.name}_wino_y", products, SPAN, AT, AT, store, var,
+                for e in range(alg.span * alg.span)]
+    stages, blocks = _staged(f"{tensor.name}_wino_y", products, alg.span, alg.at, alg.at, store,
+                             var,
                              extent, wide, options)
     body = _allocated(stages, blocks, zeroed=wide > extent)
     if nchw:
         body = nest([(k, out_channels, parallel_kind(options, out_channels), 0),
                      (ty, rows, LoopKind.SERIAL, 0)], body)
         where = (f"parallel({out_channels}) > tile rows({rows}) > vector({cols} tiles), "
-                 f"stride-{TILE} stores")
+                 f"stride-{alg.tile} stores")
     else:
         body = nest([(ty, rows, parallel_kind(options, rows), 0),
                      (tx, cols, LoopKind.SERIAL, 0)], body)
         where = f"parallel({rows} tile rows) > tiles({cols}) > vector({out_channels} channels)"
-    schedule = (f"Winograd F(4x4, 3x3), {shape.tiles} tiles, {shape.layout}: products on "
+    schedule = (f"Winograd {alg.name}, {shape.tiles} tiles, {shape.layout}: products on "
                 f"micro-kernel {OUTER_PRODUCT_F32_ROWS.name}; A^T M A: {where}")
     finish = contraction_kernel if epilogue is None else epilogue.kernel
     kernel = finish(tensor, [m, out], body, "none (transforms)", schedule, options)
     return replace(kernel, attrs={**kernel.attrs, "flops": shape.tiles * out_channels
-                                  * transform_flops(AT, AT)})
+                                  * transform_flops(alg.at, alg.at)})
 
 
-__all__ = ["AT", "BT", "G", "MIN_CHANNELS", "MIN_TILES", "WINOGRAD", "WinogradShape",
+__all__ = ["AT", "AT2", "BT", "BT2", "F2", "F4", "G", "G2", "MIN_CHANNELS", "MIN_TILES",
+           "SMALL_TILES", "WINOGRAD", "Minimal", "WinogradShape", "choose_algorithm",
            "combination", "lower_winograd", "prefers_winograd", "transform_flops",
            "winograd_shape"]
