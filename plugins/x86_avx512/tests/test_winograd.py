@@ -6,6 +6,8 @@ path (and which algorithm) by default."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from template_forcing import check_against_reference, check_space_switch
@@ -20,8 +22,10 @@ from tilecraft_x86_avx512.blocking.winograd import (
     WinogradShape,
     choose_algorithm,
     prefers_winograd,
+    product_slice,
     transform_flops,
 )
+from tilecraft_x86_avx512.fusion import BlockingMachine
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 from tilecraft import ops, te
@@ -59,8 +63,10 @@ def test_transforms_compute_a_correlation(algorithm):
 
 
 #: (input channels, output channels, height, width): maps not a multiple of 4 (a ragged last
-#: tile row and column), whole tiles, one row of tiles, a prime channel count, 3 channels
-SHAPES = [(16, 16, 13, 9), (17, 33, 8, 30), (3, 7, 17, 23), (20, 16, 4, 8), (16, 48, 2, 17)]
+#: tile row and column), whole tiles, one row of tiles, a prime channel count, 3 channels, and
+#: 128 channels (the products' reduction in slices, :func:`winograd.product_slice`)
+SHAPES = [(16, 16, 13, 9), (17, 33, 8, 30), (3, 7, 17, 23), (20, 16, 4, 8), (16, 48, 2, 17),
+          (128, 16, 9, 8)]
 
 
 @pytest.fixture
@@ -87,6 +93,11 @@ def test_conv_matches_reference(shape, threads, layout, algorithm):
     exe = check_against_reference([y], threads, target=target)
     (kernel,) = _winograd(exe)
     assert layout in kernel.attrs["schedule"] and algorithm.name in kernel.attrs["schedule"]
+    (product,) = [k for k in exe.kernels if k.name.endswith("_wino_m")]
+    schedule = product.attrs["schedule"]
+    nr, kc = (int(re.search(rf"{key}=(\d+)", schedule).group(1)) for key in ("NR", "KC"))
+    l1_bytes = BlockingMachine.from_spec(target.spec, threads).l1_bytes
+    assert kc == product_slice(shape[0], nr, l1_bytes)   # 128 channels: 64 on a 48 KB L1
     names = [k.name for k in exe.kernels]
     assert any(name.endswith("_wino_u") for name in names)   # the filter transform
     assert any(name.endswith("_wino_v") for name in names)   # the input transform
