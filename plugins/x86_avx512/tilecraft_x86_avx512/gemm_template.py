@@ -419,13 +419,10 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
         if transposed is not None:
             return transposed
     chosen.update({k: int(v) for k, v in (config or {}).items()})
-    mi = chosen["MI"]
-    blocking = Blocking(mi=mi, nr=chosen["NR"], kc=chosen["KC"],
-                        mc=max(mi, chosen["MC"] // mi * mi),
-                        pack_a=bool(chosen.get("PACK_A", 1)))
+    blocking = Blocking.from_config(chosen)
     if grouped is not None:
         return lower_grouped(grouped, blocking, options, int(chosen.get("NC", 0)))
-    OUTER_PRODUCT_F32.resolve({"MI": mi, "NR": blocking.nr})
+    OUTER_PRODUCT_F32.resolve({"MI": blocking.mi, "NR": blocking.nr})
     if chosen.get("NC", 0) > 0 and not blocking.pack_a:
         kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name, blocking,
                                      int(chosen["NC"]), options)

@@ -43,7 +43,7 @@ The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -108,6 +108,18 @@ class Blocking:
             rounded = self.mc // self.mi * self.mi or self.mi
             raise LoweringError(f"micro-kernel blocking: mc = {self.mc} must be a multiple of "
                                 f"mi = {self.mi}; round it to {rounded}")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, int]) -> Blocking:
+        """The blocking of a template config (``MI``, ``NR``, ``KC``, ``MC``, ``PACK_A``), its
+        ``MC`` rounded down to whole strips of ``MI`` (at least one).
+
+        >>> Blocking.from_config({"MI": 6, "NR": 64, "KC": 256, "MC": 100, "PACK_A": 0})
+        Blocking(mi=6, nr=64, kc=256, mc=96, pack_a=False)
+        """
+        mi = config["MI"]
+        return cls(mi=mi, nr=config["NR"], kc=config["KC"], mc=max(mi, config["MC"] // mi * mi),
+                   pack_a=bool(config.get("PACK_A", 1)))
 
 
 def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],

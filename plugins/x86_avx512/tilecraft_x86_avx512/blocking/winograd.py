@@ -308,9 +308,7 @@ def lower_winograd(contraction: Contraction, options: LoweringOptions, l1_bytes:
     assert gemm is not None
     chosen = default_config(gemm, l1_bytes, l2_bytes, threads)
     chosen["KC"] = min(chosen["KC"], product_slice(channels, chosen["NR"], l1_bytes))
-    blocking = Blocking(mi=chosen["MI"], nr=chosen["NR"], kc=chosen["KC"],
-                        mc=max(chosen["MI"], chosen["MC"] // chosen["MI"] * chosen["MI"]),
-                        pack_a=bool(chosen.get("PACK_A", 1)))
+    blocking = Blocking.from_config(chosen)
     OUTER_PRODUCT_F32.resolve({"MI": blocking.mi, "NR": blocking.nr})
     pack, main = lower_contraction(gemm, OUTER_PRODUCT_F32.name, blocking, options,
                                    rows_micro_kernel=OUTER_PRODUCT_F32_ROWS.name)
