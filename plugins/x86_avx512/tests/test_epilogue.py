@@ -81,7 +81,9 @@ def test_matmul_bias_gelu_is_one_kernel(m, n, k):
     E = te.compute(C.shape, lambda i, j: _gelu(C[i, j] + bias[j]), name="E")
     exe = _compiled(E, seed=m + n + k)
     _fused(exe, "C", "E")
-    assert len(exe.kernels) == 2  # B's packing and the fused kernel
+    # the fused kernel, after B's packing unless it reads B in place
+    in_place = "B read in place" in exe.kernels[-1].attrs["schedule"]
+    assert len(exe.kernels) == (1 if in_place else 2)
 
 
 def test_ops_bias_gelu_after_dense_is_folded_then_fused():

@@ -50,11 +50,16 @@ def test_rows_micro_kernel_matches_its_declared_semantics():
 
 @pytest.mark.parametrize("m, n, k", [(37, 129, 61), (1, 17, 200), (97, 17, 3), (7, 300, 1),
                                      (64, 64, 64), (13, 31, 97)])
-@pytest.mark.parametrize("extra", [{"PACK_A": 0}, {"PACK_A": 0, "NC": 3},
-                                   {"PACK_A": 0, "NC": 1}, {"PACK_A": 1, "NC": 2}])
+@pytest.mark.parametrize("extra", [
+    {"PACK_A": 0, "PACK_B": 1}, {"PACK_A": 0, "PACK_B": 1, "NC": 3},
+    {"PACK_A": 0, "PACK_B": 1, "NC": 1}, {"PACK_A": 1, "PACK_B": 1, "NC": 2},
+    {"PACK_A": 0, "PACK_B": 0}, {"PACK_A": 0, "PACK_B": 0, "NC": 3},
+    {"PACK_A": 1, "PACK_B": 0}])
 def test_matmul_paths_native(m, n, k, extra):
     """Awkward shapes (primes, size 1, k slices that do not divide K) on every path; NC with
-    PACK_A=1 keeps B packed by its own kernel (the block path reads A in place)."""
+    PACK_A=1 keeps B packed by its own kernel (the block path reads A in place). B is read in
+    place (PACK_B=0) only where A is too: its ragged last panel reads nothing past B's end
+    (masked loads), which the shapes whose columns are not a multiple of 16 check."""
     rng = np.random.default_rng(m * n + k)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -66,9 +71,12 @@ def test_matmul_paths_native(m, n, k, extra):
     schedule = exe.kernels[-1].attrs["schedule"]
     if m > 1 and k > 1 and not extra["PACK_A"]:
         assert "A read in place" in schedule
-        assert ("per block" in schedule) == ("NC" in extra)
-    else:  # no m or k axis to view A by, or packing asked for: A is packed
+        assert ("B read in place" in schedule) == (n > 1 and not extra["PACK_B"])
+        assert ("per block" in schedule) == ("NC" in extra and "B read in place" not in schedule)
+        assert len(exe.kernels) == (1 if "NC" in extra or "B read in place" in schedule else 2)
+    else:  # no m or k axis to view A by, or packing asked for: A is packed, and so is B
         assert "A read in place" not in schedule
+        assert "B read in place" not in schedule
 
 
 @pytest.mark.parametrize("channels, size, kernel, stride, padding", [
@@ -152,3 +160,51 @@ def test_narrow_product_takes_a_tile_the_template_renders():
     a = rng.standard_normal((307, 16)).astype(np.float32)
     b = rng.standard_normal((16, 8)).astype(np.float32)
     np.testing.assert_allclose(exe(a, b), run(C, {"A": a, "B": b}), rtol=1e-4, atol=1e-4)
+
+
+_GUARDED_B = r"""
+import ctypes, mmap, sys
+import numpy as np
+import tilecraft as tc
+from tilecraft import ops, te
+from template_forcing import ForcedTarget
+m, k, n, nc = (int(v) for v in sys.argv[1:5])
+page = mmap.PAGESIZE
+nbytes = 4 * k * n
+pages = -(-nbytes // page) + 1
+memory = mmap.mmap(-1, (pages + 1) * page)
+base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+assert libc.mprotect(base + pages * page, page, 0) == 0   # PROT_NONE: reading it faults
+b = np.frombuffer(memory, np.float32, k * n, pages * page - nbytes).reshape(k, n)
+b[...] = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32)
+a = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
+config = {"MI": 5, "NR": 64, "KC": 16, "MC": 10, "PACK_A": 0, "PACK_B": 0,
+          **({"NC": nc} if nc else {})}
+C = ops.matmul(te.placeholder((m, k), name="A"), te.placeholder((k, n), name="B"), name="C")
+exe = tc.compile(C, target=ForcedTarget(config, "C"))
+assert "B read in place" in exe.kernels[-1].attrs["schedule"]
+np.testing.assert_allclose(exe(a, b), a @ b, rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("m, k, n, nc", [(13, 37, 50, 0), (7, 20, 113, 2), (11, 3, 17, 0)])
+def test_b_read_in_place_reads_nothing_past_its_end(tmp_path, m, k, n, nc):
+    """B read in place ends where the process may not read (the next page PROT_NONE): the
+    ragged last panel's partial vectors are masked loads, so nothing past B's last column is
+    touched (a plain load of the whole vector would fault). Run in a child process, so a fault
+    fails this test instead of the session."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "guarded.py"
+    script.write_text(_GUARDED_B)
+    here = str(Path(__file__).parent)
+    result = subprocess.run([sys.executable, str(script), str(m), str(k), str(n), str(nc)],
+                            capture_output=True, text=True, timeout=300, cwd=here,
+                            env={**__import__("os").environ, "PYTHONPATH": here})
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
+        f"rc={result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"

@@ -9,10 +9,13 @@ even split across cores). ``PACK_A`` (default 0) says whether A is packed: where
 row-major matrix (a matmul's A, a convolution's weights) the ``outer_product_f32_rows`` variant
 reads it in place, which measured faster on every shape tried (1.2x on 256^3, 1.1x on 2048^3,
 1.7-3.3x on late convolution layers with 196 or 49 output pixels, where packing A — a strided
-gather — cost more than the products). ``NC`` > 0 packs B inside the parallel loop, ``NC``
-panels at a time (:mod:`~tilecraft_x86_avx512.blocking.block_packed`), instead of all of B
-first into a workspace: the default for a convolution's im2col operand with enough panels (1.45x on
-YOLO-v1's first layer, whose im2col matrix is 29 MB; 5-20% on the 3x3 layers). ``TRANSPOSE``
+gather — cost more than the products). ``PACK_B`` (default :func:`reads_b_in_place`: B is not
+a constant, is a row-major matrix, and C has few rows or B's panel fits in L1) says whether B
+is packed; ``PACK_B=0`` reads it in place too. ``NC`` > 0 packs B inside the parallel loop, ``NC``
+panels at a time (:mod:`~tilecraft_x86_avx512.blocking.block_packed`; with ``PACK_B=0`` it
+reads those blocks in place), instead of all of B first into a workspace: the default for a
+convolution's im2col operand with enough panels (1.45x on YOLO-v1's first layer, whose im2col
+matrix is 29 MB; 5-20% on the 3x3 layers). ``TRANSPOSE``
 (default :func:`~tilecraft_x86_avx512.blocking.transposed_conv1x1.prefers_transposed`: a 1x1
 stride-1 convolution with constant weights and few output channels) computes ``C^T`` instead,
 the activation read in place and the weights packed once
@@ -39,7 +42,7 @@ GEMM's B inside the main kernel, per block of panels (:func:`grouped_block_panel
 >>> c = as_contraction(ops.matmul(te.placeholder((100, 64), name="A"),
 ...                               te.placeholder((64, 48), name="B")))
 >>> default_config(c, l1_bytes=49152, l2_bytes=1048576, threads=2)
-{'MI': 6, 'NR': 64, 'KC': 64, 'MC': 54, 'PACK_A': 0, 'NC': 0}
+{'MI': 6, 'NR': 64, 'KC': 64, 'MC': 54, 'PACK_A': 0, 'PACK_B': 0, 'NC': 0}
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from tilecraft.passes.contraction import (
     as_contraction,
     as_dot_product_contraction,
 )
-from tilecraft.te.expr import IterVar
+from tilecraft.te.expr import IterVar, Var, const
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
 from tilecraft_x86_avx512.blocking.direct_conv import (
@@ -74,7 +77,11 @@ from tilecraft_x86_avx512.blocking.dot_product import (
     lower_dot_product_contraction,
     reads_a_in_place,
 )
-from tilecraft_x86_avx512.blocking.register_tiles import Blocking, lower_contraction
+from tilecraft_x86_avx512.blocking.register_tiles import (
+    Blocking,
+    b_row_view,
+    lower_contraction,
+)
 from tilecraft_x86_avx512.blocking.transposed_conv1x1 import (
     activation_view,
     lower_transposed_config,
@@ -100,7 +107,8 @@ from tilecraft_x86_avx512.microkernels import (
 MIN_FLOPS = 2 * 32 * 32 * 32
 #: a product with fewer rows or columns than this is a matrix-vector product in disguise
 MIN_SIDE = 4
-CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "NC", "TRANSPOSE", "DIRECT", "WINOGRAD")
+CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "PACK_B", "NC", "TRANSPOSE", "DIRECT",
+               "WINOGRAD")
 #: zmm registers Eq. 3.4 leaves free: with all 32 in the tile's budget (4 x 96: 24 accumulators,
 #: 6 B vectors, a broadcast) LLVM's scheduler loads the next k step's B vectors early and spills
 #: an accumulator to the stack every step. 512x768x768 with constant B, 1 thread, Xeon
@@ -173,7 +181,42 @@ def default_config(contraction: Contraction, l1_bytes: int, l2_bytes: int,
         mc = max(mc, constant_b_rows(rows_per_thread, mi, kc, l2_bytes))
     mc = min(mc, _ceil_div(rows_per_thread, mi) * mi)
     return {"MI": mi, "NR": nr, "KC": kc, "MC": _balanced_rows(m, batch, mc, mi, threads),
-            "PACK_A": 0, "NC": nc}
+            "PACK_A": 0, "PACK_B": int(not reads_b_in_place(contraction, kc, nr, l1_bytes)),
+            "NC": nc}
+
+
+#: switch for :func:`reads_b_in_place` (kept for same-process A/B measurements)
+B_IN_PLACE = True
+#: at most this many rows of C read B in place whatever its panel's size (each packed value of
+#: B would serve few rows: the packing costs more than the strided reads)
+IN_PLACE_MAX_ROWS = 96
+
+
+def reads_b_in_place(contraction: Contraction, kc: int, nr: int, l1_bytes: int) -> bool:
+    """Whether the template reads B in place by default (``PACK_B=0``): B is not a constant
+    (a constant is packed once, by a kernel the Executable runs at install time), is a
+    row-major ``[batch?, K, N]`` view of its tensor (:func:`.register_tiles.b_row_view`), and
+    either C has at most :data:`IN_PLACE_MAX_ROWS` rows or a ``KC x NR`` panel of B fits half
+    of L1 (read from B's rows once, then from L1 by every strip). Otherwise each strip streams
+    the panel from L2 along B's strided rows instead of packed ones. 1 thread, Xeon family 6
+    model 167, matmul with B an input, in place / packed: 24x144x3136 0.70, 32x512x512 0.71,
+    96x576x196 0.87, 64x64x1024 0.88, 576x96x196 1.03, 256^3 1.10, 512^3 1.18, 128x128x4096
+    1.20, 1024^3 2.85 (rows 4 KB apart: every row of the panel in the same L1 sets).
+
+    >>> from tilecraft import ops, te
+    >>> from tilecraft.passes.contraction import as_contraction
+    >>> mm = lambda m, k, n: as_contraction(ops.matmul(te.placeholder((m, k)),
+    ...                                                te.placeholder((k, n))))
+    >>> [reads_b_in_place(mm(*shape), 512, 64, 49152) for shape in
+    ...  ((24, 144, 3136), (576, 96, 196), (512, 512, 512))]
+    [True, True, False]
+    """
+    if not B_IN_PLACE or contraction.b.tensor.is_constant:
+        return False
+    _, m, _, k = contraction.extents()
+    if m > IN_PLACE_MAX_ROWS and 4 * min(k, kc) * nr > l1_bytes // 2:
+        return False
+    return b_row_view(contraction, const(0), Var("k0"), Var("n0"), "param") is not None
 
 
 #: switch for :func:`constant_b_rows` (kept for same-process A/B measurements)
@@ -482,15 +525,16 @@ __all__ = ["CONFIG_KEYS", "default_config", "grouped_block_panels", "grouped_def
 
 def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     """The search space of this template's free parameters for ``tensor`` (``None`` when the
-    template does not apply): the register tile among the best Eq. 3.4 candidates, ``KC``, and
-    ``MC`` as a number of register-tile strips. Points decode to ``lower_compute`` configs.
+    template does not apply): the register tile among the best Eq. 3.4 candidates, ``KC``,
+    ``MC`` as a number of register-tile strips, and whether B is packed (``PACK_B``, where B
+    is not a constant and can be read in place). Points decode to ``lower_compute`` configs.
 
     >>> from tilecraft import ops, te
     >>> C = ops.matmul(te.placeholder((256, 256), name="A"), te.placeholder((256, 256), name="B"))
     >>> space = template_space(C, 49152, 1 << 20, 2)
     >>> space.space.size, sorted(space.decode(space.space.random_point(__import__("numpy")
     ...     .random.default_rng(0))))
-    (560, ['KC', 'MC', 'MI', 'NR'])
+    (1120, ['KC', 'MC', 'MI', 'NR', 'PACK_B'])
     """
     from tilecraft.search import ChoiceSpace, Space
     from tilecraft.target.base import TemplateSpace
@@ -511,11 +555,15 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     shape = winograd_shape(contraction)
     winograd = shape is not None and (contraction.a if shape.layout == "NCHW"
                                       else contraction.b).tensor.is_constant
+    # and B read in place instead of packed (a B that is not a constant, rows contiguous)
+    in_place = not contraction.b.tensor.is_constant and \
+        b_row_view(contraction, const(0), Var("k0"), Var("n0"), "param") is not None
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),
                    *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else []),
                    *([("DIRECT", ChoiceSpace((0, 1)))] if direct else []),
-                   *([("WINOGRAD", ChoiceSpace((0, 1)))] if winograd else [])])
+                   *([("WINOGRAD", ChoiceSpace((0, 1)))] if winograd else []),
+                   *([("PACK_B", ChoiceSpace((0, 1)))] if in_place else [])])
 
     def decode(point) -> dict[str, int]:
         values = space.values(point)
@@ -534,7 +582,7 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
         rows = min(values["strips"] * mi, _ceil_div(m, mi) * mi)
         return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows,
                 **({"TRANSPOSE": 0} if transposable else {}), **({"DIRECT": 0} if direct else {}),
-                **off}
+                **({"PACK_B": values["PACK_B"]} if in_place else {}), **off}
 
     del batch, l1_bytes, l2_bytes, threads
     return TemplateSpace(space, decode)

@@ -10,6 +10,10 @@ rows of A, every panel of the block and every ``MI``-row strip. A is read in pla
 micro-kernel with semantics ``C[m, n] += A[m, k] * B[k, n]``), so it must be a row-major
 ``[batch?, M, K]`` view of its tensor; otherwise :func:`lower_block_packed` returns ``None``.
 
+With ``Blocking(pack_b=False)`` and B a row-major view of its tensor
+(:func:`~.register_tiles.b_row_view`) nothing is packed: each block's panels are read from B's
+rows in place, the blocks still splitting the columns among the threads.
+
 Each column block re-reads A, so this pays where B is large next to A: a convolution's early
 layers (many output pixels, few weights), wide GEMMs. The packing scales with the threads (each
 packs its own blocks) and no workspace is written to memory and read back.
@@ -55,6 +59,7 @@ from tilecraft_x86_avx512.blocking.register_tiles import (
     Blocking,
     a_row_view,
     aligned_kc,
+    b_row_view,
     edge_tiles,
     operand_source,
     panel_copy,
@@ -111,6 +116,8 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
                    level=pack_level or param_level)
     panel = block * per_block + jr
     batched = any(a in axes_in(c.b) for a in c.batch_axes)
+    # B read in place (PACK_B=0): each panel's KC x NR slice straight from its rows
+    b_rows = None if bl.pack_b else b_row_view(c, b_index, pc * kc, panel * bl.nr, param_level)
 
     def slice_body(ki: int) -> Stmt:
         pack = panel_copy(c.b, tensor, source, c.batch_axes, c.n_axes, c.k_axes, bl.nr,
@@ -119,7 +126,8 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
         if panels % per_block:  # the last block has fewer panels
             pack = IfThenElse(panel < panels, pack)
         a_region = Region(a_view, a_base, (*(1,) * (len(a_base) - 2), bl.mi, ki))
-        b_region = Region(local, (jr, const(0), const(0)), (1, ki, bl.nr))
+        b_region = Region(local, (jr, const(0), const(0)), (1, ki, bl.nr)) if b_rows is None \
+            else Region(b_rows[0], b_rows[1], (*(1,) * (len(b_rows[1]) - 2), ki, bl.nr))
         tiles = edge_tiles(rows_micro_kernel, a_region, b_region, out, b_index, m0,
                            panel * bl.nr, m_total, n_total, bl.mi, bl.nr,
                            (("MI", bl.mi), ("NR", bl.nr), ("KI", ki)), eq(pc, 0), options,
@@ -131,20 +139,26 @@ def lower_block_packed(contraction: Contraction, rows_micro_kernel: str, blockin
             panel_tiles = IfThenElse(panel < panels, panel_tiles)
         compute = nest([(mb, m_blocks, LoopKind.SERIAL, 0), (jr, per_block, LoopKind.SERIAL, 0)],
                        panel_tiles)
+        if b_rows is not None:
+            return compute
         return Seq((nest([(jr, per_block, LoopKind.SERIAL, 0)], pack), compute))
 
     body = slice_body(kc) if k_last == kc else \
         IfThenElse(pc < k_blocks - 1, slice_body(kc), slice_body(k_last))
     outer = batch * n_blocks
-    body = nest([(t, outer, parallel_kind(options, outer), 0)],
-                Allocate(local, nest([(pc, k_blocks, LoopKind.SERIAL, 0)], body),
-                         zeroed=False))   # every panel read is packed first
+    body = nest([(pc, k_blocks, LoopKind.SERIAL, 0)], body)
+    if b_rows is None:
+        body = Allocate(local, body, zeroed=False)   # every panel read is packed first
+    body = nest([(t, outer, parallel_kind(options, outer), 0)], body)
+    how = f"B packed per block of {per_block} panels" if b_rows is None else \
+        f"B read in place by blocks of {per_block} panels"
+    step = " > [pack B block]" if b_rows is None else ""
     schedule = (f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A "
-                f"read in place, B packed per block of {per_block} panels: parallel({outer}) > "
-                f"k-slices({k_blocks}) > [pack B block] > row blocks({m_blocks}) > panels"
-                f"({per_block}) > strips({strips})")
+                f"read in place, {how}: parallel({outer}) > k-slices({k_blocks}){step} > "
+                f"row blocks({m_blocks}) > panels({per_block}) > strips({strips})")
     finish = contraction_kernel if epilogue is None else epilogue.kernel
-    return [finish(tensor, [source, a_view, out], body, rows_micro_kernel, schedule, options)]
+    b_param = source if b_rows is None else b_rows[0]
+    return [finish(tensor, [b_param, a_view, out], body, rows_micro_kernel, schedule, options)]
 
 
 __all__ = ["lower_block_packed"]

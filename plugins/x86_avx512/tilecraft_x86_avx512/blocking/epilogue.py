@@ -50,8 +50,8 @@ a reduction, or ``C`` read elsewhere too stays a kernel of its own.
 >>> [(c.name, e.name) for c, e in epilogue_pairs(graph)]
 [('C', 'E')]
 >>> kernels, _ = lower_with_epilogue(C, E, LoweringOptions(vector_lanes=16), 49152, 1 << 20, 1)
->>> [k.name for k in kernels], [p.name for p in kernels[-1].params]
-(['C_bpacked_pack', 'E'], ['A', 'C_bpacked', 'bias', 'E'])
+>>> [k.name for k in kernels], [p.name for p in kernels[-1].params]   # A and B read in place
+(['E'], ['A', 'B', 'bias', 'E'])
 """
 
 from __future__ import annotations
@@ -519,7 +519,8 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     blocking = Blocking(mi=mi, nr=chosen["NR"], kc=chosen["KC"],
                         mc=whole or max(mi, epilogue_rows(chosen["MC"], mi, chosen["NR"],
                                                           l2_bytes)),
-                        pack_a=bool(chosen.get("PACK_A", 1)))
+                        pack_a=bool(chosen.get("PACK_A", 1)),
+                        pack_b=bool(chosen.get("PACK_B", 1)))
     OUTER_PRODUCT_F32.resolve({"MI": mi, "NR": blocking.nr})
     epilogue = Epilogue(contraction, consumer, options, (mi, blocking.nr))
     try:

@@ -26,6 +26,15 @@ The result is two Kernel IR kernels, in the style of BLIS/Goto GEMM:
    ``sum_{n,h,w} dY[n, k, h, w] * ...`` — is read in place too, with ``KC`` a divisor of
    ``k_inner`` (:func:`aligned_kc`), instead of packed through a gather along ``M``.
 
+   With ``Blocking(pack_b=False)`` as well, B is read in place where it is a row-major
+   ``[batch?, K, N]`` view of its tensor (:func:`b_row_view`: a channels-first 1x1
+   convolution's activation, a matmul's B): no pack-B kernel, the micro-kernel reads each
+   panel's ``KC x NR`` slice straight from B's rows (row stride ``N``); the ragged last
+   panel's partial vectors are masked loads, so nothing past B's end is read. Packing B pays
+   where each packed value serves many rows of C; with few rows (MobileNet-V2's
+   projections: 24-320) it costs more than the products
+   (:func:`~tilecraft_x86_avx512.gemm_template.reads_b_in_place`).
+
 The micro-kernel's declaration (its semantics, ``C[m, n] += A[k, m] * B[k, n]`` with parameters
 ``MI``, ``NR``, ``KI``) is all the core knows; the target renders its implementation.
 
@@ -91,13 +100,15 @@ if TYPE_CHECKING:
 class Blocking:
     """Tile sizes: the micro-kernel's ``mi`` x ``nr`` register tile, the ``kc`` reduction
     slice (the micro-kernel's ``KI``) and the ``mc`` rows of A packed at once (a multiple of
-    ``mi``). ``pack_a=False`` reads A in place where it can (see the module docstring)."""
+    ``mi``). ``pack_a=False`` reads A in place where it can, ``pack_b=False`` B (see the
+    module docstring)."""
 
     mi: int
     nr: int
     kc: int
     mc: int
     pack_a: bool = True
+    pack_b: bool = True
 
     def __post_init__(self) -> None:
         for name in ("mi", "nr", "kc", "mc"):  # pack_a is a flag
@@ -111,15 +122,15 @@ class Blocking:
 
     @classmethod
     def from_config(cls, config: Mapping[str, int]) -> Blocking:
-        """The blocking of a template config (``MI``, ``NR``, ``KC``, ``MC``, ``PACK_A``), its
-        ``MC`` rounded down to whole strips of ``MI`` (at least one).
+        """The blocking of a template config (``MI``, ``NR``, ``KC``, ``MC``, ``PACK_A``,
+        ``PACK_B``), its ``MC`` rounded down to whole strips of ``MI`` (at least one).
 
         >>> Blocking.from_config({"MI": 6, "NR": 64, "KC": 256, "MC": 100, "PACK_A": 0})
-        Blocking(mi=6, nr=64, kc=256, mc=96, pack_a=False)
+        Blocking(mi=6, nr=64, kc=256, mc=96, pack_a=False, pack_b=True)
         """
         mi = config["MI"]
         return cls(mi=mi, nr=config["NR"], kc=config["KC"], mc=max(mi, config["MC"] // mi * mi),
-                   pack_a=bool(config.get("PACK_A", 1)))
+                   pack_a=bool(config.get("PACK_A", 1)), pack_b=bool(config.get("PACK_B", 1)))
 
 
 def axis_groups_view(load: Load, groups: Sequence[tuple[Sequence[IterVar], Expr]],
@@ -218,13 +229,18 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
         a_rows = a_row_view(c, b_index, m0, pc * kc, param_level, kc)
     if epilogue is not None:   # whole rows: per block, A in place, one reduction slice
         epilogue.whole_rows &= not epilogue.per_tile and k_blocks == 1 and a_rows is not None
+    b_rows = None
+    if a_rows is not None and not bl.pack_b:
+        b_rows = b_row_view(c, b_index, pc * kc, n0, param_level)
     if a_rows is not None:  # A read in place: no local buffer, no packing loop
         a_view, a_base = a_rows
         k_last = k_total - (k_blocks - 1) * kc
 
         def slice_tiles(ki: int) -> Stmt:
             a_region = Region(a_view, a_base, (*(1,) * (len(a_base) - 2), bl.mi, ki))
-            b_region = Region(packed_in, (bp_batch, jr, pc * kc, const(0)), (1, 1, ki, bl.nr))
+            b_region = Region(packed_in, (bp_batch, jr, pc * kc, const(0)), (1, 1, ki, bl.nr)) \
+                if b_rows is None else \
+                Region(b_rows[0], b_rows[1], (*(1,) * (len(b_rows[1]) - 2), ki, bl.nr))
             return edge_tiles(rows_micro_kernel, a_region, b_region, out, b_index, m0, n0,
                               m_total, n_total, bl.mi, bl.nr,
                               (("MI", bl.mi), ("NR", bl.nr), ("KI", ki)), eq(pc, 0), options,
@@ -246,11 +262,14 @@ def lower_contraction(contraction: Contraction, micro_kernel: str, blocking: Blo
             body = nest([(t, outer, parallel_kind(options, outer), 0),
                          (pc, k_blocks, LoopKind.SERIAL, 0), (jr, nb, LoopKind.SERIAL, 0)],
                         panel)
-        return [pack_kernel, finish(
-            tensor, [a_view, packed_in, out], body, rows_micro_kernel,
-            f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, A read "
-            f"in place: parallel({outer}) > k-slices({k_blocks}) > panels({nb}) > "
-            f"strips({strips})", options)]
+        in_place = "A read in place" if b_rows is None else "A read in place, B read in place"
+        main = finish(
+            tensor, [a_view, packed_in if b_rows is None else b_rows[0], out], body,
+            rows_micro_kernel,
+            f"micro-kernel {rows_micro_kernel} MI={bl.mi} NR={bl.nr} KC={kc} MC={mc}, "
+            f"{in_place}: parallel({outer}) > k-slices({k_blocks}) > panels({nb}) > "
+            f"strips({strips})", options)
+        return [main] if b_rows is not None else [pack_kernel, main]
     # pack A: Ap[ir, kq, r] = A(m = mb*mc + ir*mi + r, k = pc*kc + kq), zero outside
     m_flat = mb * mc + ir * bl.mi + r
     k_flat = pc * kc + kq
@@ -317,6 +336,40 @@ def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
     view, load = found
     assert isinstance(load, BufferLoad)
     if len(load.indices) < 2 or load.indices[-2] is not m0 or load.indices[-1] is not k0:
+        return None
+    return view, tuple(load.indices)
+
+
+def b_row_view(contraction: Contraction, b_index: Expr, k0: Expr, n0: Expr,
+               level: str) -> tuple[Buffer, tuple[Expr, ...]] | None:
+    """B as a row-major ``[batch?, K, N]`` view of its tensor and the view's index of element
+    ``(k0, n0)`` in batch ``b_index``: ``None`` unless the tensor's dimensions are the batch, k
+    and n axes in that order (n innermost: each row of B contiguous), as a channels-first 1x1
+    convolution's activation ``x[n, c, h, w]`` is (``[C, H*W]``) or a matmul's ``B[k, n]``.
+
+    >>> from tilecraft import ops, te
+    >>> from tilecraft.passes.contraction import as_contraction
+    >>> x = te.placeholder((1, 40, 7, 5), name="x")
+    >>> w = te.placeholder((24, 40, 1, 1), name="w")
+    >>> c = as_contraction(ops.conv2d(x, w), broadcast_batch=True)
+    >>> view, index = b_row_view(c, const(0), Var("k0"), Var("n0"), "param")
+    >>> view.shape, [str(i) for i in index]
+    ((40, 35), ['k0', 'n0'])
+    >>> b_row_view(as_contraction(ops.conv2d(x, w, stride=2)), const(0), Var("k0"),
+    ...            Var("n0"), "param") is None
+    True
+    """
+    c = contraction
+    if not c.k_axes or not c.n_axes:
+        return None
+    plain = without_unit_taps(c.b, (*c.batch_axes, *c.k_axes, *c.n_axes))
+    found = axis_groups_view(plain, [(c.batch_axes, b_index), (c.k_axes, k0), (c.n_axes, n0)],
+                             level)
+    if found is None:
+        return None
+    view, load = found
+    assert isinstance(load, BufferLoad)
+    if len(load.indices) < 2 or load.indices[-2] is not k0 or load.indices[-1] is not n0:
         return None
     return view, tuple(load.indices)
 
@@ -649,6 +702,6 @@ def panel_copy(load: Load, tensor: Tensor, source: Buffer, batch_axes: Sequence[
         IfThenElse(jb * width + width <= w_total, store(False), store(True))
 
 
-__all__ = ["Blocking", "a_row_view", "aligned_kc", "axis_groups_view", "edge_tiles",
-           "lower_contraction", "operand_source", "pack_operand", "pack_row_chunks",
+__all__ = ["Blocking", "a_row_view", "aligned_kc", "axis_groups_view", "b_row_view",
+           "edge_tiles", "lower_contraction", "operand_source", "pack_operand", "pack_row_chunks",
            "panel_copy", "split_k_inner", "with_block_epilogue"]

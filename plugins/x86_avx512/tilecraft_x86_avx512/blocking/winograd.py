@@ -308,6 +308,7 @@ def lower_winograd(contraction: Contraction, options: LoweringOptions, l1_bytes:
     assert gemm is not None
     chosen = default_config(gemm, l1_bytes, l2_bytes, threads)
     chosen["KC"] = min(chosen["KC"], product_slice(channels, chosen["NR"], l1_bytes))
+    chosen["PACK_B"] = 1   # NCHW: the input transform writes V packed; NHWC: U packed once
     blocking = Blocking.from_config(chosen)
     OUTER_PRODUCT_F32.resolve({"MI": blocking.mi, "NR": blocking.nr})
     pack, main = lower_contraction(gemm, OUTER_PRODUCT_F32.name, blocking, options,
