@@ -208,12 +208,12 @@ static void *read_file(const char *path, size_t bytes) {
 
 int main(void) {
     float *A = read_file("A.bin", 120 * 200 * 4);
-    float *B = read_file("B.bin", 200 * 56 * 4);
-    float *bias = read_file("bias.bin", 56 * 4);
-    float *Y = malloc(120 * 56 * 4);
+    float *B = read_file("B.bin", 200 * 80 * 4);
+    float *bias = read_file("bias.bin", 80 * 4);
+    float *Y = malloc(120 * 80 * 4);
     if (prog_run(A, B, bias, Y) != 0) { return 4; }
     FILE *f = fopen("Y.bin", "wb");
-    fwrite(Y, 4, 120 * 56, f);
+    fwrite(Y, 4, 120 * 80, f);
     fclose(f);
     printf("%s\n", tilecraft_manifest() ? "manifest ok" : "no manifest");
     return 0;
@@ -227,14 +227,14 @@ def test_an_exported_library_and_header_work_from_c(tmp_path: Path) -> None:
         pytest.skip("gcc is not installed")
     target = get_target("x86_avx512:znver4")
     A = te.placeholder((120, 200), name="A")
-    B = te.placeholder((200, 56), name="B")
-    bias = te.placeholder((56,), name="bias")
+    B = te.placeholder((200, 80), name="B")
+    bias = te.placeholder((80,), name="bias")
     C = ops.matmul(A, B)
-    Y = te.compute((120, 56), lambda i, j: te.max(C[i, j] + bias[j], 0.0), name="Y")
+    Y = te.compute((120, 80), lambda i, j: te.max(C[i, j] + bias[j], 0.0), name="Y")
     graph = tc.Graph.from_outputs([Y])
     exe = tc.compile(graph, target=target)
-    # the C program calls several kernels in order: B (120 rows of C, a panel of B
-    # larger than half of L1) is packed by a kernel of its own
+    # the C program calls several kernels in order: B (120 rows of C, 80 columns, a panel of
+    # B larger than half of L1) is packed by a kernel of its own
     assert len(exe.compiled) >= 2
     written = target.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path,
                             "prog")
@@ -247,8 +247,8 @@ def test_an_exported_library_and_header_work_from_c(tmp_path: Path) -> None:
            "float *Y" in header
     rng = np.random.default_rng(7)
     inputs = {"A": rng.standard_normal((120, 200)).astype(np.float32),
-              "B": rng.standard_normal((200, 56)).astype(np.float32),
-              "bias": rng.standard_normal(56).astype(np.float32)}
+              "B": rng.standard_normal((200, 80)).astype(np.float32),
+              "bias": rng.standard_normal(80).astype(np.float32)}
     for name, array in inputs.items():
         array.tofile(tmp_path / f"{name}.bin")
     (tmp_path / "main.c").write_text(C_MAIN)
@@ -258,7 +258,7 @@ def test_an_exported_library_and_header_work_from_c(tmp_path: Path) -> None:
     result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0 and "manifest ok" in result.stdout, result.stderr
-    got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(120, 56)
+    got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(120, 80)
     expected = tc.reference.run(graph, **inputs)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
 

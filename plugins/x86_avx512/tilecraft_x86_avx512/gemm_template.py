@@ -196,9 +196,10 @@ def reads_b_in_place(contraction: Contraction, kc: int, nr: int, l1_bytes: int) 
     """Whether the template reads B in place by default (``PACK_B=0``): B is not a constant
     (a constant is packed once, by a kernel the Executable runs at install time), is a
     row-major ``[batch?, K, N]`` view of its tensor (:func:`.register_tiles.b_row_view`), and
-    either C has at most :data:`IN_PLACE_MAX_ROWS` rows or a ``KC x NR`` panel of B fits half
-    of L1 (read from B's rows once, then from L1 by every strip). Otherwise each strip streams
-    the panel from L2 along B's strided rows instead of packed ones. 1 thread, Xeon family 6
+    C has at most :data:`IN_PLACE_MAX_ROWS` rows, or a ``KC x NR`` panel of B fits half of L1
+    (read from B's rows once, then from L1 by every strip), or B is one panel wide (its rows
+    are the panel's, contiguous: MobileNet-V2's 7x7 layers, 49 columns). Otherwise each strip
+    streams the panel from L2 along B's strided rows instead of packed ones. 1 thread, Xeon family 6
     model 167, matmul with B an input, in place / packed: 24x144x3136 0.70, 32x512x512 0.71,
     96x576x196 0.87, 64x64x1024 0.88, 576x96x196 1.03, 256^3 1.10, 512^3 1.18, 128x128x4096
     1.20, 1024^3 2.85 (rows 4 KB apart: every row of the panel in the same L1 sets).
@@ -208,13 +209,13 @@ def reads_b_in_place(contraction: Contraction, kc: int, nr: int, l1_bytes: int) 
     >>> mm = lambda m, k, n: as_contraction(ops.matmul(te.placeholder((m, k)),
     ...                                                te.placeholder((k, n))))
     >>> [reads_b_in_place(mm(*shape), 512, 64, 49152) for shape in
-    ...  ((24, 144, 3136), (576, 96, 196), (512, 512, 512))]
-    [True, True, False]
+    ...  ((24, 144, 3136), (576, 96, 196), (320, 960, 49), (512, 512, 512))]
+    [True, True, True, False]
     """
     if not B_IN_PLACE or contraction.b.tensor.is_constant:
         return False
-    _, m, _, k = contraction.extents()
-    if m > IN_PLACE_MAX_ROWS and 4 * min(k, kc) * nr > l1_bytes // 2:
+    _, m, n, k = contraction.extents()
+    if m > IN_PLACE_MAX_ROWS and 4 * min(k, kc) * nr > l1_bytes // 2 and n > nr:
         return False
     return b_row_view(contraction, const(0), Var("k0"), Var("n0"), "param") is not None
 
