@@ -57,11 +57,12 @@ def test_a_1x1_plane_falls_back_to_the_template(threads):
     assert not _transposed_kernels(exe)
 
 
-@pytest.mark.parametrize("shape", [(97, 32, 13, 11), (192, 32, 28, 28), (384, 64, 14, 14),
-                                   (131, 48, 7, 9)])
+@pytest.mark.parametrize("shape", [(197, 64, 13, 11), (192, 64, 28, 28), (384, 64, 14, 14),
+                                   (131, 64, 7, 11)])
 def test_default_takes_the_path_for_few_output_channels(shape):
     """Constant weights (a network's): the path by default; the same weights as an input
-    would be packed every call, so they stay on the template."""
+    would be packed every call, so they stay on the template; fewer than MIN_CHANNELS output
+    channels stay on the template too (which reads the activation in place)."""
     cin, cout, h, w = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.constant(_weights((cout, cin, 1, 1)), name="w")
@@ -69,6 +70,9 @@ def test_default_takes_the_path_for_few_output_channels(shape):
     assert len(_transposed_kernels(exe)) == 1
     as_input = te.placeholder((cout, cin, 1, 1), name="w")
     exe = check_against_reference([ops.conv2d(x, as_input, name="y")], 2)
+    assert not _transposed_kernels(exe)
+    few = te.constant(_weights((32, cin, 1, 1)), name="w")
+    exe = check_against_reference([ops.conv2d(x, few, name="y")], 2)
     assert not _transposed_kernels(exe)
 
 
@@ -117,14 +121,14 @@ def test_casting_epilogue_stays_on_the_template():
 
 
 def test_constant_weights_are_packed_once():
-    weights = np.random.default_rng(3).standard_normal((32, 80, 1, 1)).astype(np.float32)
-    x = te.placeholder((1, 80, 9, 7), name="x")
+    weights = np.random.default_rng(3).standard_normal((64, 160, 1, 1)).astype(np.float32)
+    x = te.placeholder((1, 160, 9, 8), name="x")
     y = ops.conv2d(x, te.constant(weights, name="w"), name="y")
     exe = tc.compile(y, target=X86Avx512Target(threads=2))
     assert set(exe._plan.precomputed) == {"y_wpacked"}
     rng = np.random.default_rng(4)
     for _ in range(2):
-        xs = rng.standard_normal((1, 80, 9, 7)).astype(np.float32)
+        xs = rng.standard_normal((1, 160, 9, 8)).astype(np.float32)
         want = run(Graph.from_outputs([y]), {"x": xs})
         np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
     assert _transposed_kernels(exe)
@@ -134,8 +138,11 @@ def test_default_choice_and_config_switch():
     """Few output channels take the path by default; ``TRANSPOSE=0`` turns it off, ``1`` on
     (with the config's tile), and shapes it cannot read in place never take it."""
     x = te.placeholder((1, 96, 14, 14), name="x")
-    few = as_contraction(ops.conv2d(x, te.constant(_weights((32, 96, 1, 1)), name="a")),
+    few = as_contraction(ops.conv2d(te.placeholder((1, 192, 14, 14), name="x4"),
+                                    te.constant(_weights((64, 192, 1, 1)), name="a")),
                          broadcast_batch=True)
+    fewer = as_contraction(ops.conv2d(x, te.constant(_weights((32, 96, 1, 1)), name="f")),
+                           broadcast_batch=True)
     ragged = as_contraction(ops.conv2d(x, te.constant(_weights((24, 96, 1, 1)), name="r")),
                             broadcast_batch=True)
     wide = as_contraction(ops.conv2d(te.placeholder((1, 256, 56, 56), name="x3"),
@@ -150,9 +157,9 @@ def test_default_choice_and_config_switch():
                              broadcast_batch=True)
     l2 = 1 << 21
     assert transposed.prefers_transposed(few, l2)
-    # too many output channels, a ragged vector of them, an activation larger than L2; the
-    # weights an input, not a constant
-    assert not any(transposed.prefers_transposed(c, l2) for c in (many, ragged, wide))
+    # too many output channels, too few, a ragged vector of them, an activation larger than
+    # L2; the weights an input, not a constant
+    assert not any(transposed.prefers_transposed(c, l2) for c in (many, fewer, ragged, wide))
     assert transposed.prefers_transposed(wide, 1 << 23)
     as_input = as_contraction(ops.conv2d(x, te.placeholder((32, 96, 1, 1), name="i")),
                               broadcast_batch=True)

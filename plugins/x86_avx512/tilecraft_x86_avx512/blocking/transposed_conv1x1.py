@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 MAX_K = 2048
 #: output channels at most this fraction of the input channels take the path by default
 MAX_OUT_IN_RATIO = 0.5
+#: output channels at least this take the path by default
+MIN_CHANNELS = 64
 #: output channels times threads at most this take the path by default
 MAX_CHANNEL_THREADS = 128
 #: the widest register tile and the score kept by a tile leaving a ragged panel of channels
@@ -114,26 +116,34 @@ def prefers_transposed(contraction: Contraction, l2_bytes: int, threads: int = 1
     streams the prefetcher cannot follow: ResNet's 56x56 layers, 256 x 3136 floats, ran
     1.1-1.6x slower), the output channels are at most :data:`MAX_OUT_IN_RATIO` of the input
     channels and the pixels, fill whole vectors (24 channels fill 1.5: MobileNet's 56x56
-    projects ran 1.1-1.24x slower) and are at most :data:`MAX_CHANNEL_THREADS` / ``threads``:
-    1 thread, 16-128 channels 0.6-0.95x, 256 0.97-1.0x; 2 threads, 16-32 channels 0.7-1.0x, 64
-    0.94-1.1x, 96-256 1.01-1.11x (49 pixels with 160-512 channels: 1.04-1.18x at 1 thread).
+    projects ran 1.1-1.24x slower), are at least :data:`MIN_CHANNELS` and at most
+    :data:`MAX_CHANNEL_THREADS` / ``threads``: 1 thread, 16-128 channels 0.6-0.95x, 256
+    0.97-1.0x; 2 threads, 16-32 channels 0.7-1.0x, 64 0.94-1.1x, 96-256 1.01-1.11x (49 pixels
+    with 160-512 channels: 1.04-1.18x at 1 thread) — against the template packing the
+    activation. Against the template reading it in place (``PACK_B=0``), 16 and 32 channels
+    lost, in MobileNet-V2 (Xeon family 6 model 167): the 16-channel project (112x112) 0.165 ms
+    transposed, 0.129 in place at 1 thread, 0.089 and 0.073 at 2; the 32-channel ones (28x28)
+    0.060-0.079 and 0.055-0.075 at 1 thread, 0.056-0.067 and 0.042-0.055 at 2. The 64- and
+    96-channel ones stayed faster transposed (1 thread: 0.076 against 0.089, 0.172 against
+    0.200).
 
     >>> import numpy as np
     >>> from tilecraft import ops, te
     >>> from tilecraft.passes.contraction import as_contraction
-    >>> x = te.placeholder((1, 96, 14, 14), name="x")
-    >>> weights = lambda oc: te.constant(np.ones((oc, 96, 1, 1), np.float32))
+    >>> x = te.placeholder((1, 192, 14, 14), name="x")
+    >>> weights = lambda oc: te.constant(np.ones((oc, 192, 1, 1), np.float32))
     >>> conv = lambda w: as_contraction(ops.conv2d(x, w), broadcast_batch=True)
-    >>> [prefers_transposed(conv(weights(oc)), 1 << 21) for oc in (32, 24, 96)]
-    [True, False, False]
-    >>> prefers_transposed(conv(weights(32)), 1 << 21, threads=8)
+    >>> [prefers_transposed(conv(weights(oc)), 1 << 21) for oc in (64, 24, 32, 128)]
+    [True, False, False, False]
+    >>> prefers_transposed(conv(weights(64)), 1 << 21, threads=8)
     False
-    >>> prefers_transposed(conv(te.placeholder((32, 96, 1, 1))), 1 << 21)
+    >>> prefers_transposed(conv(te.placeholder((64, 192, 1, 1))), 1 << 21)
     False
     """
     _, channels, pixels, k_total = contraction.extents()
     return (contraction.a.tensor.is_constant and activation_view(contraction) is not None
             and channels <= MAX_OUT_IN_RATIO * k_total and channels % 16 == 0
+            and channels >= MIN_CHANNELS
             and channels <= pixels and channels * threads <= MAX_CHANNEL_THREADS
             and 4 * k_total * pixels <= l2_bytes)
 
@@ -263,9 +273,10 @@ def lower_transposed(contraction: Contraction, mi: int, nr: int, mc: int,
     return [pack, finish(tensor, params, body, OUTER_PRODUCT_F32_SET.name, schedule, options)]
 
 
-__all__ = ["MAX_CHANNEL_THREADS", "MAX_K", "MAX_NR", "MAX_OUT_IN_RATIO", "RAGGED_PANEL_FACTOR",
-           "activation_view", "lower_transposed", "lower_transposed_config", "prefers_transposed",
-           "ragged_tiles", "store_transposed", "transposed_rows", "transposed_tile"]
+__all__ = ["MAX_CHANNEL_THREADS", "MAX_K", "MAX_NR", "MAX_OUT_IN_RATIO", "MIN_CHANNELS",
+           "RAGGED_PANEL_FACTOR", "activation_view", "lower_transposed", "lower_transposed_config",
+           "prefers_transposed", "ragged_tiles", "store_transposed", "transposed_rows",
+           "transposed_tile"]
 
 
 def lower_transposed_config(contraction: Contraction, config: dict[str, int],
