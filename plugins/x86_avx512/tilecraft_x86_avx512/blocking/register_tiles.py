@@ -329,15 +329,23 @@ def a_row_view(contraction: Contraction, b_index: Expr, m0: Expr, k0: Expr,
         groups = [(c.batch_axes, b_index), (c.k_axes[:-inner], groups[2][1] // k_inner),
                   (c.m_axes, m0), (c.k_axes[-inner:], k0)]
     # a channels-last 1x1 convolution's x[n, h + rh, w + rw, c] is the plain x[n, h, w, c]
-    plain = without_unit_taps(c.a, (*c.batch_axes, *c.m_axes, *c.k_axes))
-    found = axis_groups_view(plain, groups, level)
+    return _rows_view(c.a, (*c.batch_axes, *c.m_axes, *c.k_axes), groups, m0, k0, level)
+
+
+def _rows_view(load: Load, kept: Sequence[IterVar],
+               groups: Sequence[tuple[Sequence[IterVar], Expr]], row: Expr, col: Expr,
+               level: str) -> tuple[Buffer, tuple[Expr, ...]] | None:
+    """``load`` (its extent-1 axes outside ``kept`` read as 0) as a view by axis ``groups``
+    (:func:`axis_groups_view`) whose last two indices are ``row`` and ``col``, and that index;
+    ``None`` otherwise."""
+    found = axis_groups_view(without_unit_taps(load, kept), groups, level)
     if found is None:
         return None
-    view, load = found
-    assert isinstance(load, BufferLoad)
-    if len(load.indices) < 2 or load.indices[-2] is not m0 or load.indices[-1] is not k0:
+    view, viewed = found
+    assert isinstance(viewed, BufferLoad)
+    if len(viewed.indices) < 2 or viewed.indices[-2] is not row or viewed.indices[-1] is not col:
         return None
-    return view, tuple(load.indices)
+    return view, tuple(viewed.indices)
 
 
 def b_row_view(contraction: Contraction, b_index: Expr, k0: Expr, n0: Expr,
@@ -362,16 +370,8 @@ def b_row_view(contraction: Contraction, b_index: Expr, k0: Expr, n0: Expr,
     c = contraction
     if not c.k_axes or not c.n_axes:
         return None
-    plain = without_unit_taps(c.b, (*c.batch_axes, *c.k_axes, *c.n_axes))
-    found = axis_groups_view(plain, [(c.batch_axes, b_index), (c.k_axes, k0), (c.n_axes, n0)],
-                             level)
-    if found is None:
-        return None
-    view, load = found
-    assert isinstance(load, BufferLoad)
-    if len(load.indices) < 2 or load.indices[-2] is not k0 or load.indices[-1] is not n0:
-        return None
-    return view, tuple(load.indices)
+    return _rows_view(c.b, (*c.batch_axes, *c.k_axes, *c.n_axes),
+                      [(c.batch_axes, b_index), (c.k_axes, k0), (c.n_axes, n0)], k0, n0, level)
 
 
 def split_k_inner(contraction: Contraction) -> int | None:
