@@ -64,8 +64,8 @@ class _Call(NamedTuple):
     it in or None: the call's inputs and fresh outputs), its other parameters' arrays bound
     when the workspace set (or, without workspaces, the plan) was made. (A tuple: the loop
     between two kernels touches as few objects as it can — they come back from cold caches.)
-    ``chained``: the ``run_seconds`` lists of the reports of several steps ``run()`` runs at
-    once, returning each one's seconds (a chain: see :meth:`Executable._bind_steps`; the lists
+    ``chained``: the ``run_seconds`` lists of the reports of several steps ``run(arrays)`` runs
+    at once, returning each one's seconds (a chain: see :meth:`Executable._bind_steps`; the lists
     themselves, one object fewer to fetch per kernel); empty for one step."""
 
     allocations: tuple[tuple[str, tuple[int, ...], np.dtype], ...]
@@ -299,9 +299,11 @@ class Executable:
         ``workspaces`` (a set's intermediates and workspaces), constants, precomputed arrays.
         A runner offering ``bind(fixed) -> bound`` (``bound.names``: the parameters each call
         passes, in order; ``bound(arrays)`` runs) checks those arrays once; any other runner
-        gets the whole mapping each call. Consecutive bound steps that pass nothing run as one
-        chain where their type offers ``chain(bounds) -> chained | None`` (``chained()`` runs
-        them in order and returns each one's seconds): no Python between those kernels."""
+        gets the whole mapping each call. Consecutive bound steps run as one chain where their
+        type offers ``chain(bounds) -> chained | None`` (``chained(arrays)`` runs them in order,
+        with the arrays of each bound's ``names`` one bound after another, and returns each
+        one's seconds): no Python between those kernels, a network's input and output kernels
+        included."""
         kept = {name for step in plan.steps for name, _, _ in step.workspaces}
         fixed = {**self._constants, **plan.precomputed,
                  **{name: array for name, array in workspaces.items() if name in kept}}
@@ -317,16 +319,17 @@ class Executable:
             calls.append(_Call(step.allocations, run,
                                tuple((name, shapes[name]) for name in run.names), step.report))
         chained: list[_Call] = []
-        for kind, group in groupby(calls, lambda call: None if call.passed or call.allocations
-                                   else type(call.run)):
+        for kind, group in groupby(calls, lambda call: type(call.run)):
             members = list(group)
             chain = getattr(kind, "chain", None) if len(members) > 1 else None
             run = chain([call.run for call in members]) if chain is not None else None
             if run is None:
                 chained.extend(members)
             else:
-                chained.append(_Call((), run, (), members[0].report,
-                                     tuple(call.report.run_seconds for call in members)))
+                chained.append(_Call(
+                    tuple(item for call in members for item in call.allocations), run,
+                    tuple(item for call in members for item in call.passed), members[0].report,
+                    tuple(call.report.run_seconds for call in members)))
         return tuple(chained)
 
     def _run(self, calls: Sequence[_Call], values: dict[str, np.ndarray]) -> None:
@@ -340,14 +343,14 @@ class Executable:
                 values[name] = aligned_empty(shape, dtype)
         clock = time.perf_counter
         for _, run, passed, report, chained in calls:
+            arrays = [values[name] if shape is None else values[name].reshape(shape)
+                      for name, shape in passed] if passed else ()
             if chained:
-                for timings, seconds in zip(chained, run()):
+                for timings, seconds in zip(chained, run(arrays)):
                     timings.append(seconds)
                     if len(timings) > 1000:
                         del timings[:-100]
                 continue
-            arrays = [values[name] if shape is None else values[name].reshape(shape)
-                      for name, shape in passed] if passed else ()
             start = clock()
             run(arrays)
             timings = report.run_seconds

@@ -5,6 +5,7 @@ and a bound kernel computes what ``__call__`` computes, inline and on threads.""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -161,10 +162,70 @@ def test_chain_runs_bound_kernels_in_order_and_times_each(add, relu):
     second = add.bind({"A": c, "B": b, "C": d})  # reads what the first wrote
     chain = BoundKernel.chain([first, second])
     assert chain is not None, "gcc builds the chain's C loop wherever the parallel shim builds"
+    start = time.perf_counter()
     seconds = chain()
-    assert len(seconds) == 2 and all(0 <= s < 10 for s in seconds)
+    wall = time.perf_counter() - start
+    # counter ticks scaled to the loop's clock time: they add up to at most the call's
+    assert len(seconds) == 2 and all(s >= 0 for s in seconds)
+    assert 0 < sum(seconds) <= wall
     np.testing.assert_array_equal(d, (a + b) + b)
-    assert BoundKernel.chain([first, add.bind({"B": b})]) is None  # one passes arrays per call
+
+
+def test_chain_takes_the_arrays_its_kernels_pass_per_call(add):
+    """A chain's first and last kernels take arrays per call (a network's input and output):
+    the chain takes them one kernel after another, checks them as each bound kernel does, and
+    never runs a kernel when one is bad."""
+    a, b = _arrays(9)
+    middle = np.full((7, 5), np.nan, np.float32)
+    chain = BoundKernel.chain([add.bind({"B": b, "C": middle}),  # passes A
+                               add.bind({"A": middle}),  # passes B and C
+                               add.bind({"A": middle, "B": b})])  # passes C
+    assert chain is not None
+    assert chain.names == ("A", "B", "C", "C")
+    for seed in (10, 11):  # new arrays each call: their pointers are taken per call
+        x, y = _arrays(seed)
+        out, last = np.full((7, 5), np.nan, np.float32), np.full((7, 5), np.nan, np.float32)
+        seconds = chain([x, y, out, last])
+        assert len(seconds) == 3 and all(0 <= s < 10 for s in seconds)
+        np.testing.assert_array_equal(out, (x + b) + y)
+        np.testing.assert_array_equal(last, (x + b) + b)
+    out = np.full((7, 5), np.nan, np.float32)
+    with pytest.raises(InputError, match="takes 4 array"):
+        chain([x, y, out])
+    with pytest.raises(InputError, match=r"'C' must have shape \[7, 5\], got \[5, 7\]"):
+        chain([x, y, out, np.zeros((5, 7), np.float32)])
+    with pytest.raises(InputError, match="'C', which the kernel writes, overlaps"):
+        chain([x, y, out, middle])
+    middle[...] = np.nan
+    with pytest.raises(InputError, match="'A' must have dtype float32"):
+        chain([x.astype(np.float64), y, out, out.copy()])
+    assert np.isnan(middle).all() and np.isnan(out).all()  # nothing ran
+
+
+def test_one_chain_from_several_threads(add):
+    """Each call fills its own copy of the steps: threads calling one chain at once, each
+    with its own arrays, get their own results."""
+    b = _arrays(12)[1]
+    chain = BoundKernel.chain([add.bind({"B": b}), add.bind({"B": b})])  # A, C; A, C
+    assert chain is not None and chain.names == ("A", "C", "A", "C")
+    errors: list[BaseException] = []
+
+    def body(seed: int) -> None:
+        try:
+            for round_ in range(50):
+                x = np.full((7, 5), seed * 100 + round_, np.float32)
+                middle, out = np.empty((7, 5), np.float32), np.empty((7, 5), np.float32)
+                chain([x, middle, middle, out])
+                np.testing.assert_array_equal(out, (x + b) + b)
+        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+
+    workers = [threading.Thread(target=body, args=(seed,)) for seed in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors, errors[0]
 
 
 def test_chain_follows_thread_counts_set_after_it_was_made(relu):

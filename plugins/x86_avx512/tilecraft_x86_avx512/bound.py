@@ -6,9 +6,8 @@ intermediates and workspaces live in one arena per concurrently running call).
 and fills their pointers into a native ``args`` array; a call of the :class:`BoundKernel` then
 checks and points at only the others (a network's input and fresh outputs): about 0.5 us a
 kernel against ~6 us through ``NativeKernel.__call__`` (pure Python cost of MobileNet-V2's 65
-kernels: 475 -> 90 us a call). Consecutive kernels with every array bound run as one
-:class:`KernelChain`: one native call runs and times them all (:mod:`.sequence`), so no Python
-runs between them.
+kernels: 475 -> 90 us a call). Consecutive bound kernels run as one :class:`KernelChain`: one
+native call runs and times them all (:mod:`.sequence`), so no Python runs between them.
 """
 
 from __future__ import annotations
@@ -81,24 +80,32 @@ class BoundKernel:
                 self._launch = kernel.launcher(self._args)
             self._launch()
             return
+        kernel.launcher(self.pointers(arrays))()  # ``arrays`` referenced till done
+
+    def pointers(self, arrays: Sequence[np.ndarray]) -> Any:
+        """The native ``void **args`` array of a call with ``arrays`` for ``names``, checked as
+        a call checks them (InputError otherwise); the caller keeps ``arrays`` referenced while
+        a kernel runs on it."""
         if len(arrays) != len(self._varying):
             self._count(arrays)
+        kernel = self.kernel
         addresses = self._addresses.copy()
         for array, (k, name, shape, numpy_dtype, written) in zip(arrays, self._varying):
             if type(array) is not np.ndarray or array.dtype is not numpy_dtype \
                     or array.shape != shape or not array.flags.c_contiguous \
                     or (written and not array.flags.writeable):
-                array = kernel._check_one(name, array)
+                kernel._check_one(name, array)  # raises, naming the parameter
             addresses[k] = data_address(array)
         self._overlap(addresses, self._pairs)
-        kernel.launcher(kernel._pointer_array(*addresses))()  # ``arrays`` referenced till done
+        return kernel._pointer_array(*addresses)
 
     @staticmethod
     def chain(bounds: Sequence[BoundKernel]) -> KernelChain | None:
-        """``bounds`` (every array of each bound) run in order by one native call, or ``None``
-        where that cannot be done here (no gcc; a kernel without a native address)."""
+        """``bounds`` run in order by one native call, or ``None`` where that cannot be done
+        here (no gcc; a kernel without a native address). The chain takes the arrays of each
+        bound's ``names``, one after another (its ``names``)."""
         if run_steps() is None or runtime.parallel_for() is None \
-                or any(bound._varying or bound.kernel._address is None for bound in bounds):
+                or any(bound.kernel._address is None for bound in bounds):
             return None
         return KernelChain(bounds)
 
@@ -121,13 +128,26 @@ class BoundKernel:
 
 
 class KernelChain:
-    """Bound kernels, every array bound, run in order by one native call (the C loop of
-    :mod:`~tilecraft_x86_avx512.sequence`); a call returns each kernel's seconds. Several
-    threads may call one at once (each call gets its own array of seconds)."""
+    """Bound kernels run in order by one native call (the C loop of
+    :mod:`~tilecraft_x86_avx512.sequence`); a call passes the arrays of each bound's ``names``,
+    one bound after the other (``names``: all of them), and returns each kernel's seconds.
+    A network's input kernel and output kernel join the chain this way: their per-call
+    pointers go into a copy of the steps, so several threads may call one chain at once
+    (each call gets its own steps, pointer arrays and array of seconds)."""
 
     def __init__(self, bounds: Sequence[BoundKernel]) -> None:
         self.bounds = tuple(bounds)
+        self.names = tuple(name for bound in self.bounds for name in bound.names)
+        #: (step index, bound, its first array's index in a call's arrays) per bound that
+        #: takes arrays per call
+        self._varying: tuple[tuple[int, BoundKernel, int], ...] = ()
+        first = 0
+        for index, bound in enumerate(self.bounds):
+            if bound._varying:
+                self._varying += ((index, bound, first),)
+                first += len(bound._varying)
         self._count = ctypes.c_int64(len(self.bounds))
+        self._steps = Step * max(1, len(self.bounds))
         self._seconds = ctypes.c_double * max(1, len(self.bounds))
         self._launches = self._build()
 
@@ -135,7 +155,7 @@ class KernelChain:
         """The steps at the kernels' present thread counts (as :meth:`NativeKernel._run`
         launches them), and the parallel shim's address."""
         version = runtime._THREAD_CHANGES[0]
-        steps = (Step * max(1, len(self.bounds)))()
+        steps = self._steps()
         for step, bound in zip(steps, self.bounds):
             kernel = bound.kernel
             extent = kernel._extent
@@ -149,13 +169,26 @@ class KernelChain:
         shim = ctypes.c_void_p(ctypes.cast(native, ctypes.c_void_p).value if native else None)
         return version, steps, shim
 
-    def __call__(self) -> list[float]:
-        """Run every kernel; their seconds, in order."""
+    def __call__(self, arrays: Sequence[np.ndarray] = ()) -> list[float]:
+        """Run every kernel on the bound arrays and ``arrays`` (for ``names``, checked:
+        InputError naming the kernel and parameter otherwise); their seconds, in order."""
         launches = self._launches
         if launches[0] != runtime._THREAD_CHANGES[0]:  # a thread count was set since: launch anew
             launches = self._launches = self._build()
+        steps = launches[1]
+        if self._varying or arrays:
+            if len(arrays) != len(self.names):
+                raise InputError(f"this chain of {len(self.bounds)} kernels takes "
+                                 f"{len(self.names)} array(s), for "
+                                 f"{', '.join(self.names) or 'no parameter'}; got {len(arrays)}")
+            steps = self._steps.from_buffer_copy(steps)
+            pointers = []  # referenced until the native call returns
+            for index, bound, first in self._varying:
+                args = bound.pointers(arrays[first:first + len(bound._varying)])
+                pointers.append(args)
+                steps[index].args = ctypes.addressof(args)
         seconds = self._seconds()
-        run_steps()(launches[1], self._count, launches[2], seconds)  # type: ignore[misc]
+        run_steps()(steps, self._count, launches[2], seconds)  # type: ignore[misc]
         return seconds[:len(self.bounds)]
 
 
