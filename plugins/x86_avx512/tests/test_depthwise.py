@@ -86,12 +86,12 @@ def test_depthwise_conv_matches_reference(native, x_shape, kernel, stride, paddi
     _close(exe(**inputs), reference(graph, inputs))
 
 
-def _lowered(y, pad_mode: str | None, threads_options: LoweringOptions):
+def _lowered(y, pad_mode: str | None, threads_options: LoweringOptions, threads: int = 1):
     conv = as_depthwise(y)
     assert conv is not None
     pad = as_pad(conv.source.tensor) if pad_mode else None
     plane_bytes = {"plane": 1 << 30, "ring": 0}.get(pad_mode or "", 0)
-    return lower_depthwise(conv, threads_options, pad, plane_bytes=plane_bytes)
+    return lower_depthwise(conv, threads_options, pad, plane_bytes=plane_bytes, threads=threads)
 
 
 KERNEL_CASES = [  # x shape, kernel, stride, padding, dilation
@@ -154,6 +154,63 @@ def test_row_blocks_stay_in_bounds(target, monkeypatch, block, x_shape, kernel, 
             del arrays["x"]
         target.emulate(kernel_ir, arrays)
         _close(arrays["y"], want)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation", KERNEL_CASES)
+@pytest.mark.parametrize("pad_mode", [None, "ring"])
+def test_row_bands_match_reference(native, target, monkeypatch, threads, x_shape, kernel, stride,
+                                   padding, dilation, pad_mode):
+    """Bands of output rows in the parallel loop (every channel of a band on one thread, the
+    ring primed at the band's first row, the last band shorter), run natively at 1 and 2
+    threads and emulated (every access checked)."""
+    import tilecraft_x86_avx512.blocking.depthwise as depthwise
+
+    monkeypatch.setattr(depthwise, "MIN_BAND_ROWS", 1)
+    y = _relu6_dw(x_shape, kernel, stride, padding, dilation)
+    if pad_mode and as_pad(as_depthwise(y).source.tensor) is None:
+        pytest.skip("no padding")
+    graph = Graph.from_outputs([y])
+    inputs = _inputs(graph)
+    want = reference(graph, inputs)
+    kernel_ir = _lowered(y, pad_mode, LoweringOptions.from_spec(target.spec), threads)
+    rows, bands = depthwise.row_chunks(y.shape[2], y.shape[0] * y.shape[1], threads)
+    if bands > 1:
+        assert f"parallel({bands} bands of {rows} rows)" in kernel_ir.attrs["schedule"]
+    else:  # one block of rows (2 output rows): the channels
+        assert y.shape[2] <= depthwise.ROW_BLOCK and "channels) > rows" in kernel_ir.attrs[
+            "schedule"]
+    arrays = {**inputs, "y": np.full(y.shape, np.nan, np.float32)}
+    source = as_depthwise(y).source.tensor
+    if pad_mode is None:  # the kernel reads the padded input: computed by the reference
+        arrays[source.name] = _evaluate(source, inputs)
+    else:
+        arrays["act"] = _evaluate(source.inputs[0], inputs)
+    arrays = {p.name: arrays[p.name] for p in kernel_ir.params}
+    function = native.compile_kernel(kernel_ir)
+    saved = function.threads
+    try:
+        for count in (1, 2):
+            function.threads = count
+            got = dict(arrays, y=np.full(y.shape, np.nan, np.float32))
+            function(got)
+            _close(got["y"], want)
+    finally:
+        function.threads = saved
+    emulated = dict(arrays)
+    target.emulate(kernel_ir, emulated)
+    _close(emulated["y"], want)
+
+
+def test_row_chunks_rule(monkeypatch):
+    import tilecraft_x86_avx512.blocking.depthwise as depthwise
+
+    assert depthwise.row_chunks(112, 32, 1) == (112, 1)
+    assert depthwise.row_chunks(112, 32, 2) == (56, 2)
+    assert depthwise.row_chunks(57, 32, 2) == (30, 2)  # whole row blocks, the last band short
+    assert depthwise.row_chunks(7, 960, 2) == (7, 1)   # too few rows: channels
+    rows, bands = depthwise.row_chunks(113, 8, 3)
+    assert rows % depthwise.ROW_BLOCK == 0 and rows * (bands - 1) < 113 <= rows * bands
 
 
 def test_nonzero_pad_value_and_dilation(native):

@@ -57,7 +57,7 @@ def lower_conv_variant(tensor: Tensor, options: LoweringOptions, l1_bytes: int, 
         return [lower_col2im(gather.conv, gather.cols.name, options)]
     depthwise = as_depthwise(tensor) if not config else None
     if depthwise is not None:  # its input read as a tensor: a pad fused with it is not
-        return [lower_depthwise(depthwise, options)]
+        return [lower_depthwise(depthwise, options, threads=threads)]
     conv = as_transposed_conv(tensor)
     if conv is not None:
         cols, _ = transposed_as_gemm(conv)

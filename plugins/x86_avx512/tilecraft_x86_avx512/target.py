@@ -190,7 +190,8 @@ class X86Avx512Target(Target):
         groups += fuse_epilogues(graph, options, machine, plan,
                                  {name for group in groups for name in group.computes})
         return groups + fuse_depthwise_pads(graph, options,
-                                            {name for group in groups for name in group.computes})
+                                            {name for group in groups for name in group.computes},
+                                            self.threads)
 
     def native_lowering(self, tensor: Tensor,
                         options: LoweringOptions) -> LoweringEstimate | None:

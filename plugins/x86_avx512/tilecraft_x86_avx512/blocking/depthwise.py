@@ -3,7 +3,10 @@
 ``y[n, k, h, w] = sum_{r, s} P[n, k, sh*h + dh*r + oh, sw*w + dw*s + ow] * W(k, r, s)`` is no
 contraction the micro-kernel template runs (its only reduction is the ``R x S`` window), and
 the core's loop nest runs it scalar (a stride-2 window is a gather per element). Here the
-kernel runs in parallel over ``(n, k)``; for each block of ``ROW_BLOCK`` output rows a vector
+kernel runs in parallel over ``(n, k)`` — or, on several threads and a large map, over bands
+of output rows (:func:`row_chunks`: each thread then reads and writes the rows its 1x1
+neighbours, split by pixels, write and read on that thread); for each block of ``ROW_BLOCK``
+output rows a vector
 loop along the output width (16 lanes, a masked tail) computes the rows' outputs with the
 whole window unrolled into one expression per row, so the accumulators live in registers and
 each tap is one vector load (for stride 2 a wide masked load and a shuffle), shared by the
@@ -97,7 +100,7 @@ from tilecraft_x86_avx512.blocking.building import (
 from tilecraft_x86_avx512.blocking.depthwise_epilogue import DepthwiseEpilogue, depthwise_epilogue
 
 __all__ = ["Depthwise", "Pad", "as_depthwise", "as_pad", "depthwise_estimate",
-           "fuse_depthwise_pads", "lower_depthwise"]
+           "fuse_depthwise_pads", "lower_depthwise", "row_chunks"]
 
 #: the strategy :func:`depthwise_estimate` names (the mapping stage's report)
 STRATEGY = "x86 depthwise kernel"
@@ -286,17 +289,20 @@ ROW_BLOCK = 2
 #: how a tap reads its input: ``read(h, r, s)`` for output row ``h``, tap ``(r, s)``
 TapReader = Callable[[Expr, int, int], Expr]
 #: ``output_rows(rows, read)``: the statement computing those output rows
-RowsEmitter = Callable[[Sequence[Expr], TapReader], Stmt]
+RowsEmitter = Callable[..., Stmt]
 
 
 def lower_depthwise(conv: Depthwise, options: LoweringOptions,
                     pad: Pad | None = None, plane_bytes: int = PLANE_BYTES,
-                    epilogue: DepthwiseEpilogue | None = None) -> Kernel:
+                    epilogue: DepthwiseEpilogue | None = None, threads: int = 1) -> Kernel:
     """The kernel computing ``conv.tensor`` (see the module docstring); with ``pad`` (the
     compute ``conv.source`` reads, :func:`as_pad`) the pad is read through its expression
     instead of as a tensor: into a copy of the whole padded plane where it takes at most
     ``plane_bytes``, else into a ring of rows. With ``epilogue`` the kernel computes and
-    stores ``epilogue.tensor`` instead, from the window sums in registers."""
+    stores ``epilogue.tensor`` instead, from the window sums in registers. For ``threads``
+    threads the parallel loop runs over the channels, or over :func:`row_chunks` bands of
+    output rows (every channel of a band on one thread; the ring primed at each band's first
+    row) where that gives more than one."""
     tensor, source = conv.tensor, conv.source
     level = options.param_level
     batch, channels, out_h, out_w = tensor.shape
@@ -322,20 +328,22 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
     out = Buffer(stored.name, stored.shape, stored.dtype, level=level)
     lanes = max(1, options.lanes(tensor.dtype))
 
-    def output_rows(hs: Sequence[Expr], read: TapReader) -> Stmt:
-        """Output rows ``hs`` in one vector loop along the width, tap ``(r, s)`` of row ``h``
-        reading ``read(h, r, s)``: each row's whole window as one sum (row by row, each a
-        chain of FMAs); the rows of a block share their loads of the input rows in common."""
+    def output_rows(hs: Sequence[Expr], read: TapReader, origin: Expr | None = None) -> Stmt:
+        """Output rows ``origin + h`` for ``h`` in ``hs`` (``origin``: 0 by default) in one
+        vector loop along the width, tap ``(r, s)`` of row ``h`` reading ``read(h, r, s)``:
+        each row's whole window as one sum (row by row, each a chain of FMAs); the rows of a
+        block share their loads of the input rows in common."""
         stores = []
-        for h in hs:
+        for local_h in hs:
+            h = _shifted(origin, local_h)
             total: Expr | None = None
             for r in range(rows.taps):
                 line: Expr | None = None
                 for s in range(cols.taps):
                     taps = {a: const(v) for a, v in ((rows.tap_axis, r), (cols.tap_axis, s))
                             if a is not None}
-                    term = read(h, r, s) * kernel_expr(conv.weight, {**lead, **taps}, buffers,
-                                                       extra_zero=units)
+                    term = read(local_h, r, s) * kernel_expr(conv.weight, {**lead, **taps},
+                                                             buffers, extra_zero=units)
                     line = term if line is None else line + term
                 total = line if total is None else total + line
             assert total is not None
@@ -345,40 +353,67 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
         return For(wv, const(out_w), vector_kind(options),
                    stores[0] if len(stores) == 1 else Seq(tuple(stores)), lanes=lanes)
 
-    def all_rows(read: TapReader) -> Stmt:
-        """Every output row, ``ROW_BLOCK`` at a time (the last ones alone)."""
+    def all_rows(read: TapReader, origin: Expr | None = None, count: int = out_h) -> Stmt:
+        """Output rows ``origin + h`` (``origin``: 0 by default) for ``h < count``,
+        ``ROW_BLOCK`` at a time (the last ones alone); ``read`` takes ``h``."""
         hb = Var("hb")
-        blocks = out_h // ROW_BLOCK
+        blocks = count // ROW_BLOCK
         parts: list[Stmt] = []
         if blocks:
             parts.append(For(hb, const(blocks), LoopKind.SERIAL, output_rows(
-                [hb * ROW_BLOCK + i if ROW_BLOCK > 1 else hb for i in range(ROW_BLOCK)],
-                read)))
-        parts += [output_rows([const(h)], read) for h in range(blocks * ROW_BLOCK, out_h)]
+                [hb * ROW_BLOCK + i if i else hb * ROW_BLOCK for i in range(ROW_BLOCK)]
+                if ROW_BLOCK > 1 else [hb], read, origin)))
+        parts += [output_rows([const(h)], read, origin) for h in range(blocks * ROW_BLOCK, count)]
         return parts[0] if len(parts) == 1 else Seq(tuple(parts))
 
+    outer = batch * channels
+    band, bands = row_chunks(out_h, outer, threads)
+    c = Var("c")
+    band_reach = rows.stride * (band - 1) + rows.span  # padded rows a band reads
+    plane = pad is not None and band_reach * cols.reach * tensor.dtype.bytes <= plane_bytes
     local: Buffer | None = None
-    if pad is None:
-        x = buffer_of(source.tensor)
-        body: Stmt = all_rows(lambda h, r, s: BufferLoad(
-            x, (*lead_index, rows.stride * h + rows.dilation * r + rows.offset,
-                cols.stride * wv + cols.dilation * s + cols.offset)))
-        how = ""
+
+    def rows_body(origin: Expr, count: int) -> Stmt:
+        """Output rows ``origin`` to ``origin + count`` of channel ``t``."""
+        nonlocal local
+        if pad is None:
+            x = buffer_of(source.tensor)
+            return all_rows(lambda h, r, s: BufferLoad(
+                x, (*lead_index, rows.stride * _shifted(origin, h) + rows.dilation * r
+                    + rows.offset,
+                    cols.stride * wv + cols.dilation * s + cols.offset)), origin, count)
+        if plane:
+            local, body = _plane_body(conv, pad, buffers, lead_index, all_rows, wv, options,
+                                      origin, count, band_reach, local)
+        else:
+            local, body = _ring_body(conv, pad, buffers, lead_index, output_rows, wv, options,
+                                     origin, count, local)
+        return body
+
+    if bands == 1:
+        loop: Stmt = For(t, const(outer), parallel_kind(options, outer),
+                         rows_body(const(0), out_h))
+        split = f"parallel({outer} channels) > rows({out_h}, {ROW_BLOCK} at a time)"
     else:
-        plane = rows.reach * cols.reach * tensor.dtype.bytes <= plane_bytes
-        local, body = (_plane_body if plane else _ring_body)(
-            conv, pad, buffers, lead_index, output_rows, all_rows, wv, options)
+        last = out_h - band * (bands - 1)
+        body = For(t, const(outer), LoopKind.SERIAL, rows_body(c * band, band))
+        if last != band:  # (the last band's rows start at c * band too: its stores depend on
+            # the parallel variable, as the code generator's check of a parallel loop wants)
+            body = IfThenElse(c < bands - 1, body, For(
+                t, const(outer), LoopKind.SERIAL, rows_body(c * band, last)))
+        loop = For(c, const(bands), parallel_kind(options, bands), body)
+        split = (f"parallel({bands} bands of {band} rows) > channels({outer}) > "
+                 f"rows({band}, {ROW_BLOCK} at a time)")
+    how = ""
+    if pad is not None:
         how = (f", pad {pad.tensor.name} read inline into a "
                f"{'plane' if plane else f'{rows.span}-row ring'}")
-    outer = batch * channels
-    loop: Stmt = For(t, const(outer), parallel_kind(options, outer), body)
     if local is not None:  # one per thread, zeroed once: a zero fill stays where written
         loop = Allocate(local, loop)
     if epilogue is not None:
         how += f", epilogue {' -> '.join(t.name for t in epilogue.chain)} before the store"
     attrs = {"compute": stored.name, "statement": stored.statement(),
-             "schedule": f"depthwise {conv.label}: parallel({outer} channels) > "
-                         f"rows({out_h}, {ROW_BLOCK} at a time) > "
+             "schedule": f"depthwise {conv.label}: {split} > "
                          f"vector(w={out_w}, lanes={lanes}) x window{how}"}
     if epilogue is not None:
         attrs["fused"] = [tensor.name, *(t.name for t in epilogue.chain)]
@@ -390,43 +425,80 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
     return kernel
 
 
+#: the fewest output rows a band of :func:`row_chunks` has. A banded kernel alone runs slower
+#: than the channel split (144 channels of 56x56 on 2 threads: 0.12-0.14 ms against 0.095-0.11:
+#: each channel's plane is read and written in halves), which the threads' shared activations
+#: pay back only on large maps. MobileNet-V2 at 2 threads, same process alternating, Xeon
+#: family 6 model 167: bands from 28 rows (its 112x112 and 56x56 depthwise layers) 3.645 ->
+#: 3.579 ms against none; from 56 rows 3.595, from 14 rows (its 28x28 layers too) 3.647
+MIN_BAND_ROWS = 28
+
+
+def row_chunks(out_h: int, channels: int, threads: int) -> tuple[int, int]:
+    """``(rows, bands)``: the parallel loop of :func:`lower_depthwise` runs over ``bands``
+    bands of ``rows`` output rows (a multiple of ``ROW_BLOCK``; the last band may be shorter)
+    rather than over the channels when ``threads`` > 1 and each thread gets a band of at least
+    :data:`MIN_BAND_ROWS` rows, else ``(out_h, 1)``. In a band every channel's rows are the
+    ones the threads of a pixel-split neighbour (a 1x1 convolution's column blocks) write and
+    read, so that the threads do not exchange the activations between kernels.
+
+    >>> row_chunks(112, 32, 2), row_chunks(56, 144, 2), row_chunks(14, 384, 2)
+    ((56, 2), (28, 2), (14, 1))
+    >>> row_chunks(112, 32, 1)
+    (112, 1)
+    """
+    if threads < 2:
+        return out_h, 1
+    rows = -(-out_h // threads)
+    rows = -(-rows // ROW_BLOCK) * ROW_BLOCK
+    if rows < MIN_BAND_ROWS:
+        return out_h, 1
+    return rows, -(-out_h // rows)
+
+
 def _plane_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
-                lead_index: Sequence[Expr], output_rows: RowsEmitter,
-                all_rows: Callable[[TapReader], Stmt], wv: Var,
-                options: LoweringOptions) -> tuple[Buffer, Stmt]:
-    """The padded plane the windows reach, row by row into a local buffer, then the output
-    rows from it: the buffer and the statement."""
+                lead_index: Sequence[Expr], all_rows: Callable[..., Stmt], wv: Var,
+                options: LoweringOptions, origin: Expr, count: int, band_reach: int,
+                plane: Buffer | None = None) -> tuple[Buffer, Stmt]:
+    """The padded rows that output rows ``origin`` to ``origin + count`` read (the whole plane
+    for all the rows), row by row into a local buffer of ``band_reach`` rows (a new one unless
+    ``plane`` is given), then those output rows from it: the buffer and the statement."""
     rows, cols = conv.rows, conv.cols
-    plane = Buffer(f"{conv.tensor.name}_plane", (rows.reach, *_phases(cols)), conv.tensor.dtype,
-                   level=options.param_level)
+    if plane is None:
+        plane = Buffer(f"{conv.tensor.name}_plane", (band_reach, *_phases(cols)),
+                       conv.tensor.dtype, level=options.param_level)
+    reach = rows.stride * (count - 1) + rows.span
     i = Var("i")
-    fill = For(i, const(rows.reach), LoopKind.SERIAL, _padded_row(
-        pad, plane, buffers, lead_index, i + rows.offset, i, cols.offset, options))
+    fill = For(i, const(reach), LoopKind.SERIAL, _padded_row(
+        pad, plane, buffers, lead_index, _shifted(rows.stride * origin, i + rows.offset), i,
+        cols.offset, options))
     compute = all_rows(lambda h, r, s: BufferLoad(plane, (
-        rows.stride * h + rows.dilation * r, *_column(cols, wv, s))))
+        rows.stride * h + rows.dilation * r, *_column(cols, wv, s))), origin, count)
     return plane, Seq((fill, compute))
 
 
 def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
-               lead_index: Sequence[Expr], output_rows: RowsEmitter,
-               all_rows: Callable[[TapReader], Stmt], wv: Var,
-               options: LoweringOptions) -> tuple[Buffer, Stmt]:
-    """The output rows, ``ROW_BLOCK`` at a time, each block after the padded rows it adds to
-    a ring of the ``size`` rows a block reads (slot ``row % size``); the block loop is
-    unrolled until the slots repeat, so that every slot is a constant: the ring and the
-    statement."""
+               lead_index: Sequence[Expr], output_rows: RowsEmitter, wv: Var,
+               options: LoweringOptions, origin: Expr, out_h: int,
+               ring: Buffer | None = None) -> tuple[Buffer, Stmt]:
+    """Output rows ``origin`` to ``origin + out_h``, ``ROW_BLOCK`` at a time, each block after
+    the padded rows it adds to a ring of the ``size`` rows a block reads (slot ``row % size``,
+    rows counted from the first one ``origin`` reads: the ring is primed there); the block
+    loop is unrolled until the slots repeat, so that every slot is a constant: the ring (a new
+    one unless ``ring`` is given) and the statement."""
     rows, cols = conv.rows, conv.cols
     stride, offset, block = rows.stride, rows.offset, ROW_BLOCK
-    out_h = conv.tensor.shape[2]
     size = rows.span + stride * (block - 1)
-    ring = Buffer(f"{conv.tensor.name}_rows", (size, *_phases(cols)), conv.tensor.dtype,
-                  level=options.param_level)
+    if ring is None:
+        ring = Buffer(f"{conv.tensor.name}_rows", (size, *_phases(cols)), conv.tensor.dtype,
+                      level=options.param_level)
     fresh = min(stride * block, size)  # padded rows each block adds
     unroll = size // math.gcd(stride * block, size)  # blocks until the slots repeat
+    first_row = stride * origin  # the padded row (less the offset) the first window reads
 
     def padded(row: Expr, padded_row: int) -> Stmt:
-        return _padded_row(pad, ring, buffers, lead_index, row, const(padded_row % size),
-                           cols.offset, options)
+        return _padded_row(pad, ring, buffers, lead_index, _shifted(first_row, row),
+                           const(padded_row % size), cols.offset, options)
 
     def step(first: Expr, v: int, count: int) -> Stmt:
         # output rows first + i, first = block * (unroll * q + v): stride * block * unroll * q
@@ -438,7 +510,7 @@ def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
         slots = {h: i for i, h in enumerate(hs)}
         return Seq((*added, output_rows(hs, lambda h, r, s: BufferLoad(ring, (
             const((base + stride * slots[h] + rows.dilation * r) % size),
-            *_column(cols, wv, s))))))
+            *_column(cols, wv, s))), origin)))
 
     q = Var("q")
     parts = [padded(const(offset + j), offset + j) for j in range(size - fresh)]
@@ -450,6 +522,14 @@ def _ring_body(conv: Depthwise, pad: Pad, buffers: Mapping[Tensor, Buffer],
     for v in range(looped * unroll, -(-out_h // block)):  # the last blocks, the last one short
         parts.append(step(const(block * v), v, min(block, out_h - block * v)))
     return ring, Seq(tuple(parts))
+
+
+def _shifted(origin: Expr | None, row: Expr) -> Expr:
+    """``origin + row``, or ``row`` where ``origin`` is ``None`` or 0."""
+    origin = None if origin is None else simplify(origin)
+    if origin is None or (isinstance(origin, Const) and origin.value == 0):
+        return row
+    return simplify(origin + row)
 
 
 def _phases(cols: Window) -> tuple[int, int]:
@@ -508,13 +588,14 @@ def _padded_row(pad: Pad, dest: Buffer, buffers: Mapping[Tensor, Buffer],
 
 
 def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
-                        taken: set[str]) -> list[FusedGroup]:
+                        taken: set[str], threads: int = 1) -> list[FusedGroup]:
     """Each depthwise convolution of ``graph`` (:func:`as_depthwise`) not in ``taken`` with
     the pad compute (:func:`as_pad`) it reads where nothing else reads it (neither in
     ``taken`` nor a graph output) — the kernel reads the pad inline: the pad has no kernel of
     its own — and with the elementwise computes after it that the kernel computes before the
     store (:func:`.depthwise_epilogue.depthwise_epilogue`) as one kernel; a note for each
-    convolution whose reader does not fuse, with the reason."""
+    convolution whose reader does not fuse, with the reason. ``threads``: see
+    :func:`lower_depthwise`."""
     groups = []
     notes: list[str] = []
     outputs = set(graph.outputs)
@@ -529,7 +610,7 @@ def fuse_depthwise_pads(graph: Graph, options: LoweringOptions,
         epilogue = depthwise_epilogue(tensor, graph, taken, notes)
         if pad is None and epilogue is None:
             continue
-        kernel = lower_depthwise(conv, options, pad, epilogue=epilogue)
+        kernel = lower_depthwise(conv, options, pad, epilogue=epilogue, threads=threads)
         names = ((producer.name,) if pad is not None else ()) + (tensor.name,) + \
             (tuple(t.name for t in epilogue.chain) if epilogue is not None else ())
         groups.append(FusedGroup(names, (kernel,), (
