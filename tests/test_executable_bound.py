@@ -119,6 +119,9 @@ def test_a_chain_runs_the_kernels_that_pass_nothing(deep):
     calls = exe._plan.idle_workspaces[0].calls
     chains = [call for call in calls if call.chained]
     assert chains, [type(call.run).__name__ for call in calls]
+    # the chain takes per-call arrays: the input and output kernels join it, and the whole
+    # call is one chain, passed the input and the fresh output
+    assert len(calls) == 1 and [name for name, _ in calls[0].passed] == ["X", "S"]
     chained = [timings for call in chains for timings in call.chained]  # their run_seconds
     assert len(chained) + len(calls) - len(chains) == len(exe._steps)
     reported = {id(step.report.run_seconds) for step in exe._steps}
