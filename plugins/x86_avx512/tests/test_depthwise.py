@@ -111,20 +111,27 @@ def test_depthwise_kernel_modes(run, target, x_shape, kernel, stride, padding, d
                                 pad_mode):
     # the input read as a tensor (the pad materialised), or the pad read inline into a copy
     # of the whole plane or into a ring of rows
+    y, arrays, want = _kernel_case(x_shape, kernel, stride, padding, dilation, pad_mode)
+    kernel_ir = _lowered(y, pad_mode, LoweringOptions.from_spec(target.spec))
+    _close(run(kernel_ir, arrays)["y"], want)
+
+
+def _kernel_case(x_shape, kernel, stride, padding, dilation, pad_mode: str | None):
+    """``y``, the arrays its kernel reads in ``pad_mode`` (the padded input computed by the
+    reference where the kernel reads it as a tensor, else the activation) and ``y`` zeroed,
+    and the reference's ``y``; skips a pad mode without padding."""
     y = _relu6_dw(x_shape, kernel, stride, padding, dilation)
     if pad_mode and as_pad(as_depthwise(y).source.tensor) is None:
         pytest.skip("no padding")
     graph = Graph.from_outputs([y])
     inputs = _inputs(graph)
-    want = reference(graph, inputs)
-    kernel_ir = _lowered(y, pad_mode, LoweringOptions.from_spec(target.spec))
     arrays = {**inputs, "y": np.zeros(y.shape, np.float32)}
     source = as_depthwise(y).source.tensor
-    if pad_mode is None:  # the kernel reads the padded input: computed by the reference
+    if pad_mode is None:
         arrays[source.name] = _evaluate(source, inputs)
     else:
         arrays["act"] = _evaluate(source.inputs[0], inputs)
-    _close(run(kernel_ir, arrays)["y"], want)
+    return y, arrays, reference(graph, inputs)
 
 
 @pytest.mark.parametrize("block", [1, 2, 3])
@@ -167,12 +174,7 @@ def test_row_bands_match_reference(native, target, monkeypatch, threads, x_shape
     import tilecraft_x86_avx512.blocking.depthwise as depthwise
 
     monkeypatch.setattr(depthwise, "MIN_BAND_ROWS", 1)
-    y = _relu6_dw(x_shape, kernel, stride, padding, dilation)
-    if pad_mode and as_pad(as_depthwise(y).source.tensor) is None:
-        pytest.skip("no padding")
-    graph = Graph.from_outputs([y])
-    inputs = _inputs(graph)
-    want = reference(graph, inputs)
+    y, arrays, want = _kernel_case(x_shape, kernel, stride, padding, dilation, pad_mode)
     kernel_ir = _lowered(y, pad_mode, LoweringOptions.from_spec(target.spec), threads)
     rows, bands = depthwise.row_chunks(y.shape[2], y.shape[0] * y.shape[1], threads)
     if bands > 1:
@@ -180,12 +182,6 @@ def test_row_bands_match_reference(native, target, monkeypatch, threads, x_shape
     else:  # one block of rows (2 output rows): the channels
         assert y.shape[2] <= depthwise.ROW_BLOCK and "channels) > rows" in kernel_ir.attrs[
             "schedule"]
-    arrays = {**inputs, "y": np.full(y.shape, np.nan, np.float32)}
-    source = as_depthwise(y).source.tensor
-    if pad_mode is None:  # the kernel reads the padded input: computed by the reference
-        arrays[source.name] = _evaluate(source, inputs)
-    else:
-        arrays["act"] = _evaluate(source.inputs[0], inputs)
     arrays = {p.name: arrays[p.name] for p in kernel_ir.params}
     function = native.compile_kernel(kernel_ir)
     saved = function.threads
@@ -197,7 +193,7 @@ def test_row_bands_match_reference(native, target, monkeypatch, threads, x_shape
             _close(got["y"], want)
     finally:
         function.threads = saved
-    emulated = dict(arrays)
+    emulated = dict(arrays, y=np.full(y.shape, np.nan, np.float32))
     target.emulate(kernel_ir, emulated)
     _close(emulated["y"], want)
 
