@@ -249,3 +249,19 @@ def test_install_while_other_threads_call(deep):
         for worker in workers:
             worker.join()
     assert not errors, errors[0]
+
+
+def test_an_output_folded_to_a_constant_is_returned():
+    """A call's values hold only its inputs, fresh outputs and the outputs folded to
+    constants: those come back as computed, next to a kernel reading one of them."""
+    C = te.constant(np.arange(6, dtype=np.float32).reshape(2, 3), name="C")
+    Y = ops.reshape(C, (3, 2), name="Y")
+    X = te.placeholder((1,), name="X")
+    Z = te.compute((1,), lambda i: X[i] + Y[2, 1], name="Z")
+    graph = tc.Graph.from_outputs([Y, Z])
+    exe = tc.compile(graph, target="x86_avx512")
+    x = np.array([10], np.float32)
+    for _ in range(2):
+        got = exe(X=x)
+        for each, want in zip(got, run(graph, {"X": x})):
+            np.testing.assert_array_equal(each, want)

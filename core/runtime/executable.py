@@ -130,6 +130,11 @@ class Executable:
         #: kernel's argument conversion may refuse read-only arrays; kernels never write them)
         self._constants = {t.name: np.array(t.constant_value) for t in graph.constants}
         self._output_names = tuple(t.name for t in graph.outputs)
+        #: outputs that are constants (a folded graph): returned as they are, no kernel writes
+        #: them. Calls put nothing else of the constants in their values: a step is passed
+        #: only the arrays its runner did not bind (inputs, fresh outputs)
+        self._constant_outputs = tuple((name, self._constants[name])
+                                       for name in self._output_names if name in self._constants)
         self._passed_through = tuple(t.name for t in graph.outputs if t.is_placeholder)
         #: everything a call runs, swapped whole by :meth:`install` (a call reads it once)
         self._plan = self._make_plan(compiled, report.kernels)
@@ -251,9 +256,8 @@ class Executable:
                               f"machine cannot run: {self._unavailable_reason}; its sources are "
                               "in exe.sources")
         values: dict[str, np.ndarray] = self._bind(args, kwargs)
-        values.update(self._constants)
+        values.update(self._constant_outputs)
         plan = self._plan  # read once: a swap (install) never changes a running call's kernels
-        values.update(plan.precomputed)
         if not plan.has_workspaces:
             self._check_memory(plan, _NO_WORKSPACES)
             if not plan.calls:
