@@ -176,7 +176,7 @@ def test_row_bands_match_reference(native, target, monkeypatch, threads, x_shape
     monkeypatch.setattr(depthwise, "MIN_BAND_ROWS", 1)
     y, arrays, want = _kernel_case(x_shape, kernel, stride, padding, dilation, pad_mode)
     kernel_ir = _lowered(y, pad_mode, LoweringOptions.from_spec(target.spec), threads)
-    rows, bands = depthwise.row_chunks(y.shape[2], y.shape[0] * y.shape[1], threads)
+    rows, bands = depthwise.row_chunks(y.shape[2], threads)
     if bands > 1:
         assert f"parallel({bands} bands of {rows} rows)" in kernel_ir.attrs["schedule"]
     else:  # one block of rows (2 output rows): the channels
@@ -201,11 +201,11 @@ def test_row_bands_match_reference(native, target, monkeypatch, threads, x_shape
 def test_row_chunks_rule(monkeypatch):
     import tilecraft_x86_avx512.blocking.depthwise as depthwise
 
-    assert depthwise.row_chunks(112, 32, 1) == (112, 1)
-    assert depthwise.row_chunks(112, 32, 2) == (56, 2)
-    assert depthwise.row_chunks(57, 32, 2) == (30, 2)  # whole row blocks, the last band short
-    assert depthwise.row_chunks(7, 960, 2) == (7, 1)   # too few rows: channels
-    rows, bands = depthwise.row_chunks(113, 8, 3)
+    assert depthwise.row_chunks(112, 1) == (112, 1)
+    assert depthwise.row_chunks(112, 2) == (56, 2)
+    assert depthwise.row_chunks(57, 2) == (30, 2)  # whole row blocks, the last band short
+    assert depthwise.row_chunks(7, 2) == (7, 1)   # too few rows: channels
+    rows, bands = depthwise.row_chunks(113, 3)
     assert rows % depthwise.ROW_BLOCK == 0 and rows * (bands - 1) < 113 <= rows * bands
 
 

@@ -367,7 +367,7 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
         return parts[0] if len(parts) == 1 else Seq(tuple(parts))
 
     outer = batch * channels
-    band, bands = row_chunks(out_h, outer, threads)
+    band, bands = row_chunks(out_h, threads)
     c = Var("c")
     band_reach = rows.stride * (band - 1) + rows.span  # padded rows a band reads
     plane = pad is not None and band_reach * cols.reach * tensor.dtype.bytes <= plane_bytes
@@ -434,7 +434,7 @@ def lower_depthwise(conv: Depthwise, options: LoweringOptions,
 MIN_BAND_ROWS = 28
 
 
-def row_chunks(out_h: int, channels: int, threads: int) -> tuple[int, int]:
+def row_chunks(out_h: int, threads: int) -> tuple[int, int]:
     """``(rows, bands)``: the parallel loop of :func:`lower_depthwise` runs over ``bands``
     bands of ``rows`` output rows (a multiple of ``ROW_BLOCK``; the last band may be shorter)
     rather than over the channels when ``threads`` > 1 and each thread gets a band of at least
@@ -442,9 +442,9 @@ def row_chunks(out_h: int, channels: int, threads: int) -> tuple[int, int]:
     ones the threads of a pixel-split neighbour (a 1x1 convolution's column blocks) write and
     read, so that the threads do not exchange the activations between kernels.
 
-    >>> row_chunks(112, 32, 2), row_chunks(56, 144, 2), row_chunks(14, 384, 2)
+    >>> row_chunks(112, 2), row_chunks(56, 2), row_chunks(14, 2)
     ((56, 2), (28, 2), (14, 1))
-    >>> row_chunks(112, 32, 1)
+    >>> row_chunks(112, 1)
     (112, 1)
     """
     if threads < 2:
