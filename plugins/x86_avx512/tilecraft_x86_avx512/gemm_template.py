@@ -191,20 +191,21 @@ def default_config(contraction: Contraction, l1_bytes: int, l2_bytes: int,
     transformer_large 132.4 -> 109.0 ms, transformer_base 65.3 -> 62.3, bert_base 67.7 -> 65.4
     (its FFN down projection, 512x768x3072: KC 3072 MC 78 -> KC 1024 MC 258).
     """
-    nc = block_panels(contraction, tile_candidates(contraction)[0][1], threads)
-    config = _config(contraction, l1_bytes, l2_bytes, threads, nc)
+    tile = tile_candidates(contraction)[0]
+    nc = block_panels(contraction, tile[1], threads)
+    config = _config(contraction, l1_bytes, l2_bytes, threads, tile, nc)
     if nc and not config["PACK_B"] and splits_rows(contraction):
-        rows = _config(contraction, l1_bytes, l2_bytes, threads, 0)
+        rows = _config(contraction, l1_bytes, l2_bytes, threads, tile, 0)
         if not rows["PACK_B"]:
             return rows
     return config
 
 
 def _config(contraction: Contraction, l1_bytes: int, l2_bytes: int, threads: int,
-            nc: int) -> dict[str, int]:
-    """:func:`default_config` with ``NC`` given."""
+            tile: tuple[int, int], nc: int) -> dict[str, int]:
+    """:func:`default_config` with the register tile ``(MI, NR)`` and ``NC`` given."""
     batch, m, _, k = contraction.extents()
-    mi, nr = tile_candidates(contraction)[0]
+    mi, nr = tile
     kc_l1 = max(16, min(k, (l1_bytes // 2) // (4 * nr) // 16 * 16 or 16))
     if nc:
         kc = max(kc_l1, min(k, (l2_bytes // 4) // (4 * nr * nc) // 16 * 16))
@@ -252,12 +253,19 @@ def reads_b_in_place(contraction: Contraction, kc: int, nr: int, l1_bytes: int) 
     ...  ((24, 144, 3136), (576, 96, 196), (320, 960, 49), (512, 512, 512))]
     [True, True, True, False]
     """
-    if not B_IN_PLACE or contraction.b.tensor.is_constant:
+    if not B_IN_PLACE:
         return False
     _, m, n, k = contraction.extents()
     if m > IN_PLACE_MAX_ROWS and 4 * min(k, kc) * nr > l1_bytes // 2 and n > nr:
         return False
-    return b_row_view(contraction, const(0), Var("k0"), Var("n0"), "param") is not None
+    return b_readable_in_place(contraction)
+
+
+def b_readable_in_place(contraction: Contraction) -> bool:
+    """Whether the template can read B in place at all (``PACK_B=0`` is a choice): B is not a
+    constant and is a row-major ``[batch?, K, N]`` view of its tensor."""
+    return not contraction.b.tensor.is_constant and \
+        b_row_view(contraction, const(0), Var("k0"), Var("n0"), "param") is not None
 
 
 #: switch for :func:`constant_b_rows` (kept for same-process A/B measurements)
@@ -597,8 +605,7 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     winograd = shape is not None and (contraction.a if shape.layout == "NCHW"
                                       else contraction.b).tensor.is_constant
     # and B read in place instead of packed (a B that is not a constant, rows contiguous)
-    in_place = not contraction.b.tensor.is_constant and \
-        b_row_view(contraction, const(0), Var("k0"), Var("n0"), "param") is not None
+    in_place = b_readable_in_place(contraction)
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),
                    *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else []),

@@ -33,17 +33,6 @@ from tilecraft_x86_avx512.parallel import build_shim
 _SOURCE = r"""
 #include <stdint.h>
 #include <time.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#define TICKS() ((double)__rdtsc())
-#else
-static double ticks(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return 1e9 * (double)now.tv_sec + (double)now.tv_nsec;
-}
-#define TICKS() ticks()
-#endif
 typedef void (*entry_t)(void **, int64_t, int64_t);
 typedef void (*parallel_t)(entry_t, void **, int64_t, int);
 typedef struct { entry_t fn; void **args; int64_t extent; int64_t threads; } step_t;
@@ -53,6 +42,12 @@ static double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
 }
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define TICKS() ((double)__rdtsc())
+#else
+#define TICKS() now_seconds()   /* no time-stamp counter: the clock's seconds are the ticks */
+#endif
 
 void tilecraft_run_steps(const step_t *steps, int64_t count, parallel_t parallel,
                          double *seconds) {
