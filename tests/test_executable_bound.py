@@ -142,6 +142,28 @@ def test_a_chain_runs_the_kernels_that_pass_nothing(deep):
             c.runner.threads = threads
 
 
+def test_a_busy_chain_runs_on_copies_and_a_refused_call_leaves_it_usable(deep):
+    """A chain call that finds the chain in use (its lock held) runs on copies of its steps
+    and pointer arrays; a call refused by a check writes nothing the next call would run on."""
+    graph, exe = deep
+    exe(**_inputs(9))
+    chain = exe._plan.idle_workspaces[0].calls[0].run
+    assert type(chain).__name__ == "KernelChain"
+    x = _inputs(10)["X"]
+    with pytest.raises(InputError, match="'S'"):  # after X's pointer was written
+        chain([x, np.zeros((4, 29), np.float32)])
+    want = run(graph, {"X": x})
+    for busy in (True, False):
+        if busy:
+            assert chain._lock.acquire(blocking=False)
+        try:
+            np.testing.assert_allclose(exe(X=x), want, rtol=1e-4, atol=1e-4)
+        finally:
+            if busy:
+                chain._lock.release()
+        assert not chain._lock.locked()
+
+
 @pytest.mark.parametrize("which", ["net", "deep"])
 def test_concurrent_calls_match_the_reference(which, request):
     graph, exe = request.getfixturevalue(which)

@@ -13,8 +13,9 @@ native call runs and times them all (:mod:`.sequence`), so no Python runs betwee
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -86,6 +87,18 @@ class BoundKernel:
         """The native ``void **args`` array of a call with ``arrays`` for ``names``, checked as
         a call checks them (InputError otherwise); the caller keeps ``arrays`` referenced while
         a kernel runs on it."""
+        return self.kernel._pointer_array(*self._checked_addresses(arrays))
+
+    def point(self, args: Any, arrays: Sequence[np.ndarray]) -> None:
+        """Write the pointers of ``arrays`` (for ``names``, checked as :meth:`pointers` checks
+        them) into ``args``, an ``args`` array of this kernel whose other entries are the bound
+        arrays' (one :meth:`pointers` made); nothing is written when a check fails."""
+        addresses = self._checked_addresses(arrays)
+        for k, *_ in self._varying:
+            args[k] = addresses[k]
+
+    def _checked_addresses(self, arrays: Sequence[np.ndarray]) -> list[int]:
+        """Every parameter's address with ``arrays`` for ``names``, after the checks."""
         if len(arrays) != len(self._varying):
             self._count(arrays)
         kernel = self.kernel
@@ -97,7 +110,7 @@ class BoundKernel:
                 kernel._check_one(name, array)  # raises, naming the parameter
             addresses[k] = data_address(array)
         self._overlap(addresses, self._pairs)
-        return kernel._pointer_array(*addresses)
+        return addresses
 
     @staticmethod
     def chain(bounds: Sequence[BoundKernel]) -> KernelChain | None:
@@ -131,9 +144,14 @@ class KernelChain:
     """Bound kernels run in order by one native call (the C loop of
     :mod:`~tilecraft_x86_avx512.sequence`); a call passes the arrays of each bound's ``names``,
     one bound after the other (``names``: all of them), and returns each kernel's seconds.
-    A network's input kernel and output kernel join the chain this way: their per-call
-    pointers go into a copy of the steps, so several threads may call one chain at once
-    (each call gets its own steps, pointer arrays and array of seconds)."""
+    A network's input kernel and output kernel join the chain this way. A call that finds the
+    chain idle (its lock taken without waiting) writes their per-call pointers into the
+    chain's own steps and pointer arrays; a call made while another runs gets copies of them
+    (its own steps, pointer arrays and array of seconds), so several threads may call one chain
+    at once. The copies are what the idle path saves: made right after the previous call's
+    kernels left Python's data out of the caches, they took ~45 us of MobileNet-V2's call at
+    2 threads (Xeon family 6 model 167).
+    """
 
     def __init__(self, bounds: Sequence[BoundKernel]) -> None:
         self.bounds = tuple(bounds)
@@ -149,11 +167,12 @@ class KernelChain:
         self._count = ctypes.c_int64(len(self.bounds))
         self._steps = Step * max(1, len(self.bounds))
         self._seconds = ctypes.c_double * max(1, len(self.bounds))
+        self._lock = threading.Lock()  # held by the call using the chain's own arrays
         self._launches = self._build()
 
-    def _build(self) -> tuple[int, Any, ctypes.c_void_p]:
+    def _build(self) -> _Launches:
         """The steps at the kernels' present thread counts (as :meth:`NativeKernel._run`
-        launches them), and the parallel shim's address."""
+        launches them), the parallel shim's address, and the chain's own arrays."""
         version = runtime._THREAD_CHANGES[0]
         steps = self._steps()
         for step, bound in zip(steps, self.bounds):
@@ -167,29 +186,59 @@ class KernelChain:
             step.threads = min(kernel.threads, extent) if parallel else 1
         native = runtime.parallel_for()
         shim = ctypes.c_void_p(ctypes.cast(native, ctypes.c_void_p).value if native else None)
-        return version, steps, shim
+        own_steps, own_args = self._point_copies(steps)
+        return _Launches(version, steps, shim, own_steps, own_args, self._seconds())
+
+    def _point_copies(self, steps: Any) -> tuple[Any, tuple[Any, ...]]:
+        """A copy of ``steps`` whose kernels taking arrays per call point at their own
+        pointer arrays (the bound arrays' pointers filled in), and those arrays."""
+        copied = self._steps.from_buffer_copy(steps)
+        args = []
+        for index, bound, _ in self._varying:
+            pointers = bound.kernel._pointer_array(*bound._addresses)
+            copied[index].args = ctypes.addressof(pointers)
+            args.append(pointers)
+        return copied, tuple(args)
 
     def __call__(self, arrays: Sequence[np.ndarray] = ()) -> list[float]:
         """Run every kernel on the bound arrays and ``arrays`` (for ``names``, checked:
         InputError naming the kernel and parameter otherwise); their seconds, in order."""
         launches = self._launches
-        if launches[0] != runtime._THREAD_CHANGES[0]:  # a thread count was set since: launch anew
+        if launches.version != runtime._THREAD_CHANGES[0]:  # a thread count was set since
             launches = self._launches = self._build()
-        steps = launches[1]
-        if self._varying or arrays:
-            if len(arrays) != len(self.names):
-                raise InputError(f"this chain of {len(self.bounds)} kernels takes "
-                                 f"{len(self.names)} array(s), for "
-                                 f"{', '.join(self.names) or 'no parameter'}; got {len(arrays)}")
-            steps = self._steps.from_buffer_copy(steps)
-            pointers = []  # referenced until the native call returns
-            for index, bound, first in self._varying:
-                args = bound.pointers(arrays[first:first + len(bound._varying)])
-                pointers.append(args)
-                steps[index].args = ctypes.addressof(args)
-        seconds = self._seconds()
-        run_steps()(steps, self._count, launches[2], seconds)  # type: ignore[misc]
+        if (self._varying or arrays) and len(arrays) != len(self.names):
+            raise InputError(f"this chain of {len(self.bounds)} kernels takes "
+                             f"{len(self.names)} array(s), for "
+                             f"{', '.join(self.names) or 'no parameter'}; got {len(arrays)}")
+        lock = self._lock
+        if lock.acquire(blocking=False):
+            try:
+                return self._run(launches.steps_own, launches.args_own, launches.seconds_own,
+                                 arrays, launches.shim)
+            finally:
+                lock.release()
+        steps, args = self._point_copies(launches.steps)  # another call runs: copies
+        return self._run(steps, args, self._seconds(), arrays, launches.shim)
+
+    def _run(self, steps: Any, args: Sequence[Any], seconds: Any,
+             arrays: Sequence[np.ndarray], shim: ctypes.c_void_p) -> list[float]:
+        for (_, bound, first), pointers in zip(self._varying, args):
+            bound.point(pointers, arrays[first:first + len(bound._varying)])
+        run_steps()(steps, self._count, shim, seconds)  # type: ignore[misc]
         return seconds[:len(self.bounds)]
+
+
+class _Launches(NamedTuple):
+    """What :meth:`KernelChain._build` prepares: ``version`` (the thread-count change it was
+    built at), ``steps`` (pointing at the bounds' own ``args``), ``shim``, and the chain's own
+    arrays for a call that finds it idle (``steps_own``, ``args_own``, ``seconds_own``)."""
+
+    version: int
+    steps: Any
+    shim: ctypes.c_void_p
+    steps_own: Any
+    args_own: tuple[Any, ...]
+    seconds_own: Any
 
 
 __all__ = ["BoundKernel", "KernelChain"]

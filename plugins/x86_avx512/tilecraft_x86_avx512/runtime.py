@@ -35,6 +35,7 @@ import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import InputError, TargetError
+from tilecraft.runtime.aligned import data_address
 from tilecraft_x86_avx512.parallel import parallel_for
 
 if TYPE_CHECKING:
@@ -95,39 +96,6 @@ def split_range(extent: int, chunks: int) -> list[tuple[int, int]]:
         bounds.append((start, stop))
         start = stop
     return bounds
-
-
-def _read_data_address() -> Callable[[np.ndarray], int]:
-    """The fastest correct reader of an array's data pointer on this interpreter.
-
-    ``array.ctypes.data`` builds a ctypes helper and an ``__array_interface__`` dict (~0.8 us,
-    the largest part of a small kernel's call overhead). The pointer is the first field of
-    numpy's ``PyArrayObject`` right after the object header, so reading that word directly costs
-    ~0.1 us. The layout is checked here against ``.ctypes.data`` on a few arrays (views with
-    offsets included); any mismatch falls back to ``.ctypes.data``.
-    """
-    offset = object.__basicsize__  # size of the PyObject header preceding the data pointer
-    from_address = ctypes.c_void_p.from_address
-
-    def direct(array: np.ndarray) -> int:
-        return from_address(id(array) + offset).value or 0
-
-    def portable(array: np.ndarray) -> int:
-        return array.ctypes.data
-
-    base = np.arange(24, dtype=np.float32).reshape(4, 6)
-    probes = (base, base[1:], base[2:, 3:], np.zeros(3, np.int8)[1:], base.reshape(24))
-    try:
-        if all(direct(probe) == portable(probe) for probe in probes):
-            return direct
-    except (ValueError, OSError):  # pragma: no cover - an unusual interpreter
-        pass
-    return portable  # pragma: no cover - an unusual interpreter or numpy layout
-
-
-#: ``data_address(array)``: the address of an array's data, as ``array.ctypes.data`` gives it,
-#: read the fastest correct way on this interpreter (:func:`_read_data_address`)
-data_address: Callable[[np.ndarray], int] = _read_data_address()
 
 
 class NativeKernel:
