@@ -27,7 +27,9 @@ FAST = ["relu", "add_bcast", "sub", "mul", "div", "pow", "sqrt", "exp", "erf", "
         "squeeze", "unsqueeze_axis_1", "maxpool_2d_pads", "averagepool_2d_pads",
         "globalaveragepool", "reduce_mean_keepdims_example", "reduce_sum_keepdims_example",
         "reduce_max_keepdims_example", "depthtospace_crd_mode_example", "constant_pad",
-        "cast_FLOAT_to_INT32", "where_example", "clip", "expand_dim_changed", "equal"]
+        "cast_FLOAT_to_INT32", "where_example", "clip", "expand_dim_changed", "equal",
+        "argmax_keepdims_example", "hardmax_example", "reduce_l2_do_not_keepdims_example",
+        "instancenorm_example", "prelu_broadcast", "tril", "tile_precomputed"]
 for name in FAST:
     backend_test.include(rf"^test_{name}_cpu$")
 for pattern in EXCLUDE:

@@ -131,10 +131,21 @@ _UNARY: dict[str, Callable[[te.Expr], te.Expr]] = {
     "Softsign": lambda v: v / (te.abs(v) + 1.0),
 }
 _FLOAT_ONLY = {"Sqrt", "Exp", "Erf", "Log", "Tanh", "Sigmoid", "Reciprocal", "Softplus",
-               "Softsign", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish"}
+               "Softsign", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish",
+               "ThresholdedRelu", "Celu", "Mish", "Shrink"}
 
 
-@converter(*_UNARY, "Relu", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish")
+def _softplus(v: te.Expr) -> te.Expr:
+    """``log(1 + exp(v))`` as ``log1p(e)``, ``e = exp(v)``: ``log(u) * e / (u - 1)`` with
+    ``u = 1 + e`` rounded, exact to a few ulp where ``log(1 + e)`` alone loses ``e``'s low bits
+    (1.6e-5 relative at ``v = -4.9``); ``v`` itself past 20, where ``exp`` would overflow."""
+    e = te.exp(te.minimum(v, 20.0))
+    u = e + 1.0
+    return te.select(v > 20.0, v, te.select(te.eq(u, 1.0), e, te.log(u) * (e / (u - 1.0))))
+
+
+@converter(*_UNARY, "Relu", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish",
+           "ThresholdedRelu", "Celu", "Mish", "Shrink", "Sign")
 def convert_unary(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
     op = ctx.op_type
@@ -168,7 +179,54 @@ def convert_unary(ctx: NodeContext) -> list[Value]:
             return clipped * v if op == "HardSwish" else clipped
 
         return [map_unary(x, hard, op.lower(), ctx.out())]
+    if op == "ThresholdedRelu":
+        alpha = float(ctx.attr("alpha", 1.0))
+        return [map_unary(x, lambda v: te.select(v > alpha, v, 0.0), "thresholded_relu",
+                          ctx.out())]
+    if op == "Celu":
+        alpha = float(ctx.attr("alpha", 1.0))
+        return [map_unary(x, lambda v: te.maximum(v, 0.0) + te.minimum(
+            alpha * (te.exp(v / alpha) - 1.0), 0.0), "celu", ctx.out())]
+    if op == "Mish":
+        return [map_unary(x, lambda v: v * te.tanh(_softplus(v)), "mish", ctx.out())]
+    if op == "Shrink":
+        bias, lambd = float(ctx.attr("bias", 0.0)), float(ctx.attr("lambd", 0.5))
+        return [map_unary(x, lambda v: te.select(v < -lambd, v + bias, te.select(
+            v > lambd, v - bias, 0.0)), "shrink", ctx.out())]
+    if op == "Sign":
+        zero, one = (0.0, 1.0) if x.dtype.is_float else (0, 1)
+        return [map_unary(x, lambda v: te.select(v > zero, one, te.select(
+            v < zero, -one, v if x.dtype.is_float else zero)), "sign", ctx.out())]
     return [map_unary(x, _UNARY[op], op.lower(), ctx.out())]
+
+
+@converter("PRelu")
+def convert_prelu(ctx: NodeContext) -> list[Value]:
+    """``x`` where positive, else ``slope * x`` (``slope`` broadcast to ``x``)."""
+    x, slope = ctx.tensor(0), ctx.tensor(1)
+    if not x.dtype.is_float or slope.dtype != x.dtype:
+        raise ctx.unsupported(f"PRelu of {x.dtype.value} by {slope.dtype.value} (float only)")
+    return [broadcast([x, slope], lambda v, s: te.select(v < 0.0, s * v, v), ctx.out())]
+
+
+@converter("IsNaN", "IsInf")
+def convert_float_class(ctx: NodeContext) -> list[Value]:
+    """0/1 (uint8): NaN, or an infinity of the signs ``detect_negative`` / ``_positive`` say."""
+    x = ctx.tensor(0)
+    if not x.dtype.is_float:
+        raise ctx.unsupported(f"{ctx.op_type} of a {x.dtype.value} tensor (float only)")
+    signs = [sign for sign, attribute in ((-1.0, "detect_negative"), (1.0, "detect_positive"))
+             if bool(int(ctx.attr(attribute, 1)))]
+
+    def test(v: te.Expr) -> te.Expr:
+        if ctx.op_type == "IsNaN":
+            return te.ne(v, v)
+        if not signs:  # neither infinity wanted: nothing is one
+            return te.ne(v, v) & te.eq(v, v)
+        hits = [te.eq(v, sign * math.inf) for sign in signs]
+        return hits[0] | hits[1] if len(hits) == 2 else hits[0]
+
+    return [broadcast([x], lambda v: te.select(test(v), 1, 0), ctx.out(), dtype=DType.UINT8)]
 
 
 @converter("Identity", "Dropout")

@@ -1,5 +1,6 @@
-"""ONNX neural-network operators: Gemm, MatMul, Conv, ConvTranspose, BatchNormalization,
-LayerNormalization, Softmax / LogSoftmax, the pools and Einsum, each through :mod:`tilecraft.ops`.
+"""ONNX neural-network operators: Gemm, MatMul, Conv, ConvTranspose, Softmax / LogSoftmax, the
+pools and Einsum, each through :mod:`tilecraft.ops` (the normalizations:
+:mod:`tilecraft.onnx.convert_norm`).
 
 >>> # Conv(x, w, b) with pads [1, 1, 1, 1] becomes ops.conv2d(x, w, padding=((1, 1), (1, 1)))
 >>> # followed by ops.bias_add(y, b, axis=1)
@@ -15,7 +16,7 @@ from tilecraft.onnx.context import NodeContext, converter
 from tilecraft.onnx.convert_math import broadcast
 from tilecraft.onnx.values import Value
 from tilecraft.ops.building import named_compute
-from tilecraft.ops.elementwise import axis_names, map_unary
+from tilecraft.ops.elementwise import axis_names
 from tilecraft.te.tensor import Tensor
 
 
@@ -204,41 +205,6 @@ def convert_conv_transpose(ctx: NodeContext) -> list[Value]:
         y = named_compute((x.shape[0], whole.shape[1], *out_spatial), axis_names(nd + 2), crop,
                           ctx.state.unique(f"{final}_crop") if bias else final)
     return [ops.bias_add(y, ctx.tensor(2), axis=1, name=final)] if bias else [y]
-
-
-@converter("BatchNormalization")
-def convert_batch_norm(ctx: NodeContext) -> list[Value]:
-    if int(ctx.attr("training_mode", 0)) or len([o for o in ctx.node.output if o]) > 1:
-        raise ctx.unsupported("training mode / running-statistics outputs (inference only)")
-    x = ctx.tensor(0)
-    return [ops.batch_norm(x, ctx.tensor(3), ctx.tensor(4), ctx.tensor(1), ctx.tensor(2),
-                           eps=float(ctx.attr("epsilon", 1e-5)), axis=1, name=ctx.out())]
-
-
-@converter("LayerNormalization")
-def convert_layer_norm(ctx: NodeContext) -> list[Value]:
-    x = ctx.tensor(0)
-    axis = int(ctx.attr("axis", -1)) % x.ndim
-    eps = float(ctx.attr("epsilon", 1e-5))
-    normalized = x.shape[axis:]
-    params = []
-    for index, what in ((1, "scale"), (2, "bias")):
-        if not ctx.has(index):
-            params.append(None)
-            continue
-        param = ctx.tensor(index)
-        params.append(reshaped(ctx, expanded(ctx, param, normalized, what), normalized, what))
-    axes = tuple(range(axis, x.ndim))
-    results: list[Value] = [ops.layer_norm(x, params[0], params[1], axes=axes, eps=eps,
-                                           name=ctx.out())]
-    wanted = list(ctx.node.output[1:])
-    if any(wanted):  # the Mean and InvStdDev outputs (statistics kept over the axes)
-        results.append(ops.mean(x, axes=axes, keepdims=True, name=ctx.out(1)))
-    if len(wanted) > 1 and wanted[1]:
-        var = ops.variance(x, axes=axes, keepdims=True,
-                           name=ctx.state.unique(f"{ctx.node.output[2]}_var"))
-        results.append(map_unary(var, lambda v: 1.0 / te.sqrt(v + eps), "rstd", ctx.out(2)))
-    return results
 
 
 @converter("Softmax", "LogSoftmax")

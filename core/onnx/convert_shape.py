@@ -1,6 +1,6 @@
 """ONNX shape and data-movement operators (Reshape, Transpose, Concat, Split, Slice, Gather,
-Flatten, Squeeze / Unsqueeze, Expand, Pad, DepthToSpace / SpaceToDepth, Shape) and the
-reductions (ReduceMean / Sum / Max / Min), through :mod:`tilecraft.ops`.
+Flatten, Squeeze / Unsqueeze, Expand, Pad, DepthToSpace / SpaceToDepth, Shape), through
+:mod:`tilecraft.ops` (the reductions: :mod:`tilecraft.onnx.convert_reduce`).
 
 Shape-like inputs (a Reshape's shape, Slice's starts, the axes) must be known at import time.
 
@@ -50,7 +50,7 @@ def convert_flatten(ctx: NodeContext) -> list[Value]:
     return [_copy_or_reshape(ctx, x, shape)]
 
 
-def _axes(ctx: NodeContext, index: int, ndim: int) -> list[int] | None:
+def axes_input(ctx: NodeContext, index: int, ndim: int) -> list[int] | None:
     """Axes from input ``index`` (newer opsets) or the ``axes`` attribute; None if absent."""
     if ctx.has(index):
         return [a % ndim for a in ints(ctx.const(index, "axes"))]
@@ -62,7 +62,7 @@ def _axes(ctx: NodeContext, index: int, ndim: int) -> list[int] | None:
 @converter("Squeeze")
 def convert_squeeze(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
-    axes = _axes(ctx, 1, x.ndim)
+    axes = axes_input(ctx, 1, x.ndim)
     if axes is None:
         axes = [d for d, e in enumerate(x.shape) if e == 1]
     if any(x.shape[a] != 1 for a in axes):
@@ -75,7 +75,7 @@ def convert_squeeze(ctx: NodeContext) -> list[Value]:
 def convert_unsqueeze(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
     count = len(ints(ctx.const(1, "axes"))) if ctx.has(1) else len(ctx.attr("axes", []))
-    axes = sorted(_axes(ctx, 1, x.ndim + count) or [])
+    axes = sorted(axes_input(ctx, 1, x.ndim + count) or [])
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -140,7 +140,7 @@ def convert_slice(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
     starts_in = ints(ctx.const(1, "starts"))
     ends_in = ints(ctx.const(2, "ends"))
-    axes = _axes(ctx, 3, x.ndim) or list(range(len(starts_in)))
+    axes = axes_input(ctx, 3, x.ndim) or list(range(len(starts_in)))
     steps_in = ints(ctx.const(4, "steps")) if ctx.has(4) else [1] * len(axes)
     starts, steps, shape = [0] * x.ndim, [1] * x.ndim, list(x.shape)
     for axis, start, end, step in zip(axes, starts_in, ends_in, steps_in):
@@ -209,7 +209,7 @@ def convert_pad(ctx: NodeContext) -> list[Value]:
     if mode != "constant":
         raise ctx.unsupported(f"mode={mode!r} (only 'constant' is supported)")
     flat = ints(ctx.const(1, "pads"))
-    axes = _axes(ctx, 3, x.ndim) or list(range(x.ndim))
+    axes = axes_input(ctx, 3, x.ndim) or list(range(x.ndim))
     pairs = [(0, 0)] * x.ndim
     for k, axis in enumerate(axes):
         pairs[axis] = (flat[k], flat[k + len(axes)])
@@ -239,22 +239,56 @@ def convert_shape(ctx: NodeContext) -> list[Value]:
     return [shape[start:end]]
 
 
-_REDUCE = {"ReduceMean": ops.mean, "ReduceSum": ops.reduce_sum, "ReduceMax": ops.reduce_max,
-           "ReduceMin": ops.reduce_min}
+@converter("Size")
+def convert_size(ctx: NodeContext) -> list[Value]:
+    """The element count of the input's static shape (known at import time)."""
+    return [np.array(ctx.value(0).size, dtype=np.int64)]
 
 
-@converter(*_REDUCE)
-def convert_reduce(ctx: NodeContext) -> list[Value]:
+@converter("EyeLike")
+def convert_eye_like(ctx: NodeContext) -> list[Value]:
+    """Ones on diagonal ``k`` of a 2-d matrix of the input's shape, in ``dtype`` (default: the
+    input's), known at import time."""
+    value = ctx.value(0)
+    if len(value.shape) != 2:
+        raise ctx.unsupported(f"an input of shape {tuple(value.shape)} (2-d only)")
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    dtype = tensor_dtype_to_np_dtype(int(ctx.attr("dtype"))) if "dtype" in ctx.attrs else \
+        (value.dtype if isinstance(value, np.ndarray) else value.dtype.numpy)
+    return [np.eye(*value.shape, k=int(ctx.attr("k", 0)), dtype=dtype)]
+
+
+@converter("Tile")
+def convert_tile(ctx: NodeContext) -> list[Value]:
+    """``out[i] = x[i % shape]`` over ``repeats`` (known at import time) copies per axis."""
     x = ctx.tensor(0)
-    axes = _axes(ctx, 1, x.ndim)
-    if axes is None or not axes:
-        if int(ctx.attr("noop_with_empty_axes", 0)):
-            return [ops.reshape(x, x.shape, name=ctx.out())]
-        axes = list(range(x.ndim))
-    keep = bool(int(ctx.attr("keepdims", 1)))
-    if ctx.op_type == "ReduceMean" and not x.dtype.is_float:
-        raise ctx.unsupported("ReduceMean of an integer tensor")
-    kwargs = {"out_dtype": x.dtype} if ctx.op_type == "ReduceSum" else {}
-    result = _REDUCE[ctx.op_type](x, axes=tuple(sorted(set(axes))), keepdims=keep,
-                                  name=ctx.out(), **kwargs)
-    return [result]
+    repeats = ints(ctx.const(1, "repeats"))
+    if len(repeats) != x.ndim or any(r < 1 for r in repeats):
+        raise ctx.unsupported(f"repeats {repeats} for a {x.ndim}-d input (one positive count "
+                              "per axis)")
+    shape = tuple(e * r for e, r in zip(x.shape, repeats))
+
+    def body(*idx: te.Expr) -> te.Expr:
+        return x[tuple(i % e if r > 1 else i for i, e, r in zip(idx, x.shape, repeats))]
+
+    return [named_compute(shape, axis_names(x.ndim), body, ctx.out())]
+
+
+@converter("Trilu")
+def convert_trilu(ctx: NodeContext) -> list[Value]:
+    """The upper (``upper=1``: ``j - i >= k``) or lower (``j - i <= k``) triangle of the last
+    two axes, zero elsewhere; ``k`` (input 1) known at import time."""
+    x = ctx.tensor(0)
+    if x.ndim < 2:
+        raise ctx.unsupported(f"a {x.ndim}-d input (at least 2-d)")
+    k = ints(ctx.const(1, "k"))[0] if ctx.has(1) else 0
+    upper = bool(int(ctx.attr("upper", 1)))
+    zero = 0.0 if x.dtype.is_float else 0
+
+    def body(*idx: te.Expr) -> te.Expr:
+        offset = idx[-1] - idx[-2]
+        keep = offset >= k if upper else offset <= k
+        return te.select(keep, x[idx], zero)
+
+    return [named_compute(x.shape, axis_names(x.ndim), body, ctx.out())]

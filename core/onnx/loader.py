@@ -27,7 +27,13 @@ import numpy as np
 
 from tilecraft import te
 from tilecraft.graph import Graph
-from tilecraft.onnx import convert_math, convert_nn, convert_shape  # noqa: F401 (registers)
+from tilecraft.onnx import (  # noqa: F401 (registers the converters)
+    convert_math,
+    convert_nn,
+    convert_norm,
+    convert_reduce,
+    convert_shape,
+)
 from tilecraft.onnx.context import CONVERTERS, ImportState, NodeContext
 from tilecraft.onnx.values import (
     ConstantRequired,
@@ -42,7 +48,7 @@ from tilecraft.onnx.values import (
 MIN_OPSET = 13
 #: operators whose nodes are evaluated at import time when their inputs are known, whatever
 #: they are (they have no run-time converter)
-FOLD_ONLY = {"Constant", "ConstantOfShape", "Range", "Size"}
+FOLD_ONLY = {"Constant", "ConstantOfShape", "Range"}
 
 
 def load_model(model: Any) -> Any:
@@ -199,8 +205,12 @@ def _convert_nodes(graph: Any, opset: int, state: ImportState,
                 outputs = _fold(node, inputs, opset)
             else:
                 if node.op_type in FOLD_ONLY:
-                    raise UnsupportedNode(f"{node.op_type} {label}: its inputs must be known "
-                                          "at import time")
+                    unknown = next(n for n, v in zip(node.input, inputs)
+                                   if v is not None and not isinstance(v, np.ndarray))
+                    raise ConstantRequired(f"{label}: its inputs must be known at import time "
+                                           f"(input {unknown!r} is computed at run time): an "
+                                           "initializer, a constant expression or a value "
+                                           "given in input_values", unknown)
                 outputs = CONVERTERS[node.op_type](NodeContext(node, inputs, version, state))
         except ConstantRequired:
             raise

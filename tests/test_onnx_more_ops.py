@@ -1,0 +1,189 @@
+"""The ONNX operators beyond the issue's list (reductions, arg reductions, normalizations,
+activations, generators, Tile / Trilu / CumSum) on awkward float32 shapes, where ONNX's own node
+tests are float64 or older than opset 13: each model imported, run by tilecraft's numpy
+reference and compiled for x86, against onnx's reference evaluator."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import tilecraft as tc  # noqa: E402
+from tilecraft.onnx import ConstantRequired  # noqa: E402
+from tilecraft.reference import run  # noqa: E402
+from tilecraft.target.registry import get_target  # noqa: E402
+
+RNG = np.random.default_rng(11)
+X86 = get_target("x86_avx512").available().execute
+
+
+def _model(node, inputs, outputs, initializers=None, opset=21):
+    graph = helper.make_graph([node], "g", inputs, outputs, [
+        numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _value(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _check(model, feeds, rtol=1e-5, atol=1e-6, compile_x86=True, want=None):
+    """tilecraft's reference and (where it runs) its x86 build against onnx's evaluator (or
+    ``want``, where the evaluator departs from the operator's definition)."""
+    want = ReferenceEvaluator(model).run(None, feeds) if want is None else want
+    graph = tc.from_onnx(model)
+    got = run(graph, feeds)
+    got = got if isinstance(got, tuple) else (got,)
+    for each, wanted in zip(got, want):
+        np.testing.assert_allclose(each, wanted.astype(each.dtype), rtol=rtol, atol=atol)
+    if compile_x86 and X86:
+        built = tc.compile(graph, target="x86_avx512")(**feeds)
+        built = built if isinstance(built, tuple) else (built,)
+        for each, wanted in zip(built, want):
+            np.testing.assert_allclose(each, wanted.astype(each.dtype), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("op", ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                                "ReduceLogSumExp"])
+@pytest.mark.parametrize("axes,keepdims", [((1,), 1), ((0, 2), 0), ((-1,), 0)])
+def test_reductions(op, axes, keepdims):
+    x = RNG.uniform(0.5, 3.0, (3, 5, 7)).astype(np.float32)
+    if op == "ReduceLogSumExp":
+        x = x * 40.0  # exp(120) overflows float32: the maximum is subtracted first
+    model = _model(helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims),
+                   [_value("x", x.shape)], [_value("y", None)],
+                   {"axes": np.array(axes, np.int64)})
+    _check(model, {"x": x}, rtol=2e-5, compile_x86=axes == (1,))
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_reductions_with_ties(op, last):
+    x = RNG.integers(0, 3, (4, 7, 5)).astype(np.float32)  # many ties on each axis
+    model = _model(helper.make_node(op, ["x"], ["y"], axis=1, keepdims=0,
+                                    select_last_index=last),
+                   [_value("x", x.shape)], [_value("y", None, TensorProto.INT64)])
+    _check(model, {"x": x})
+
+
+def test_hardmax_marks_the_first_largest():
+    x = RNG.integers(0, 4, (3, 11)).astype(np.float32)
+    model = _model(helper.make_node("Hardmax", ["x"], ["y"], axis=-1),
+                   [_value("x", x.shape)], [_value("y", None)])
+    _check(model, {"x": x})
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumsum(exclusive, reverse):
+    x = RNG.standard_normal((3, 13)).astype(np.float32)
+    model = _model(helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive,
+                                    reverse=reverse),
+                   [_value("x", x.shape)], [_value("y", None)], {"axis": np.array(1, np.int64)})
+    _check(model, {"x": x}, rtol=1e-5, atol=1e-5, compile_x86=not exclusive)
+
+
+@pytest.mark.parametrize("node", [
+    helper.make_node("Mish", ["x"], ["y"]),
+    helper.make_node("Shrink", ["x"], ["y"], bias=0.25, lambd=0.75),
+    helper.make_node("Celu", ["x"], ["y"], alpha=2.0),
+    helper.make_node("ThresholdedRelu", ["x"], ["y"], alpha=0.3),
+    helper.make_node("Sign", ["x"], ["y"]),
+], ids=lambda node: node.op_type)
+def test_activations(node):
+    x = np.linspace(-12.0, 12.0, 7 * 37, dtype=np.float32).reshape(7, 37)
+    x[0, :3] = 0.0
+    model = _model(node, [_value("x", x.shape)], [_value("y", None)])
+    # Mish of -12: 7.4e-5 of the float32 spacing near 1 (log(1 + e) would round e away)
+    _check(model, {"x": x}, rtol=2e-5, atol=1e-7)
+
+
+def test_isinf_flags_and_prelu_broadcast():
+    x = np.array([[1.0, -np.inf, np.inf, np.nan, -3.0]], np.float32)
+    for negative, positive in ((1, 0), (0, 1), (0, 0)):
+        model = _model(helper.make_node("IsInf", ["x"], ["y"], detect_negative=negative,
+                                        detect_positive=positive),
+                       [_value("x", x.shape)], [_value("y", None, TensorProto.BOOL)])
+        _check(model, {"x": x}, compile_x86=False)
+    x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    model = _model(helper.make_node("PRelu", ["x", "slope"], ["y"]), [_value("x", x.shape)],
+                   [_value("y", None)], {"slope": RNG.standard_normal((3, 1)).astype(np.float32)})
+    _check(model, {"x": x})
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_group_normalization_scale_per_group_or_channel(opset):
+    x = RNG.standard_normal((2, 6, 5, 3)).astype(np.float32)
+    extent = 3 if opset == 18 else 6
+    model = _model(helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"],
+                                    num_groups=3, epsilon=1e-3),
+                   [_value("x", x.shape)], [_value("y", None)],
+                   {"scale": RNG.uniform(0.5, 2.0, extent).astype(np.float32),
+                    "bias": RNG.standard_normal(extent).astype(np.float32)}, opset=opset)
+    _check(model, {"x": x}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("node", [
+    helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3),
+    helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=1),
+    helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2]),
+    helper.make_node("LRN", ["x"], ["y"], size=4, alpha=0.01, beta=0.6, bias=1.5),
+], ids=lambda node: node.op_type)
+def test_normalizations(node):
+    x = RNG.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    inits = {"scale": RNG.uniform(0.5, 2.0, 5).astype(np.float32),
+             "bias": RNG.standard_normal(5).astype(np.float32)} \
+        if node.op_type == "InstanceNormalization" else None
+    model = _model(node, [_value("x", x.shape)], [_value("y", None)], inits)
+    _check(model, {"x": x}, rtol=1e-4, atol=1e-5, want=_NUMPY.get(node.op_type, lambda _: None)(x))
+
+
+def _lp1(x):
+    """The evaluator sums x ** p, not |x| ** p (a signed 'norm' for p = 1)."""
+    return [x / np.abs(x).sum(axis=1, keepdims=True)]
+
+
+def _lrn(x, size=4, alpha=0.01, beta=0.6, bias=1.5):
+    """The evaluator fills the window sums of only the first N channels (its loop runs over
+    the batch); the definition, for every channel."""
+    squares = np.zeros_like(x)
+    for c in range(x.shape[1]):
+        low, high = max(0, c - (size - 1) // 2), min(x.shape[1], c + -(-(size - 1) // 2) + 1)
+        squares[:, c] = (x[:, low:high] ** 2).sum(axis=1)
+    return [x / (bias + alpha / size * squares) ** beta]
+
+
+_NUMPY = {"LpNormalization": _lp1, "LRN": _lrn}
+
+
+def test_tile_trilu_size_eye_like():
+    x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    model = _model(helper.make_node("Tile", ["x", "repeats"], ["y"]), [_value("x", x.shape)],
+                   [_value("y", None)], {"repeats": np.array([3, 1, 2], np.int64)})
+    _check(model, {"x": x})
+    for upper, k in ((1, -1), (0, 2)):
+        model = _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper),
+                       [_value("x", x.shape)], [_value("y", None)],
+                       {"k": np.array(k, np.int64)})
+        _check(model, {"x": x}, compile_x86=upper == 1)
+    graph = tc.from_onnx(_model(helper.make_node("Size", ["x"], ["y"]), [_value("x", x.shape)],
+                                [_value("y", None, TensorProto.INT64)]))
+    assert not graph.inputs and run(graph, {}).ravel().tolist() == [30]  # known now
+    model = _model(helper.make_node("EyeLike", ["x"], ["y"], k=-2), [_value("x", (4, 7))],
+                   [_value("y", None)])
+    assert np.array_equal(run(tc.from_onnx(model), {}), np.eye(4, 7, k=-2, dtype=np.float32))
+
+
+def test_a_generator_of_a_run_time_value_names_the_input():
+    """ConstantOfShape of a computed shape: ConstantRequired naming the input (the ONNX
+    backend then compiles again with that value bound); given the value, it imports."""
+    model = _model(helper.make_node("ConstantOfShape", ["shape"], ["y"], value=helper.make_tensor(
+        "v", TensorProto.FLOAT, [1], [2.5])), [_value("shape", (2,), TensorProto.INT64)],
+        [_value("y", None)])
+    with pytest.raises(ConstantRequired, match="'shape'") as err:
+        tc.from_onnx(model)
+    assert err.value.input_name == "shape"
+    graph = tc.from_onnx(model, input_values={"shape": np.array([3, 4], np.int64)})
+    np.testing.assert_array_equal(run(graph, {}), np.full((3, 4), 2.5, np.float32))
