@@ -1,4 +1,8 @@
-"""Runs every benchmark script of bench/ in turn (`make bench`)."""
+"""Runs the benchmark scripts of bench/ in turn (`make bench`): the kernel and target ones, then
+the whole-network ones (issue 16: networks against onnxruntime / PyTorch, a layer's products,
+Fig. 4.6's overlap designs, the torch.compile backend), which take longer (bench_networks.py
+compiles and times eight networks in five frameworks at 1 and 2 threads).
+``run_all.py --skip-networks`` leaves those out."""
 
 from __future__ import annotations
 
@@ -11,12 +15,15 @@ SCRIPTS = ["bench_default_schedules.py", "bench_gemm.py", "bench_chains.py",
            "bench_int8_bf16.py", "bench_mali.py", "bench_ascend.py", "bench_fpga.py",
            "bench_nvidia.py", "bench_tileflow.py",
            "accuracy_cachegrind.py"]
+NETWORK_SCRIPTS = ["bench_networks.py", "bench_layer_products.py", "bench_overlap.py",
+                   "bench_torch_backend.py"]
 
 
 def main() -> int:
     here = Path(__file__).parent
     failed = []
-    for script in SCRIPTS:
+    scripts = SCRIPTS + ([] if "--skip-networks" in sys.argv[1:] else NETWORK_SCRIPTS)
+    for script in scripts:
         print(f"\n# {script}", flush=True)
         result = subprocess.run([sys.executable, str(here / script)])
         if result.returncode:
