@@ -17,6 +17,7 @@ SUPPORTED = [
     "argmax", "argmin", "hardmax", "prelu", "thresholdedrelu", "celu", "mish", "shrink",
     "sign", "isnan", "isinf", "instancenorm", "group_normalization", "lpnormalization", "mvn",
     "lrn", "size", "eyelike", "tile", "tril", "triu", "cumsum", "range", "constantofshape",
+    "resize",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
@@ -53,6 +54,8 @@ EXCLUDE = [
     r"_dilations",  # dilated pooling windows
     r"test_(averagepool|maxpool)_3d",  # 3-d pooling (1-d and 2-d are)
     r"test_maxpool_with_argmax",  # MaxPool's Indices output
+    r"test_resize_tf_crop_and_resize",  # extrapolated values: not a linear map of the input
+    r"test_resize_.*_not_(larger|smaller)",  # keep_aspect_ratio_policy other than stretch
     r"_training_mode",  # BatchNormalization in training mode
     r"test_dropout_default_mask",  # Dropout's bool mask output
     r"test_pow_types_int",  # integer Pow

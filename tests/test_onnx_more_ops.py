@@ -187,3 +187,41 @@ def test_a_generator_of_a_run_time_value_names_the_input():
     assert err.value.input_name == "shape"
     graph = tc.from_onnx(model, input_values={"shape": np.array([3, 4], np.int64)})
     np.testing.assert_array_equal(run(graph, {}), np.full((3, 4), 2.5, np.float32))
+
+
+@pytest.mark.parametrize("attrs,scales", [
+    ({"mode": "nearest", "nearest_mode": "round_prefer_ceil"}, (2.3, 0.6)),
+    ({"mode": "nearest", "nearest_mode": "floor", "coordinate_transformation_mode":
+      "asymmetric"}, (3.0, 1.5)),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, (2.3, 0.6)),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, (0.5, 1.7)),
+    ({"mode": "cubic", "exclude_outside": 1}, (1.9, 2.0)),
+    ({"mode": "linear", "antialias": 1}, (0.45, 0.7)),
+    ({"mode": "cubic", "antialias": 1}, (0.3, 0.5)),  # 8 x 14 taps: a reduction over them
+], ids=["nearest-ceil", "nearest-floor", "linear-corners", "linear-pytorch", "cubic",
+        "linear-antialias", "cubic-antialias"])
+def test_resize_modes_on_awkward_sizes(attrs, scales):
+    """7 x 5 maps (17 x 9 for the widest windows) resized by scales whose output sizes round
+    down, both axes at once."""
+    shape = (1, 2, 17, 9) if attrs.get("antialias") and attrs["mode"] == "cubic" else (1, 2, 7, 5)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    model = _model(helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs),
+                   [_value("x", x.shape)], [_value("y", None)],
+                   {"scales": np.array([1.0, 1.0, *scales], np.float32)}, opset=19)
+    _check(model, {"x": x}, rtol=1e-5, atol=1e-5)
+
+
+def test_resize_by_sizes_on_some_axes_and_refusals():
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    model = _model(helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], axes=[2, 0],
+                                    mode="linear"),
+                   [_value("x", x.shape)], [_value("y", None)],
+                   {"sizes": np.array([11, 1], np.int64)}, opset=19)
+    _check(model, {"x": x}, rtol=1e-5, atol=1e-5)
+    crop = _model(helper.make_node("Resize", ["x", "roi", "scales"], ["y"],
+                                   coordinate_transformation_mode="tf_crop_and_resize"),
+                  [_value("x", x.shape)], [_value("y", None)],
+                  {"roi": np.array([0, 0, 0, 1, 1, 1], np.float32),
+                   "scales": np.array([1, 1, 2], np.float32)}, opset=19)
+    with pytest.raises(tc.onnx.OnnxImportError, match="tf_crop_and_resize"):
+        tc.from_onnx(crop)

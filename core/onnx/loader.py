@@ -32,6 +32,7 @@ from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_nn,
     convert_norm,
     convert_reduce,
+    convert_resize,
     convert_shape,
 )
 from tilecraft.onnx.context import CONVERTERS, ImportState, NodeContext
