@@ -29,7 +29,9 @@ FAST = ["relu", "add_bcast", "sub", "mul", "div", "pow", "sqrt", "exp", "erf", "
         "reduce_max_keepdims_example", "depthtospace_crd_mode_example", "constant_pad",
         "cast_FLOAT_to_INT32", "where_example", "clip", "expand_dim_changed", "equal",
         "argmax_keepdims_example", "hardmax_example", "reduce_l2_do_not_keepdims_example",
-        "instancenorm_example", "prelu_broadcast", "tril", "tile_precomputed"]
+        "instancenorm_example", "prelu_broadcast", "tril", "tile_precomputed",
+        "resize_upsample_scales_linear", "attention_3d_gqa_causal",
+        "attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal"]
 for name in FAST:
     backend_test.include(rf"^test_{name}_cpu$")
 for pattern in EXCLUDE:

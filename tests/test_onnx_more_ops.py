@@ -225,3 +225,48 @@ def test_resize_by_sizes_on_some_axes_and_refusals():
                    "scales": np.array([1, 1, 2], np.float32)}, opset=19)
     with pytest.raises(tc.onnx.OnnxImportError, match="tf_crop_and_resize"):
         tc.from_onnx(crop)
+
+
+def test_attention_gqa_cache_mask_and_all_outputs():
+    """4-d Attention on prime sizes: 6 query heads over 2 key / value heads, a past cache of
+    3, causal, a boolean mask 2 columns short of the 8 keys (padded: masked), every output
+    (the probabilities as qk_matmul_output)."""
+    q = RNG.standard_normal((2, 6, 5, 7)).astype(np.float32)
+    k = RNG.standard_normal((2, 2, 5, 7)).astype(np.float32)
+    v = RNG.standard_normal((2, 2, 5, 3)).astype(np.float32)
+    past_k = RNG.standard_normal((2, 2, 3, 7)).astype(np.float32)
+    past_v = RNG.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    mask = RNG.integers(0, 2, (5, 6)).astype(bool)
+    mask[:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "mask", "past_k", "past_v"],
+                            ["y", "present_k", "present_v", "qk"], is_causal=1,
+                            qk_matmul_output_mode=3, scale=0.3)
+    inputs = [_value("q", q.shape), _value("k", k.shape), _value("v", v.shape),
+              _value("mask", mask.shape, TensorProto.BOOL), _value("past_k", past_k.shape),
+              _value("past_v", past_v.shape)]
+    model = _model(node, inputs, [_value(n, None) for n in ("y", "present_k", "present_v",
+                                                            "qk")], opset=23)
+    feeds = {"q": q, "k": k, "v": v, "mask": mask.astype(np.uint8), "past_k": past_k,
+             "past_v": past_v}
+    want = ReferenceEvaluator(model).run(None, {**feeds, "mask": mask})
+    _check(model, feeds, rtol=1e-5, atol=1e-6, want=want)
+
+
+def test_attention_3d_softcap_window_and_unpadded_lengths():
+    """3-d Attention (heads in the hidden axis), softcap, a sliding window and
+    nonpad_kv_seqlen, one query row with no key to attend (zero, not NaN)."""
+    q = RNG.standard_normal((2, 4, 2 * 5)).astype(np.float32)
+    k = RNG.standard_normal((2, 7, 2 * 5)).astype(np.float32)
+    v = RNG.standard_normal((2, 7, 2 * 3)).astype(np.float32)
+    lengths = np.array([6, 1], np.int64)
+    node = helper.make_node("Attention", ["q", "k", "v", "", "", "", "lengths"], ["y"],
+                            q_num_heads=2, kv_num_heads=2, softcap=2.0, is_causal=1,
+                            left_window_size=2)
+    model = _model(node, [_value("q", q.shape), _value("k", k.shape), _value("v", v.shape),
+                          _value("lengths", (2,), TensorProto.INT64)], [_value("y", None)],
+                   opset=25)
+    feeds = {"q": q, "k": k, "v": v, "lengths": lengths}
+    want = ReferenceEvaluator(model).run(None, feeds)
+    assert np.isfinite(want[0]).all() and not want[0][1, :3].any()  # batch 1: rows 0-2 empty
+    _check(model, {**feeds, "lengths": lengths.astype(np.int32)}, rtol=1e-5, atol=1e-6,
+           want=want)

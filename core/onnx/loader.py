@@ -28,6 +28,7 @@ import numpy as np
 from tilecraft import te
 from tilecraft.graph import Graph
 from tilecraft.onnx import (  # noqa: F401 (registers the converters)
+    convert_attention,
     convert_math,
     convert_nn,
     convert_norm,
