@@ -1,7 +1,8 @@
-"""ONNX normalizations: BatchNormalization (inference), LayerNormalization, InstanceNormalization,
-GroupNormalization, LpNormalization, MeanVarianceNormalization and LRN, through
-:mod:`tilecraft.ops` (statistics by :func:`~tilecraft.ops.layer_norm`, :func:`~tilecraft.ops.mean`
-and :func:`~tilecraft.ops.variance`, two passes: no ``E[x^2] - E[x]^2`` cancellation).
+"""ONNX normalizations: BatchNormalization (inference), LayerNormalization, RMSNormalization,
+InstanceNormalization, GroupNormalization, LpNormalization, MeanVarianceNormalization and LRN,
+through :mod:`tilecraft.ops` (statistics by :func:`~tilecraft.ops.layer_norm`,
+:func:`~tilecraft.ops.mean` and :func:`~tilecraft.ops.variance`, two passes: no
+``E[x^2] - E[x]^2`` cancellation).
 
 >>> # InstanceNormalization(x[N, C, H, W], scale, B) becomes layer_norm over (H, W), then
 >>> # y[n, c, h, w] = normalized[n, c, h, w] * scale[c] + B[c]
@@ -9,7 +10,10 @@ and :func:`~tilecraft.ops.variance`, two passes: no ``E[x^2] - E[x]^2`` cancella
 
 from __future__ import annotations
 
+import math
+
 from tilecraft import ops, te
+from tilecraft.dtypes import DType
 from tilecraft.onnx.context import NodeContext, converter
 from tilecraft.onnx.convert_nn import expanded, reshaped
 from tilecraft.onnx.values import Value
@@ -183,5 +187,32 @@ def convert_lrn(ctx: NodeContext) -> list[Value]:
     def body(*idx: te.Expr) -> te.Expr:
         base = bias + (alpha / size) * total[idx]
         return x[idx] / te.exp(beta * te.log(base))
+
+    return [named_compute(x.shape, axis_names(x.ndim), body, name)]
+
+
+@converter("RMSNormalization")
+def convert_rms_norm(ctx: NodeContext) -> list[Value]:
+    """``x / sqrt(mean(x^2) + epsilon) * scale`` with the mean over the axes from ``axis`` on
+    (float32 statistics whatever ``stash_type``)."""
+    x = ctx.tensor(0)
+    if not x.dtype.is_float:
+        raise ctx.unsupported(f"a {x.dtype.value} input (float only)")
+    axis = int(ctx.attr("axis", -1)) % x.ndim
+    eps = float(ctx.attr("epsilon", 1e-5))
+    normalized = x.shape[axis:]
+    scale = reshaped(ctx, expanded(ctx, ctx.tensor(1), normalized, "scale"), normalized,
+                     "scale")
+    axes = tuple(range(axis, x.ndim))
+    name = ctx.out()
+    squares = reduce_compute(x, axes, True, ReduceOp.SUM, DType.FLOAT32, f"{name}_squares",
+                             body=lambda source: compute_float(x[source]) * compute_float(
+                                 x[source]))
+    count = float(math.prod(normalized))
+
+    def body(*idx: te.Expr) -> te.Expr:
+        stat = tuple(0 if d >= axis else i for d, i in enumerate(idx))
+        value = compute_float(x[idx]) / te.sqrt(squares[stat] / count + eps)
+        return (value * compute_float(scale[tuple(idx[axis:])])).astype(x.dtype)
 
     return [named_compute(x.shape, axis_names(x.ndim), body, name)]
