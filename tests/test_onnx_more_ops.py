@@ -270,3 +270,20 @@ def test_attention_3d_softcap_window_and_unpadded_lengths():
     assert np.isfinite(want[0]).all() and not want[0][1, :3].any()  # batch 1: rows 0-2 empty
     _check(model, {**feeds, "lengths": lengths.astype(np.int32)}, rtol=1e-5, atol=1e-6,
            want=want)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_softmax_cross_entropy_weights_and_ignored_targets(reduction):
+    """[N, C, d1, d2] scores on 7 classes, class weights, ignore_index -1 on some targets,
+    the log-probabilities as a second output."""
+    scores = RNG.standard_normal((3, 7, 2, 5)).astype(np.float32)
+    labels = RNG.integers(0, 7, (3, 2, 5)).astype(np.int64)
+    labels[0, 1, :2] = -1
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["loss", "log_prob"],
+                            reduction=reduction, ignore_index=-1)
+    model = _model(node, [_value("x", scores.shape), _value("t", labels.shape,
+                                                            TensorProto.INT64)],
+                   [_value("loss", None), _value("log_prob", None)],
+                   {"w": RNG.uniform(0.2, 2.0, 7).astype(np.float32)})
+    want = ReferenceEvaluator(model).run(None, {"x": scores, "t": labels})
+    _check(model, {"x": scores, "t": labels.astype(np.int32)}, rtol=1e-5, atol=1e-6, want=want)
