@@ -17,7 +17,8 @@ SUPPORTED = [
     "argmax", "argmin", "hardmax", "prelu", "thresholdedrelu", "celu", "mish", "shrink",
     "sign", "isnan", "isinf", "instancenorm", "group_normalization", "lpnormalization", "mvn",
     "lrn", "size", "eyelike", "tile", "tril", "triu", "cumsum", "range", "constantofshape",
-    "resize", "attention", "rms_normalization", "nllloss", "sce",
+    "resize", "attention", "rms_normalization", "nllloss", "sce", "swish", "onehot",
+    "center_crop_pad", "hannwindow", "hammingwindow", "blackmanwindow", "melweightmatrix",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

@@ -287,3 +287,20 @@ def test_softmax_cross_entropy_weights_and_ignored_targets(reduction):
                    {"w": RNG.uniform(0.2, 2.0, 7).astype(np.float32)})
     want = ReferenceEvaluator(model).run(None, {"x": scores, "t": labels})
     _check(model, {"x": scores, "t": labels.astype(np.int32)}, rtol=1e-5, atol=1e-6, want=want)
+
+
+def test_one_hot_center_crop_pad_and_swish():
+    indices = np.array([[0, -1, 4], [2, -5, 1]], np.int64)
+    model = _model(helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=1),
+                   [_value("i", indices.shape, TensorProto.INT64)], [_value("y", None)],
+                   {"depth": np.array(5, np.int64), "values": np.array([-2.0, 3.5], np.float32)})
+    _check(model, {"i": indices.astype(np.int32)}, want=ReferenceEvaluator(model).run(
+        None, {"i": indices}))
+    x = RNG.standard_normal((7, 4, 3)).astype(np.float32)  # crop 7 -> 4, pad 4 -> 7
+    model = _model(helper.make_node("CenterCropPad", ["x", "shape"], ["y"], axes=[0, 1]),
+                   [_value("x", x.shape)], [_value("y", None)],
+                   {"shape": np.array([4, 7], np.int64)})
+    _check(model, {"x": x})
+    model = _model(helper.make_node("Swish", ["x"], ["y"], alpha=0.7), [_value("x", x.shape)],
+                   [_value("y", None)], opset=24)
+    _check(model, {"x": x})

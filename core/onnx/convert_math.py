@@ -132,7 +132,7 @@ _UNARY: dict[str, Callable[[te.Expr], te.Expr]] = {
 }
 _FLOAT_ONLY = {"Sqrt", "Exp", "Erf", "Log", "Tanh", "Sigmoid", "Reciprocal", "Softplus",
                "Softsign", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish",
-               "ThresholdedRelu", "Celu", "Mish", "Shrink"}
+               "ThresholdedRelu", "Celu", "Mish", "Shrink", "Swish"}
 
 
 def _softplus(v: te.Expr) -> te.Expr:
@@ -145,7 +145,7 @@ def _softplus(v: te.Expr) -> te.Expr:
 
 
 @converter(*_UNARY, "Relu", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish",
-           "ThresholdedRelu", "Celu", "Mish", "Shrink", "Sign")
+           "ThresholdedRelu", "Celu", "Mish", "Shrink", "Sign", "Swish")
 def convert_unary(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
     op = ctx.op_type
@@ -187,6 +187,9 @@ def convert_unary(ctx: NodeContext) -> list[Value]:
         alpha = float(ctx.attr("alpha", 1.0))
         return [map_unary(x, lambda v: te.maximum(v, 0.0) + te.minimum(
             alpha * (te.exp(v / alpha) - 1.0), 0.0), "celu", ctx.out())]
+    if op == "Swish":
+        alpha = float(ctx.attr("alpha", 1.0))
+        return [map_unary(x, lambda v: v * te.sigmoid(alpha * v), "swish", ctx.out())]
     if op == "Mish":
         return [map_unary(x, lambda v: v * te.tanh(_softplus(v)), "mish", ctx.out())]
     if op == "Shrink":

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from tilecraft import ops, te
+from tilecraft.dtypes import DType
 from tilecraft.onnx.context import NodeContext, converter
 from tilecraft.onnx.convert_nn import expanded
 from tilecraft.onnx.values import Value, ints
@@ -292,3 +293,53 @@ def convert_trilu(ctx: NodeContext) -> list[Value]:
         return te.select(keep, x[idx], zero)
 
     return [named_compute(x.shape, axis_names(x.ndim), body, ctx.out())]
+
+
+@converter("CenterCropPad")
+def convert_center_crop_pad(ctx: NodeContext) -> list[Value]:
+    """Each of ``axes`` cropped or zero-padded to its size in ``shape`` (known at import
+    time), centred: the extra start offset goes to the end, as ONNX's definition rounds."""
+    x = ctx.tensor(0)
+    wanted = ints(ctx.const(1, "shape"))
+    axes = [int(a) % x.ndim for a in ctx.attr("axes", range(x.ndim))]
+    if len(wanted) != len(axes) or any(n < 1 for n in wanted):
+        raise ctx.unsupported(f"shape {wanted} for axes {axes} (one positive size each)")
+    shape, shift = list(x.shape), [0] * x.ndim   # input index = output index + shift
+    padded = {d for d, size in zip(axes, wanted) if size > x.shape[d]}
+    for d, size in zip(axes, wanted):
+        shift[d] = (x.shape[d] - size) // 2 if size < x.shape[d] else -((size - x.shape[d]) // 2)
+        shape[d] = size
+    zero = 0.0 if x.dtype.is_float else 0
+
+    def body(*idx: te.Expr) -> te.Expr:
+        source = [i + s if s else i for i, s in zip(idx, shift)]
+        inside = None
+        for d in sorted(padded):
+            fits = (source[d] >= 0) & (source[d] < x.shape[d])
+            inside = fits if inside is None else inside & fits
+            source[d] = te.minimum(te.maximum(source[d], 0), x.shape[d] - 1)
+        value = x[tuple(source)]
+        return value if inside is None else te.select(inside, value, zero)
+
+    return [named_compute(tuple(shape), axis_names(x.ndim), body, ctx.out())]
+
+
+@converter("OneHot")
+def convert_one_hot(ctx: NodeContext) -> list[Value]:
+    """``values[1]`` where the (wrapped, if negative) index equals the position along the new
+    ``axis`` of ``depth`` (known at import time), else ``values[0]``."""
+    indices = ctx.tensor(0)
+    depth = int(ctx.const(1, "depth").reshape(-1)[0])
+    off, on = (v.item() for v in ctx.const(2, "values").reshape(-1)[:2])
+    out_dtype = ctx.tensor(2).dtype
+    axis = int(ctx.attr("axis", -1)) % (indices.ndim + 1)
+    shape = (*indices.shape[:axis], depth, *indices.shape[axis:])
+
+    def body(*idx: te.Expr) -> te.Expr:
+        index = indices[tuple(i for d, i in enumerate(idx) if d != axis)]
+        if indices.dtype.is_float:
+            index = index.astype(DType.INT32)
+        wrapped = te.select(index < 0, index + depth, index)
+        return te.select(te.eq(wrapped, idx[axis]), on, off).astype(out_dtype)
+
+    return [named_compute(shape, axis_names(len(shape)), body, ctx.out())]

@@ -51,7 +51,8 @@ from tilecraft.onnx.values import (
 MIN_OPSET = 13
 #: operators whose nodes are evaluated at import time when their inputs are known, whatever
 #: they are (they have no run-time converter)
-FOLD_ONLY = {"Constant", "ConstantOfShape", "Range"}
+FOLD_ONLY = {"Constant", "ConstantOfShape", "Range", "HannWindow", "HammingWindow",
+             "BlackmanWindow", "MelWeightMatrix"}
 
 
 def load_model(model: Any) -> Any:
