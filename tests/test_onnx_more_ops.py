@@ -304,3 +304,14 @@ def test_one_hot_center_crop_pad_and_swish():
     model = _model(helper.make_node("Swish", ["x"], ["y"], alpha=0.7), [_value("x", x.shape)],
                    [_value("y", None)], opset=24)
     _check(model, {"x": x})
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_integer_mod_signs(fmod):
+    a = RNG.integers(-50, 50, (3, 7)).astype(np.int32)
+    b = RNG.choice([-7, -3, -1, 2, 5], (7,)).astype(np.int32)
+    model = _model(helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod),
+                   [_value("a", a.shape, TensorProto.INT32), _value("b", b.shape,
+                                                                    TensorProto.INT32)],
+                   [_value("y", None, TensorProto.INT32)])
+    _check(model, {"a": a, "b": b}, rtol=0, atol=0)

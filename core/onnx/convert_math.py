@@ -339,3 +339,21 @@ def convert_cast(ctx: NodeContext) -> list[Value]:
     if target == x.dtype:
         return [map_unary(x, lambda v: v, "cast", ctx.out())]
     return [ops.cast(x, target, name=ctx.out())]
+
+
+@converter("Mod")
+def convert_mod(ctx: NodeContext) -> list[Value]:
+    """Integer remainders (broadcast): with the divisor's sign (``fmod=0``, te's ``%``) or
+    the dividend's (``fmod=1``, C's). Floating-point ``fmod`` needs a truncation te lacks."""
+    a, b = ctx.tensor(0), ctx.tensor(1)
+    if a.dtype.is_float or b.dtype != a.dtype:
+        raise ctx.unsupported(f"Mod of {a.dtype.value} by {b.dtype.value} (integers of one "
+                              "type; floating-point fmod is not supported)")
+    if not int(ctx.attr("fmod", 0)):
+        return [broadcast([a, b], lambda x, y: x % y, ctx.out())]
+
+    def c_remainder(x: te.Expr, y: te.Expr) -> te.Expr:
+        r = x % y   # the divisor's sign: moved to the dividend's where they differ
+        return te.select(te.ne(r, 0) & te.ne(r < 0, x < 0), r - y, r)
+
+    return [broadcast([a, b], c_remainder, ctx.out())]
