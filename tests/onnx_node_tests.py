@@ -19,7 +19,7 @@ SUPPORTED = [
     "lrn", "size", "eyelike", "tile", "tril", "triu", "cumsum", "range", "constantofshape",
     "resize", "attention", "rms_normalization", "nllloss", "sce", "swish", "onehot",
     "center_crop_pad", "hannwindow", "hammingwindow", "blackmanwindow", "melweightmatrix",
-    "mod",
+    "mod", "lppool",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
@@ -54,7 +54,7 @@ EXCLUDE = [
     r"test_cumsum_(1d|2d)_(?!int32)", r"test_eyelike_with_dtype",
     # features not supported, each refused with a named reason by the importer
     r"_dilations",  # dilated pooling windows
-    r"test_(averagepool|maxpool)_3d",  # 3-d pooling (1-d and 2-d are)
+    r"test_(averagepool|maxpool|lppool)_3d",  # 3-d pooling (1-d and 2-d are)
     r"test_maxpool_with_argmax",  # MaxPool's Indices output
     r"test_resize_tf_crop_and_resize",  # extrapolated values: not a linear map of the input
     r"test_resize_.*_not_(larger|smaller)",  # keep_aspect_ratio_policy other than stretch

@@ -315,3 +315,12 @@ def test_integer_mod_signs(fmod):
                                                                     TensorProto.INT32)],
                    [_value("y", None, TensorProto.INT32)])
     _check(model, {"a": a, "b": b}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("p", [1, 3])
+def test_lp_pool_padded_strided(p):
+    x = RNG.standard_normal((1, 3, 7, 5)).astype(np.float32)
+    model = _model(helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 2], p=p,
+                                    strides=[2, 1], pads=[1, 0, 1, 1]),
+                   [_value("x", x.shape)], [_value("y", None)], opset=18)
+    _check(model, {"x": x}, rtol=1e-5, atol=1e-6)

@@ -9,14 +9,14 @@ pools and Einsum, each through :mod:`tilecraft.ops` (the normalizations:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tilecraft import ops, te
 from tilecraft.onnx.context import NodeContext, converter
 from tilecraft.onnx.convert_math import broadcast
 from tilecraft.onnx.values import Value
 from tilecraft.ops.building import named_compute
-from tilecraft.ops.elementwise import axis_names
+from tilecraft.ops.elementwise import axis_names, map_unary
 from tilecraft.te.tensor import Tensor
 
 
@@ -241,12 +241,35 @@ def _as_2d(ctx: NodeContext, x: Tensor) -> Tensor:
     raise ctx.unsupported(f"{x.ndim - 2}-d pooling (1-d and 2-d are supported)")
 
 
-@converter("MaxPool", "AveragePool")
+def _lp_power(p: int) -> tuple[Callable[[te.Expr], te.Expr], Callable[[te.Expr], te.Expr]]:
+    """``|v|^p`` and ``s^(1/p)`` for LpPool's integer ``p`` (products and a square root where
+    they are exact, ``exp`` / ``log`` otherwise)."""
+    if p == 1:
+        return te.abs, lambda s: s
+    if p == 2:
+        return (lambda v: v * v), te.sqrt
+
+    def power(v: te.Expr) -> te.Expr:
+        result = te.abs(v)
+        for _ in range(p - 1):
+            result = result * te.abs(v)
+        return result
+
+    return power, lambda s: te.exp(te.log(s) / float(p))
+
+
+@converter("MaxPool", "AveragePool", "LpPool")
 def convert_pool(ctx: NodeContext) -> list[Value]:
     if len([o for o in ctx.node.output if o]) > 1:
         raise ctx.unsupported("MaxPool's Indices output is not supported")
     x = ctx.tensor(0)
     kernel, strides, padding = _pool_geometry(ctx, x)
+    if ctx.op_type == "LpPool":  # (sum of |x|^p over the window, zeros padded)^(1/p)
+        p = int(ctx.attr("p", 2))
+        if p < 1 or p > 8 or not x.dtype.is_float:
+            raise ctx.unsupported(f"p = {p} on {x.dtype.value} (1 <= p <= 8, float)")
+        power, root = _lp_power(p)
+        x = map_unary(x, power, "lp_power", ctx.state.unique(f"{ctx.node.output[0]}_power"))
     # the model's own pads (ceil mode's extra end padding is no part of a window's count)
     explicit = spatial_padding(ctx, x.shape[2:], kernel, strides, [1] * len(kernel))
     source = _as_2d(ctx, x)
@@ -257,12 +280,17 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
     pooled_name = final if x.ndim == 4 else ctx.state.unique(f"{final}_2d")
     if any(padding[d][0] or padding[d][1] for d in range(2)):
         fill = -math.inf if x.dtype.is_float else 0
-        if ctx.op_type == "AveragePool":
+        if ctx.op_type in ("AveragePool", "LpPool"):
             fill = 0.0
         source = ops.pad(source, [(0, 0), (0, 0), *padding], value=fill,
                          name=ctx.state.unique(f"{final}_pad"))
     if ctx.op_type == "MaxPool":
         y = ops.max_pool2d(source, tuple(kernel), tuple(strides), name=pooled_name)
+    elif ctx.op_type == "LpPool":
+        window = float(math.prod(kernel))
+        mean = ops.avg_pool2d(source, tuple(kernel), tuple(strides),
+                              name=ctx.state.unique(f"{final}_mean"))
+        y = map_unary(mean, lambda s: root(s * window), "lp_root", pooled_name)
     else:
         include_pad = bool(int(ctx.attr("count_include_pad", 0)))
         padded = any(b or a for b, a in padding)
