@@ -19,7 +19,7 @@ SUPPORTED = [
     "lrn", "size", "eyelike", "tile", "tril", "triu", "cumsum", "range", "constantofshape",
     "resize", "attention", "rms_normalization", "nllloss", "sce", "swish", "onehot",
     "center_crop_pad", "hannwindow", "hammingwindow", "blackmanwindow", "melweightmatrix",
-    "mod", "lppool",
+    "mod", "lppool", "rnn", "simple_rnn", "gru", "lstm",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

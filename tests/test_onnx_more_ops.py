@@ -324,3 +324,62 @@ def test_lp_pool_padded_strided(p):
                                     strides=[2, 1], pads=[1, 0, 1, 1]),
                    [_value("x", x.shape)], [_value("y", None)], opset=18)
     _check(model, {"x": x}, rtol=1e-5, atol=1e-6)
+
+
+def _recurrent_model(op, gates, hidden, extra_inputs, layout=0, **attrs):
+    seq, batch, width, directions = 4, 3, 5, 2
+    x_shape = (seq, batch, width) if layout == 0 else (batch, seq, width)
+    inits = {"W": RNG.standard_normal((directions, gates * hidden, width)).astype(np.float32)
+             * 0.5,
+             "R": RNG.standard_normal((directions, gates * hidden, hidden)).astype(np.float32)
+             * 0.5,
+             "B": RNG.standard_normal((directions, 2 * gates * hidden)).astype(np.float32)}
+    names = ["x", "W", "R", "B"]
+    for name, array in extra_inputs.items():
+        inits[name] = array
+    names += [n if n in extra_inputs else "" for n in ("lens", "h0", "c0", "P")]
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node(op, names, ["y", "y_h"], hidden_size=hidden,
+                            direction="bidirectional", layout=layout, **attrs)
+    return _model(node, [_value("x", x_shape)], [_value("y", None), _value("y_h", None)],
+                  inits, opset=14), x_shape
+
+
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+def test_gru_bidirectional_initial_state(linear_before_reset):
+    h0 = RNG.standard_normal((2, 3, 6)).astype(np.float32)
+    model, shape = _recurrent_model("GRU", 3, 6, {"h0": h0},
+                                    linear_before_reset=linear_before_reset)
+    _check(model, {"x": RNG.standard_normal(shape).astype(np.float32)}, rtol=1e-5, atol=1e-5)
+
+
+def test_lstm_bidirectional_peepholes_batch_major():
+    """(onnx's evaluator ignores ``clip`` and ``sequence_lens``: the RNN test below checks
+    them against numpy)"""
+    extra = {"P": RNG.standard_normal((2, 3 * 7)).astype(np.float32),
+             "c0": RNG.standard_normal((3, 2, 7)).astype(np.float32)}
+    model, shape = _recurrent_model("LSTM", 4, 7, extra, layout=1)
+    _check(model, {"x": RNG.standard_normal(shape).astype(np.float32)}, rtol=1e-5, atol=1e-5)
+
+
+def test_rnn_clip_and_sequence_lengths_against_numpy():
+    """A sequence past its length keeps its state and outputs zeros; clip bounds the
+    activation's input."""
+    seq, batch, width, hidden = 5, 3, 4, 6
+    x = RNG.standard_normal((seq, batch, width)).astype(np.float32) * 2
+    w = RNG.standard_normal((1, hidden, width)).astype(np.float32)
+    r = RNG.standard_normal((1, hidden, hidden)).astype(np.float32)
+    lengths = np.array([5, 2, 3], np.int32)
+    node = helper.make_node("RNN", ["x", "W", "R", "", "lens"], ["y", "y_h"], hidden_size=hidden,
+                            clip=0.8)
+    model = _model(node, [_value("x", x.shape), _value("lens", (batch,), TensorProto.INT32)],
+                   [_value("y", None), _value("y_h", None)], {"W": w, "R": r})
+    h = np.zeros((batch, hidden), np.float32)
+    ys = np.zeros((seq, 1, batch, hidden), np.float32)
+    for t in range(seq):
+        new = np.tanh(np.clip(x[t] @ w[0].T + h @ r[0].T, -0.8, 0.8))
+        running = (t < lengths)[:, None]
+        ys[t, 0] = np.where(running, new, 0.0)
+        h = np.where(running, new, h)
+    _check(model, {"x": x, "lens": lengths}, rtol=1e-5, atol=1e-5, want=[ys, h[None]])
