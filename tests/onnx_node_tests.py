@@ -19,7 +19,8 @@ SUPPORTED = [
     "lrn", "size", "eyelike", "tile", "tril", "triu", "cumsum", "range", "constantofshape",
     "resize", "attention", "rms_normalization", "nllloss", "sce", "swish", "onehot",
     "center_crop_pad", "hannwindow", "hammingwindow", "blackmanwindow", "melweightmatrix",
-    "mod", "lppool", "rnn", "simple_rnn", "gru", "lstm",
+    "mod", "lppool", "rnn", "simple_rnn", "gru", "lstm", "gather_elements", "gathernd",
+    "scatter_elements", "scatternd",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
@@ -62,6 +63,7 @@ EXCLUDE = [
     r"test_dropout_default_mask",  # Dropout's bool mask output
     r"test_pow_types_int",  # integer Pow
     r"test_mod_.*float",  # floating-point fmod (te has no truncation)
-    r"test_gather_elements", r"test_split_to_sequence",
+    r"test_scatter(_elements_with_reduction_mul|nd_multiply)",  # te has no product reduction
+    r"test_split_to_sequence",
     r"test_identity_(opt|sequence)",  # other operators / optional and sequence types
 ]

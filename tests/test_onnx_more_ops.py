@@ -383,3 +383,30 @@ def test_rnn_clip_and_sequence_lengths_against_numpy():
         ys[t, 0] = np.where(running, new, 0.0)
         h = np.where(running, new, h)
     _check(model, {"x": x, "lens": lengths}, rtol=1e-5, atol=1e-5, want=[ys, h[None]])
+
+
+def test_gather_and_scatter_by_run_time_indices():
+    """GatherElements / GatherND / ScatterElements / ScatterND with negative and repeated
+    indices on prime sizes (ScatterND ``none``: the last update naming an element wins)."""
+    data = RNG.standard_normal((5, 7)).astype(np.float32)
+    index = RNG.integers(-7, 7, (5, 3)).astype(np.int64)
+    cases = [
+        ("GatherElements", {"axis": 1}, [data, index]),
+        ("GatherND", {}, [data, np.array([[4, -1], [0, 3], [4, -1]], np.int64)]),
+        ("ScatterElements", {"axis": 1, "reduction": "max"},
+         [data, index, RNG.standard_normal((5, 3)).astype(np.float32)]),
+        ("ScatterND", {}, [data, np.array([[1], [3], [1]], np.int64),
+                           RNG.standard_normal((3, 7)).astype(np.float32)]),
+        ("ScatterND", {"reduction": "add"}, [data, np.array([[2, 6], [2, 6], [0, 0]], np.int64),
+                                            RNG.standard_normal(3).astype(np.float32)]),
+    ]
+    for op, attrs, arrays in cases:
+        names = ["data", "indices", "updates"][:len(arrays)]
+        elems = [TensorProto.FLOAT, TensorProto.INT64, TensorProto.FLOAT]
+        model = _model(helper.make_node(op, names, ["y"], **attrs),
+                       [_value(n, a.shape, e) for n, a, e in zip(names, arrays, elems)],
+                       [_value("y", None)], opset=18)
+        feeds = dict(zip(names, arrays))
+        want = ReferenceEvaluator(model).run(None, feeds)
+        ours = {n: a.astype(np.int32) if a.dtype == np.int64 else a for n, a in feeds.items()}
+        _check(model, ours, want=want)
