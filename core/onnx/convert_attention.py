@@ -44,7 +44,7 @@ class _Cache:
     """A key or value input with its past: ``full(b, h, j, d)`` over the past then the new
     positions, and the present output built from it on request."""
 
-    def __init__(self, ctx: NodeContext, current: Tensor, heads: int, past: Tensor | None,
+    def __init__(self, current: Tensor, heads: int, past: Tensor | None,
                  name: str) -> None:
         self.access, shape = _heads_view(current, heads)
         self.past = past
@@ -82,9 +82,9 @@ def convert_attention(ctx: NodeContext) -> list[Value]:
     if (past_key is None) != (past_value is None):
         raise ctx.unsupported("past_key and past_value must be given together")
     outputs = list(ctx.node.output) + [""] * (4 - len(ctx.node.output))
-    keys = _Cache(ctx, k_in, kv_heads, past_key,
+    keys = _Cache(k_in, kv_heads, past_key,
                   ctx.out(1) if outputs[1] else ctx.state.unique(f"{outputs[0]}_keys"))
-    values = _Cache(ctx, v_in, kv_heads, past_value,
+    values = _Cache(v_in, kv_heads, past_value,
                     ctx.out(2) if outputs[2] else ctx.state.unique(f"{outputs[0]}_values"))
     kv_len, v_size = keys.shape[2], values.shape[3]
     group = q_heads // kv_heads

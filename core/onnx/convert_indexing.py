@@ -33,7 +33,6 @@ def _wrapped(index: te.Expr, extent: int) -> te.Expr:
 
 def _reduction(ctx: NodeContext) -> str:
     reduction = ctx.attr("reduction", "none")
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
     if reduction not in ("none", "add", "max", "min"):
         raise ctx.unsupported(f"reduction {reduction!r} (none, add, max and min)")
     return reduction

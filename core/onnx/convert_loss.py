@@ -63,8 +63,6 @@ def negative_log_likelihood(ctx: NodeContext, source: Tensor, target: Tensor,
     ignore = ctx.attr("ignore_index")
     ignore = None if ignore is None else int(ignore)
     reduction = ctx.attr("reduction", "mean")
-    if isinstance(reduction, bytes):
-        reduction = reduction.decode()
     if reduction not in ("none", "sum", "mean"):
         raise ctx.unsupported(f"reduction {reduction!r}")
     picked = _pick(source, target, f"{name}_picked")

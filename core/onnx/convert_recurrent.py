@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tilecraft import ops, te
+from tilecraft import te
 from tilecraft.dtypes import DType
 from tilecraft.onnx.context import NodeContext, converter
 from tilecraft.onnx.values import Value
@@ -46,14 +46,12 @@ class _Layer:
         self.seq, self.batch = (x.shape[0], x.shape[1]) if self.layout == 0 else \
             (x.shape[1], x.shape[0])
         self.hidden = int(ctx.attr("hidden_size"))
-        direction = ctx.attr("direction", "forward")
-        self.direction = direction.decode() if isinstance(direction, bytes) else direction
+        self.direction = ctx.attr("direction", "forward")
         if self.direction not in ("forward", "reverse", "bidirectional"):
             raise ctx.unsupported(f"direction {self.direction!r}")
         self.directions = 2 if self.direction == "bidirectional" else 1
         self.gates, defaults = _GATES[self.op]
-        names = [a.decode() if isinstance(a, bytes) else a
-                 for a in ctx.attr("activations", defaults * self.directions)]
+        names = list(ctx.attr("activations", defaults * self.directions))
         if "activation_alpha" in ctx.attrs or "activation_beta" in ctx.attrs or \
                 any(n.lower() not in _ACTIVATIONS for n in names):
             raise ctx.unsupported(f"activations {names} (Sigmoid, Tanh and Relu, without "
@@ -163,7 +161,7 @@ def _direction(layer: _Layer, d: int) -> tuple[list[Tensor], Tensor, Tensor | No
         else:
             new, cell = _lstm_step(layer, d, t, gate, prev, prev_cell, f, g, h_act)
         if layer.lengths is not None:
-            new, state, outputs[t] = _masked(layer, t, new, prev, d)
+            state, outputs[t] = _masked(layer, t, new, prev, d)
             if cell is not None and prev_cell is not None:
                 kept = cell
                 cell = named_compute((batch, hidden), axis_names(2), lambda b, h, kept=kept,
@@ -176,14 +174,14 @@ def _direction(layer: _Layer, d: int) -> tuple[list[Tensor], Tensor, Tensor | No
 
 
 def _masked(layer: _Layer, t: int, new: Tensor, prev: Tensor, d: int
-            ) -> tuple[Tensor, Tensor, Tensor]:
+            ) -> tuple[Tensor, Tensor]:
     """Past a sequence's length: the state kept, the output zero."""
     shape = new.shape
     kept = named_compute(shape, axis_names(2), lambda b, h: te.select(
         layer.running(t, b), new[b, h], prev[b, h]), layer.name(f"h{d}_{t}_kept"))
     out = named_compute(shape, axis_names(2), lambda b, h: te.select(
         layer.running(t, b), new[b, h], 0.0), layer.name(f"y{d}_{t}"))
-    return new, kept, out
+    return kept, out
 
 
 def _gru_step(layer: _Layer, d: int, t: int, gate: Callable[..., te.Expr], prev: Tensor,
@@ -289,6 +287,5 @@ def convert_recurrent(ctx: NodeContext) -> list[Value]:
             assert all(c is not None for c in cells)
             results.append(stacked(ctx.out(2), cells, False))  # type: ignore[arg-type]
         else:
-            results.append(ops.reshape(runs[0][1], runs[0][1].shape,
-                                       name=layer.name(f"unused{position}")))
+            results.append(runs[0][1])  # an output left out: its place kept, never read
     return results

@@ -74,7 +74,7 @@ def interpolation_matrix(extent: int, attrs: dict, scale: float | None,
     from onnx.reference import ReferenceEvaluator
 
     inputs = ["x", "", "scales" if size is None else "", "sizes" if size is not None else ""]
-    node = helper.make_node("Resize", [name for name in inputs], ["y"], axes=[1],
+    node = helper.make_node("Resize", inputs, ["y"], axes=[1],
                             **{k: v for k, v in attrs.items() if k in _AXIS_ATTRIBUTES})
     initializers = [numpy_helper.from_array(np.array([scale], np.float32), "scales")
                     if size is None else numpy_helper.from_array(np.array([size], np.int64),
@@ -153,8 +153,7 @@ def convert_resize(ctx: NodeContext) -> list[Value]:
     for position, d in enumerate(axes):
         scale = float(scales[position]) if scales is not None else None
         size = int(sizes[position]) if sizes is not None else None
-        if (scale == 1.0 or size == x.shape[d]) and \
-                attrs.get("coordinate_transformation_mode") != "tf_crop_and_resize":
+        if scale == 1.0 or size == x.shape[d]:
             continue  # the identity along this axis
         try:
             matrix = interpolation_matrix(x.shape[d], attrs, scale, size)
