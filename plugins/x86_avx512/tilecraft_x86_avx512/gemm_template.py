@@ -62,6 +62,7 @@ from tilecraft.passes.contraction import (
 )
 from tilecraft.te.expr import IterVar, Var, const
 from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.blocking.amx_split import amx_split_applies, lower_amx_split
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
 from tilecraft_x86_avx512.blocking.direct_conv import (
     direct_geometry,
@@ -510,6 +511,9 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                                              options, l2_bytes, threads)
         if transposed is not None:
             return transposed
+    if grouped is None and not config and amx_split_applies(contraction, options):
+        # float32 products on AMX tiles through bfloat16 parts (blocking/amx_split.py)
+        return lower_amx_split(contraction, options, l2_bytes, threads)
     chosen.update({k: int(v) for k, v in (config or {}).items()})
     blocking = Blocking.from_config(chosen)
     if grouped is not None:

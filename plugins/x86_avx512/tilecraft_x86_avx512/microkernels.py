@@ -252,6 +252,31 @@ VNNI_S8U8 = _grouped_decl(
 DOT_BF16 = _grouped_decl(
     "dot_bf16", "AVX512-BF16 register tile: C[MI,NR] f32 += A[MI,KG,2] bf16 . B[KG,NR,2] bf16",
     "bfloat16", "bfloat16", "float32", 2, "templates/dot_bf16.ll.jinja")
+#: float32 products on AMX through three bfloat16 parts of each operand (blocking/amx_split.py)
+AMX_SPLIT_F32 = MicroKernelDecl(
+    name="amx_split_f32",
+    description="AMX tiles: C[32,32] f32 = A . B, each operand three bf16 parts "
+                "(A[3,32,KK], B[KK/2,3,32,2]), the six part products p + q <= 2",
+    loops=[{"name": "m", "extent": 32, "kind": "spatial"},
+           {"name": "n", "extent": 32, "kind": "spatial"},
+           {"name": "p", "extent": 3, "kind": "reduce"},
+           {"name": "q", "extent": 3, "kind": "reduce"},
+           {"name": "k", "extent": "KK", "kind": "reduce"}],
+    operands=[{"name": "A", "role": "src", "dtype": "bfloat16", "shape": [3, 32, "KK"],
+               "index": ["p", "m", "k"]},
+              {"name": "B", "role": "src", "dtype": "bfloat16", "shape": ["KH", 3, 32, 2],
+               "index": ["k // 2", "q", "n", "k % 2"]},
+              {"name": "C", "role": "dst", "dtype": "float32", "shape": [32, 32],
+               "index": ["m", "n"]}],
+    semantics="C[m, n] = sum(select(p + q <= 2, cast(float32, A[p, m, k]) * "
+              "cast(float32, B[k // 2, q, n, k % 2]), 0.0))",
+    template="templates/amx_split_f32.ll.jinja",
+    parameters={"KK": {"default": 64, "minimum": 32, "maximum": 1 << 16,
+                       "description": "k per call, a multiple of 32 (zero-padded)"},
+                "KH": {"default": 32, "minimum": 16, "maximum": 1 << 15,
+                       "description": "pairs of k per call: KK / 2"}})
+
+
 def _row_sums_decl(name: str, a: str) -> MicroKernelDecl:
     """Row sums of ``MI`` rows of ``KG`` groups of 4 bytes (the compensation of the other
     operand's shift by 128): ``S[m] += sum A[m, kg, g]``; the groups of a row contiguous."""
@@ -284,7 +309,7 @@ MICRO_KERNELS: dict[str, MicroKernelDecl] = {
                                  OUTER_PRODUCT_F32_TAPS_S2, OUTER_PRODUCT_F32_TAPS_T,
                                  OUTER_PRODUCT_F32_TAPS_S2_T, OUTER_PRODUCT_F32_TAPS_NHWC,
                                  OUTER_PRODUCT_F32_TAPS_NHWC_S2,
-                                 *NHWC_TAPS_ACC_BY_STRIDE.values())}
+                                 *NHWC_TAPS_ACC_BY_STRIDE.values(), AMX_SPLIT_F32)}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -297,6 +322,13 @@ LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
                       ("<16 x i32>", "<64 x i8>", "<64 x i8>")),),
     DOT_BF16.name: (("llvm.x86.avx512bf16.dpbf16ps.512", "<16 x float>",
                      ("<16 x float>", "<32 x bfloat>", "<32 x bfloat>")),),
+    AMX_SPLIT_F32.name: (("llvm.memset.p0.i64", "void", ("ptr", "i8", "i64", "i1")),
+                         ("llvm.x86.ldtilecfg", "void", ("ptr",)),
+                         ("llvm.x86.tilerelease", "void", ()),
+                         ("llvm.x86.tilezero", "void", ("i8",)),
+                         ("llvm.x86.tileloadd64", "void", ("i8", "ptr", "i64")),
+                         ("llvm.x86.tilestored64", "void", ("i8", "ptr", "i64")),
+                         ("llvm.x86.tdpbf16ps", "void", ("i8", "i8", "i8"))),
 }
 LLVM_DECLARATIONS[VNNI_S8U8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name]
 LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name] + (
@@ -387,6 +419,9 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
         values = decl.resolve(dict(params))
     except Exception as err:  # TargetError from resolve
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: {err}") from err
+    if name == AMX_SPLIT_F32.name and (values["KK"] % 32 or values["KH"] * 2 != values["KK"]):
+        raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: KK = {values['KK']} must "
+                           f"be a multiple of 32 and KH = {values['KH']} its half")
     if values.get("NR", 16) % 16:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")
@@ -416,7 +451,7 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
                            f"failed to render: {err}") from err
 
 
-__all__ = ["DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
+__all__ = ["AMX_SPLIT_F32", "DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
            "OUTER_PRODUCT_F32_ROWS", "OUTER_PRODUCT_F32_ROWS_SET", "OUTER_PRODUCT_F32_SET",
            "OUTER_PRODUCT_F32_TAPS", "OUTER_PRODUCT_F32_TAPS_S2", "OUTER_PRODUCT_F32_TAPS_S2_T",
            "OUTER_PRODUCT_F32_TAPS_NHWC", "OUTER_PRODUCT_F32_TAPS_NHWC_S2", "NHWC_TAPS_BY_STRIDE",

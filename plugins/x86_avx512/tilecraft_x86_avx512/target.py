@@ -57,6 +57,7 @@ from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512 import cpus
+from tilecraft_x86_avx512.amx import amx_permitted
 from tilecraft_x86_avx512.blocking.depthwise import fuse_depthwise_pads
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
@@ -76,6 +77,7 @@ from tilecraft_x86_avx512.host import (
     refresh_host_info,
 )
 from tilecraft_x86_avx512.microkernels import (
+    AMX_SPLIT_F32,
     DOT_BF16,
     VNNI_ROW_SUMS_S8,
     VNNI_ROW_SUMS_U8,
@@ -285,6 +287,7 @@ class X86Avx512Target(Target):
                               f"target {artifact.target}, not {self.name}; build it with "
                               f"{self.name}")
         self._require("execute")
+        self._allow_tiles()
         if artifact.handle is None:
             if artifact.path is None:
                 raise TargetError(f"artifact of kernel {artifact.kernel_name!r} has neither "
@@ -358,6 +361,7 @@ class X86Avx512Target(Target):
 
     def load_shared_library(self, path: str | os.PathLike[str]) -> dict[str, NativeKernel]:
         """The kernels of a library written by :meth:`export_shared_library`, by name."""
+        self._allow_tiles()
         self._require("execute")
         location = Path(path).resolve()
         try:
@@ -396,6 +400,12 @@ class X86Avx512Target(Target):
             raise TargetError(f"source of kernel {source.kernel_name!r} is {source.language} "
                               f"for target {source.target}; {self.name} builds {LANGUAGE} it "
                               "generated itself (Target.codegen)")
+
+    def _allow_tiles(self) -> None:
+        """Ask Linux for the AMX tile state where the spec declares the AMX micro-kernel: a
+        kernel built elsewhere (a shared library) may use it (:mod:`.amx`)."""
+        if AMX_SPLIT_F32.name in {decl.name for decl in self.spec.micro_kernels}:
+            amx_permitted()
 
     def _require(self, stage: str) -> None:
         availability = self.available()

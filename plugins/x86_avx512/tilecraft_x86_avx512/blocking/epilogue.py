@@ -491,6 +491,8 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     ``consumer`` as the epilogue of each tile (B packed per block inside the kernel where the
     template would, else by a kernel of its own); or ``None`` and why (a local-tile epilogue
     whose reduction the blocking cuts into several ``KC`` slices)."""
+    from tilecraft_x86_avx512.blocking import amx_split
+    from tilecraft_x86_avx512.blocking.amx_split import amx_split_applies
     from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
     from tilecraft_x86_avx512.blocking.direct_conv import lower_direct_config, prefers_direct
     from tilecraft_x86_avx512.blocking.direct_nhwc import (
@@ -545,6 +547,10 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
                                                  epilogue=epilogue)
             if transposed is not None:
                 return transposed, ""
+        if amx_split_applies(contraction, options):
+            tile = (amx_split.TILE, amx_split.TILE)
+            return amx_split.lower_amx_split(contraction, options, l2_bytes, threads,
+                                             Epilogue(contraction, consumer, options, tile)), ""
         if chosen.get("NC", 0) > 0 and not blocking.pack_a:
             kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name, blocking,
                                          int(chosen["NC"]), options, epilogue=epilogue)

@@ -1,0 +1,196 @@
+"""float32 contractions on AMX tiles through bfloat16 parts (blocking/amx_split.py).
+
+The interpreted kernels (the micro-kernel by its declared semantics) run on any machine; the
+native ones need AMX-TILE and AMX-BF16 and Linux's permission for the tile state.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from cpu_features import needs
+from tilecraft_x86_avx512 import build
+from tilecraft_x86_avx512.amx import amx_permitted
+from tilecraft_x86_avx512.blocking import amx_split
+from tilecraft_x86_avx512.blocking.amx_split import lower_amx_split
+from tilecraft_x86_avx512.microkernels import (
+    AMX_SPLIT_F32,
+    LLVM_DECLARATIONS,
+    MICRO_KERNELS,
+    render,
+)
+from tilecraft_x86_avx512.target import X86Avx512Target
+
+import tilecraft as tc
+from tilecraft import ops, te
+from tilecraft.errors import CodegenError
+from tilecraft.graph import Graph
+from tilecraft.kernel_ir.interpreter import run_kernels
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.passes.contraction import as_contraction
+from tilecraft.reference import run
+
+AMX = ("amx_tile", "amx_bf16")
+#: prime and ragged sizes, one row / column / k, and K past a tile multiply's 32
+SHAPES = [(37, 53, 41), (33, 1, 1000), (97, 31, 65), (33, 100, 47), (64, 64, 64)]
+
+
+def _native_amx():
+    return pytest.mark.skipif(not amx_permitted(), reason="no AMX tile state in this process")
+
+
+def _relative_error(got: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.abs(got - exact).max() / np.abs(exact).max())
+
+
+def _matmul(m: int, k: int, n: int, rng: np.random.Generator):
+    A = te.placeholder((m, k), name="A")
+    weights = rng.standard_normal((k, n)).astype(np.float32)
+    return A, weights, ops.matmul(A, te.constant(weights, name="W"), name="C")
+
+
+@pytest.mark.parametrize("m, k, n", SHAPES)
+def test_interpreted_kernels_are_float32_accurate(m, k, n):
+    """The lowered kernels, the micro-kernel run by its declared semantics, give the product
+    as accurately as float32 does (any machine: nothing runs natively)."""
+    rng = np.random.default_rng(m * k + n)
+    A, weights, C = _matmul(m, k, n, rng)
+    kernels = lower_amx_split(as_contraction(C), LoweringOptions(vector_lanes=16), 1 << 21, 2)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    semantics = {name: decl.reference for name, decl in MICRO_KERNELS.items()}
+    got = run_kernels(kernels, {"A": a, "W": weights}, semantics=semantics)["C"].reshape(m, n)
+    exact = a.astype(np.float64) @ weights.astype(np.float64)
+    float32 = _relative_error(a @ weights, exact)
+    assert _relative_error(got, exact) <= 2 * float32 + 1e-7
+
+
+def test_split_parts_sum_exactly_and_keep_non_finite_values():
+    """x = x0 + x1 + x2 exactly for float32 values from 1e-30 to 3e38; inf and nan
+    keep only their first part, so that products give inf / nan as float32 ones do."""
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-25, 30, 200),
+                             [0.0, -0.0, 1.0, 3.0e38, -1e-30, np.inf, -np.inf, np.nan]])
+    values = values.astype(np.float32)
+    X = te.placeholder((values.size,), name="X")
+    parts = [te.compute(X.shape, lambda i, p=p: amx_split.split_parts(X[i])[p].astype("float32"),
+                        name=f"P{p}") for p in range(3)]
+    got = run(Graph.from_outputs(parts), {"X": values})
+    total = got[0].astype(np.float64) + got[1] + got[2]
+    finite = np.isfinite(values)
+    np.testing.assert_array_equal(total[finite], values[finite].astype(np.float64))
+    assert np.all(got[1][~finite] == 0) and np.all(got[2][~finite] == 0)
+    np.testing.assert_array_equal(got[0][~finite], values[~finite])
+
+
+def test_applies_only_where_the_spec_declares_the_micro_kernel(monkeypatch):
+    """A CPU without AMX (its spec lacks amx_split_f32), a non-constant B, too few columns
+    or the switch at 0: the AVX-512 path."""
+    rng = np.random.default_rng(4)
+    _, _, C = _matmul(64, 64, 64, rng)
+    contraction = as_contraction(C)
+    icelake = X86Avx512Target(cpu="icelake-server", cores=1)
+    assert not amx_split.amx_split_applies(contraction, LoweringOptions.from_spec(icelake.spec))
+    spr = X86Avx512Target(cpu="sapphirerapids", cores=1)
+    options = LoweringOptions.from_spec(spr.spec)
+    assert AMX_SPLIT_F32.name in {d.name for d in spr.spec.micro_kernels}
+    if amx_permitted():
+        assert amx_split.amx_split_applies(contraction, options)
+        monkeypatch.setenv(amx_split.SWITCH, "0")
+        assert not amx_split.amx_split_applies(contraction, options)
+    variable = ops.matmul(te.placeholder((64, 64), name="A"), te.placeholder((64, 64), name="B"))
+    narrow = ops.matmul(te.placeholder((64, 64), name="A"),
+                        te.constant(np.ones((64, 16), np.float32), name="W"))
+    assert not amx_split.amx_split_applies(as_contraction(variable), options)
+    assert not amx_split.amx_split_applies(as_contraction(narrow), options)
+
+
+def test_render_checks_k():
+    with pytest.raises(CodegenError, match="amx_split_f32.*multiple of 32"):
+        render(AMX_SPLIT_F32.name, {"KK": 48, "KH": 24}, "f")
+    with pytest.raises(CodegenError, match="amx_split_f32.*KH"):
+        render(AMX_SPLIT_F32.name, {"KK": 64, "KH": 16}, "f")
+
+
+@needs(*AMX)
+@_native_amx()
+@pytest.mark.parametrize("kk", [32, 96])
+def test_micro_kernel_matches_its_declared_semantics(kk):
+    """The rendered kernel on strided operands (A's rows and C's a row stride apart) equals
+    the declaration's semantics."""
+    text = render(AMX_SPLIT_F32.name, {"KK": kk, "KH": kk // 2}, "mk")
+    text = text.replace("alwaysinline nounwind", "nounwind").replace("define internal", "define")
+    for name, ret, args in LLVM_DECLARATIONS[AMX_SPLIT_F32.name]:
+        text += f"\ndeclare {ret} @{name}({', '.join(args)})\n"
+    jit = build.jit_compile(text)
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn = ctypes.CFUNCTYPE(None, ptr, i64, i64, i64, ptr, i64, i64, i64, i64, ptr, i64, i64)(
+        jit.address("mk"))
+    rng = np.random.default_rng(kk)
+    import ml_dtypes
+
+    a = rng.standard_normal((3, 40, kk + 32)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((kk // 2, 3, 32, 2)).astype(ml_dtypes.bfloat16)
+    c = np.full((32, 48), 7.0, np.float32)
+    expected = c.copy()
+    AMX_SPLIT_F32.reference(a[:, :32, :kk], b, expected[:, :32], KK=kk, KH=kk // 2)
+    fn(a.ctypes.data, 40 * (kk + 32), kk + 32, 1, b.ctypes.data, 3 * 64, 64, 2, 1,
+       c.ctypes.data, 48, 1)
+    np.testing.assert_allclose(c[:, :32], expected[:, :32], rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(c[:, 32:], 7.0)   # the columns past the tile untouched
+
+
+@needs(*AMX)
+@_native_amx()
+@pytest.mark.parametrize("m, k, n", SHAPES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_native_matmul_is_float32_accurate(m, k, n, threads):
+    rng = np.random.default_rng(m + k * n)
+    A, weights, C = _matmul(m, k, n, rng)
+    exe = tc.compile(C, target=X86Avx512Target(threads=threads))
+    assert exe.kernels[-1].attrs["micro_kernel"] == AMX_SPLIT_F32.name, exe.report
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    exact = a.astype(np.float64) @ weights.astype(np.float64)
+    assert _relative_error(exe(a), exact) <= 2 * _relative_error(a @ weights, exact) + 1e-7
+
+
+@needs(*AMX)
+@_native_amx()
+def test_non_finite_inputs_give_non_finite_rows_only():
+    """An inf or nan in A makes its row of C non-finite (nan where float32 gives inf: inf
+    meets the other operand's lower parts, which may be 0 or of the other sign) and leaves
+    the other rows finite and accurate."""
+    rng = np.random.default_rng(5)
+    A, weights, C = _matmul(40, 35, 33, rng)
+    exe = tc.compile(C, target=X86Avx512Target(threads=1))
+    a = rng.standard_normal((40, 35)).astype(np.float32)
+    a[3, 7], a[11, 0] = np.inf, np.nan
+    got, expected = exe(a), a @ weights
+    bad = np.zeros(40, bool)
+    bad[[3, 11]] = True
+    assert not np.isfinite(got[bad]).any()
+    np.testing.assert_allclose(got[~bad], expected[~bad], rtol=1e-5, atol=1e-5)
+
+
+@needs(*AMX)
+@_native_amx()
+@pytest.mark.parametrize("m", [37, 64])
+def test_fused_epilogues_in_place_and_through_the_local_tile(m):
+    """A bias + GELU consumer (in place on each finished panel) and a split into heads
+    (each element where the consumer has it, through the local tile) fuse into the kernel."""
+    rng = np.random.default_rng(m)
+    X = te.placeholder((m, 96), name="X")
+    w = te.constant(rng.standard_normal((96, 128)).astype(np.float32), name="W")
+    bias = te.constant(rng.standard_normal(128).astype(np.float32), name="bias")
+    hidden = ops.matmul(X, w, name="H")
+    gelu = te.compute(hidden.shape, lambda i, j: 0.5 * (hidden[i, j] + bias[j]) * (
+        1.0 + te.erf((hidden[i, j] + bias[j]) * 0.7071067811865476)), name="G")
+    heads = te.compute((2, m, 64), lambda h, s, d: hidden[s, h * 64 + d], name="Q")
+    for consumer in (gelu, heads):
+        graph = Graph.from_outputs([consumer])
+        exe = tc.compile(graph, target=X86Avx512Target(threads=2))
+        main = [k for k in exe.kernels if k.attrs.get("micro_kernel") == AMX_SPLIT_F32.name]
+        assert main and main[-1].attrs.get("fused") == ["H", consumer.name], exe.report
+        x = rng.standard_normal((m, 96)).astype(np.float32)
+        np.testing.assert_allclose(exe(x), run(graph, {"X": x}), rtol=1e-5, atol=1e-5)

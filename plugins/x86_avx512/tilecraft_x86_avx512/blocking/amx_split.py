@@ -1,0 +1,307 @@
+"""float32 contractions with constant B on AMX tiles, each operand split into bfloat16 parts.
+
+An AMX tile multiply (``tdpbf16ps``) runs 16 x 16 x 32 bfloat16 products into float32 sums
+in the time AVX-512 runs 2 x 16 float32 FMAs 16 times: 16x the products per cycle (measured
+here: 2.95-3.15 TFLOP/s bfloat16 per core against 0.19 float32 FMA). bfloat16 keeps 8 bits of
+a float32's 24, so each float32 operand is split into three bfloat16 parts, each the rounding
+of what the ones before it left::
+
+    x0 = bf16(x),  x1 = bf16(x - x0),  x2 = bf16(x - x0 - x1),   x = x0 + x1 + x2 exactly
+
+(each difference is exact in float32). A product ``a * b`` is the nine part products; the six
+with ``p + q <= 2`` (weights 1, 2^-8, 2^-16 of ``a0 * b0``) are kept — the three dropped weigh
+2^-24 and less, float32's own rounding — and every part product is exact in float32. The
+result is as accurate as a float32 FMA GEMM: the largest error against a float64 product is
+the same size (tests/test_amx_split.py measures both), the summation order differs. This is
+the split cuBLAS calls BF16x9 float32 emulation, with the three negligible terms left out.
+
+Kernels of a contraction ``C[batch, M, N] = sum_k A[m, k] * B[k, n]`` (B a constant):
+
+1. ``<C>_bsplit_pack`` (run once, at install: B is a constant) writes B's parts into
+   ``<C>_bsplit[NB, KP/2, 3, 32, 2]``: panels of 32 columns, pairs of ``k`` outer (AMX's B tile: 16
+   pairs of rows, each 16 columns x 2 ``k``), ``k`` zero-padded to ``KP``, a multiple of 32;
+2. ``<C>`` runs in parallel over (batch, blocks of ``MC`` rows); each block first writes its
+   rows of A's three parts ``[3, MC, KP]`` (zero below ``M`` and past ``K``), then, for each
+   group of panels that stays in L2, every strip of 32 rows against each panel of the group:
+   the micro-kernel ``amx_split_f32`` (a 2 x 2 tile of 16 x 16 accumulators over all of
+   ``KP``) writes the 32 x 32 tile of C, through a local tile where it overhangs M or N.
+
+An elementwise consumer fuses as in the other template paths (:mod:`.epilogue`): in place on
+each finished panel of the block, or per tile through the local tile (a re-indexing such as
+BERT's split into heads).
+
+Where it applies (:func:`amx_split_applies`): the spec declares ``amx_split_f32`` (the CPU
+has AMX-TILE and AMX-BF16) and Linux grants this process the tile state (:mod:`..amx`),
+the contraction is float32 with a constant B shared by the batch, C has at least 32 rows
+and columns, at least :data:`MIN_BLOCK_ROWS` rows of A's parts fit half of L2 (``K`` up to
+1344 at 2 MiB), and ``TILECRAFT_X86_AMX`` is not ``0`` (the switch back to the AVX-512
+micro-kernels).
+
+A value of magnitude above 3.39e38 (within 2^-9 of float32's largest) rounds to infinity as its
+first part, so such operands give inf or nan where the float32 sum is finite; an inf in an
+operand makes its row (column) of C nan where float32 gives inf (inf meets the other operand's
+lower parts, which may be 0 or of the other sign); values below about 1e-33 lose their last
+bits (their lower parts are subnormal, which the tile multiply flushes to zero). No network's
+weights or activations come near these.
+
+>>> from tilecraft import ops, te
+>>> from tilecraft.lower.options import LoweringOptions
+>>> import numpy as np
+>>> A = te.placeholder((40, 50), name="A")
+>>> B = te.constant(np.ones((50, 36), np.float32), name="B")
+>>> c = as_contraction(ops.matmul(A, B, name="C"))
+>>> kernels = lower_amx_split(c, LoweringOptions(vector_lanes=16), 1 << 21, 1)
+>>> [k.name for k in kernels]
+['C_bsplit_pack', 'C']
+>>> print(kernels[-1].attrs["schedule"])
+amx_split_f32 32x32, KP=64: parallel(1) > [split A(64)] > groups(1) > strips(2) > panels(2)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tilecraft.dtypes import DType
+from tilecraft.errors import LoweringError
+from tilecraft.kernel_ir.nodes import (
+    Allocate,
+    Buffer,
+    BufferLoad,
+    IfThenElse,
+    Kernel,
+    LoopKind,
+    MicroKernelCall,
+    Region,
+    Seq,
+    Stmt,
+    Store,
+)
+from tilecraft.kernel_ir.verify import verify_kernel
+from tilecraft.lower.options import LoweringOptions
+from tilecraft.passes.contraction import Contraction, as_contraction
+from tilecraft.te.expr import Expr, UnaryOp, Var, const, select, unary
+from tilecraft.te.functions import all_of, minimum
+from tilecraft_x86_avx512.amx import amx_permitted
+from tilecraft_x86_avx512.blocking.building import (
+    ceil_div,
+    contraction_kernel,
+    nest,
+    parallel_kind,
+    unflatten,
+    vector_kind,
+)
+from tilecraft_x86_avx512.blocking.dot_product_packing import OperandReader, b_batch
+from tilecraft_x86_avx512.blocking.epilogue import Epilogue
+
+#: the micro-kernel's name (microkernels.AMX_SPLIT_F32)
+MICRO_KERNEL = "amx_split_f32"
+#: rows and columns of C per micro-kernel call: 2 x 2 tiles of 16 x 16
+TILE = 32
+#: k per tile multiply (16 pairs of bfloat16)
+K_STEP = 32
+#: parts of each operand
+PARTS = 3
+#: the environment variable that turns the path off (``0``)
+SWITCH = "TILECRAFT_X86_AMX"
+#: fewer rows of A's parts in half of L2 than this and every strip would stream B's parts from
+#: L3 again: 512x3072x768 (MC = 32 at a 2 MiB L2) measured 0.97x the AVX-512 path, while
+#: K = 768 (MC = 192) measured 1.12-1.25x
+MIN_BLOCK_ROWS = 128
+#: float32's largest finite value: a larger magnitude (inf, nan) keeps only its first part
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def amx_split_applies(contraction: Contraction, options: LoweringOptions) -> bool:
+    """Whether :func:`lower_amx_split` takes ``contraction`` (see the module docstring)."""
+    spec = options.spec
+    if spec is None or os.environ.get(SWITCH, "1").strip() == "0":
+        return False
+    if MICRO_KERNEL not in {decl.name for decl in spec.micro_kernels} or not amx_permitted():
+        return False
+    c = contraction
+    if {c.tensor.dtype, c.a.tensor.dtype, c.b.tensor.dtype} != {DType.FLOAT32}:
+        return False
+    _, m_total, n_total, k_total = c.extents()
+    return c.b.tensor.is_constant and b_batch(c) == 1 and min(m_total, n_total) >= TILE \
+        and block_cap(k_total, spec_l2_bytes(spec)) >= MIN_BLOCK_ROWS
+
+
+def split_parts(value: Expr) -> tuple[Expr, Expr, Expr]:
+    """``value`` (float32) as three bfloat16 parts summing to it exactly (module docstring);
+    a non-finite value keeps only its first part (module docstring: inf gives nan)."""
+    first = value.astype(DType.BFLOAT16)
+    finite = unary(UnaryOp.ABS, value) <= const(FLOAT32_MAX, DType.FLOAT32)
+    rest = select(finite, value - first.astype(DType.FLOAT32), const(0.0, DType.FLOAT32))
+    second = rest.astype(DType.BFLOAT16)
+    third = (rest - second.astype(DType.FLOAT32)).astype(DType.BFLOAT16)
+    return first, second, third
+
+
+def padded_k(k_total: int) -> int:
+    """``K`` rounded up to whole tile multiplies."""
+    return ceil_div(k_total, K_STEP) * K_STEP
+
+
+def block_cap(k_total: int, l2_bytes: int) -> int:
+    """The most rows (a multiple of 32) whose three parts of A (``6 * MC * KP`` bytes) take
+    at most half of L2."""
+    return (l2_bytes // 2) // (2 * PARTS * padded_k(k_total)) // TILE * TILE
+
+
+def spec_l2_bytes(spec: Any) -> int:
+    """The spec's per-core L2 capacity (its second cache level)."""
+    return int(spec.memory.level("L2").size_bytes or 0)
+
+
+def block_rows(m_total: int, batch: int, k_total: int, l2_bytes: int, threads: int) -> int:
+    """``MC``: a multiple of 32 within :func:`block_cap`, the blocks split evenly over the
+    threads where there are enough rows."""
+    cap = max(TILE, block_cap(k_total, l2_bytes))
+    blocks = ceil_div(m_total, cap)
+    if batch * blocks < threads:
+        blocks = min(ceil_div(m_total, TILE), ceil_div(threads, batch))
+    return ceil_div(ceil_div(m_total, blocks), TILE) * TILE
+
+
+def group_panels(panels: int, k_total: int, l2_bytes: int) -> int:
+    """Panels of B's parts (``6 * KP * 32`` bytes each) that share a quarter of L2: each
+    strip of A meets them one after the other while they stay there."""
+    per_panel = 2 * PARTS * padded_k(k_total) * TILE
+    return max(1, min(panels, (l2_bytes // 4) // per_panel))
+
+
+def pack_b_parts(c: Contraction, options: LoweringOptions) -> Kernel:
+    """``<C>_bsplit[NB, KP/2, 3, 32, 2]``: B's three bfloat16 parts by panel (module
+    docstring), zero past ``K`` and ``N``."""
+    tensor = c.tensor
+    _, _, n_total, k_total = c.extents()
+    panels, pairs = ceil_div(n_total, TILE), padded_k(k_total) // 2
+    reader = OperandReader(c.b, tensor, c.k_axes, options)
+    out = Buffer(f"{tensor.name}_bsplit", (panels, pairs, PARTS, TILE, 2), DType.BFLOAT16,
+                 level=options.param_level)
+    jr, kh, g, col = Var("jr"), Var("kh"), Var("g"), Var("col")
+    n, k = jr * TILE + col, kh * 2 + g
+    value = reader.value(unflatten(minimum(n, n_total - 1), c.n_axes), minimum(k, k_total - 1))
+    value = select(all_of(n < n_total, k < k_total), value, const(0.0, DType.FLOAT32))
+    parts = split_parts(value)
+    body = Seq(tuple(Store(out, (jr, kh, const(p), col, g), part) for p, part in enumerate(parts)))
+    loops = nest([(jr, panels, parallel_kind(options, panels), 0),
+                  (kh, pairs, LoopKind.SERIAL, 0), (col, TILE, LoopKind.SERIAL, 0),
+                  (g, 2, LoopKind.UNROLLED, 0)], body)
+    kernel = Kernel(f"{out.name}_pack", (reader.buffer, out), (out.name,), loops,
+                    attrs={"compute": tensor.name, "statement": tensor.statement(),
+                           "schedule": f"split B of {tensor.name} into 3 bfloat16 parts: "
+                                       f"{panels} panels of {pairs}x3x{TILE}x2"})
+    verify_kernel(kernel, options.spec, check_bounds=False)
+    return kernel
+
+
+def lower_amx_split(c: Contraction, options: LoweringOptions, l2_bytes: int, threads: int,
+                    epilogue: Epilogue | None = None) -> list[Kernel]:
+    """The kernels of ``c`` on the ``amx_split_f32`` micro-kernel (module docstring), the
+    last computing ``epilogue``'s consumer where one is given."""
+    tensor = c.tensor
+    batch, m_total, n_total, k_total = c.extents()
+    if min(m_total, n_total) < TILE:
+        raise LoweringError(f"compute {tensor.name}: the AMX path takes C of at least {TILE} "
+                            f"rows and columns, not {m_total} x {n_total}")
+    k_padded = padded_k(k_total)
+    panels = ceil_div(n_total, TILE)
+    mc = block_rows(m_total, batch, k_total, l2_bytes, threads)
+    m_blocks = ceil_div(m_total, mc)
+    strips = mc // TILE
+    per_group = group_panels(panels, k_total, l2_bytes)
+    groups = ceil_div(panels, per_group)
+    level = options.param_level
+    lanes = max(1, options.lanes(DType.FLOAT32))
+    pack = pack_b_parts(c, options)
+    parts_b = pack.params[-1]
+    a_reader = OperandReader(c.a, tensor, c.k_axes, options)
+    a_parts = Buffer(f"{tensor.name}_asplit", (PARTS, mc, k_padded), DType.BFLOAT16, level=level)
+    out = Buffer(tensor.name, (batch, m_total, n_total), tensor.dtype, level=level)
+    local = Buffer(f"{tensor.name}_atile", (TILE, TILE), DType.FLOAT32,
+                   level=options.register_level or level)
+
+    t, row, kk = Var("t"), Var("row"), Var("kk")
+    gr, jj, s = Var("gr"), Var("jj"), Var("s")
+    b_index = t // m_blocks if batch > 1 else const(0)
+    mb = t % m_blocks if batch > 1 else t
+
+    # A's rows of the block, split (zero below M and past K)
+    m_row = mb * mc + row
+    m_values = {**unflatten(b_index, c.batch_axes),
+                **unflatten(minimum(m_row, m_total - 1), c.m_axes)}
+    k_index = kk if k_padded == k_total else minimum(kk, k_total - 1)
+    valid = m_row < m_total if k_padded == k_total else all_of(m_row < m_total, kk < k_total)
+    a_value = select(valid, a_reader.value(m_values, k_index), const(0.0, DType.FLOAT32))
+    split = nest([(row, mc, LoopKind.SERIAL, 0), (kk, k_padded, vector_kind(options), lanes)],
+                 Seq(tuple(Store(a_parts, (const(p), row, kk), part)
+                           for p, part in enumerate(split_parts(a_value)))))
+
+    jr = gr * per_group + jj
+    m0, n0 = mb * mc + s * TILE, jr * TILE
+    params = (("KK", k_padded), ("KH", k_padded // 2))
+    a_region = Region(a_parts, (const(0), s * TILE, const(0)), (PARTS, TILE, k_padded))
+    b_region = Region(parts_b, (jr, const(0), const(0), const(0), const(0)),
+                      (1, k_padded // 2, PARTS, TILE, 2))
+
+    def call(into: Region) -> Stmt:
+        return MicroKernelCall(MICRO_KERNEL, (a_region, b_region, into), params)
+
+    rows_left, cols_left = m_total % TILE, n_total % TILE
+    local_mode = epilogue is not None and epilogue.local is not None
+    target = epilogue.out if epilogue is not None and not local_mode else out
+
+    def copy_out(rows: int, cols: int) -> Stmt:
+        r, col = Var("r"), Var("c")
+        return nest([(r, rows, LoopKind.SERIAL, 0), (col, cols, vector_kind(options), lanes)],
+                    Store(target, (b_index, m0 + r, n0 + col), BufferLoad(local, (r, col))))
+
+    def by_edges(make) -> Stmt:
+        """``make(rows, cols)`` for the tile's valid rows and columns (static per case)."""
+        def of_rows(cols: int) -> Stmt:
+            if not rows_left:
+                return make(TILE, cols)
+            return IfThenElse(m0 + TILE <= m_total, make(TILE, cols), make(rows_left, cols))
+        if not cols_left:
+            return of_rows(TILE)
+        return IfThenElse(n0 + TILE <= n_total, of_rows(TILE), of_rows(cols_left))
+
+    if local_mode:
+        assert epilogue is not None and epilogue.local is not None
+        local_region = Region(epilogue.local, (const(0), const(0), const(0)), (1, TILE, TILE))
+        tile = epilogue.wrap(Seq((call(local_region), by_edges(
+            lambda rows, cols: epilogue.tile(b_index, m0, n0, rows, cols, options)))))
+    else:
+        whole = call(Region(target, (b_index, m0, n0), (1, TILE, TILE)))
+        edge = Allocate(local, Seq((call(Region(local, (const(0), const(0)), (TILE, TILE))),
+                                    by_edges(copy_out))))
+        tile = IfThenElse(all_of(m0 + TILE <= m_total, n0 + TILE <= n_total), whole, edge) \
+            if rows_left or cols_left else whole
+    tile = IfThenElse(m0 < m_total, tile) if m_total % mc else tile
+    if panels % per_group:
+        tile = IfThenElse(jr < panels, tile)
+    group_body: Stmt = nest([(s, strips, LoopKind.SERIAL, 0), (jj, per_group, LoopKind.SERIAL, 0)],
+                            tile)
+    if epilogue is not None and not local_mode:   # each panel of the group, now final
+        finish = epilogue.block(b_index, mb * mc, mc, m_total, n0, n_total, TILE, options)
+        if panels % per_group:
+            finish = IfThenElse(jr < panels, finish)
+        group_body = Seq((group_body, nest([(jj, per_group, LoopKind.SERIAL, 0)], finish)))
+    body = Allocate(a_parts, Seq((split, nest([(gr, groups, LoopKind.SERIAL, 0)], group_body))))
+    outer = batch * m_blocks
+    body = nest([(t, outer, parallel_kind(options, outer), 0)], body)
+    schedule = (f"{MICRO_KERNEL} {TILE}x{TILE}, KP={k_padded}: parallel({outer}) > "
+                f"[split A({mc})] > groups({groups}) > strips({strips}) > panels({per_group})")
+    inputs = [a_reader.buffer, parts_b]
+    if epilogue is not None:
+        main = epilogue.kernel(tensor, [*inputs, epilogue.out], body, MICRO_KERNEL, schedule,
+                               options)
+    else:
+        main = contraction_kernel(tensor, [*inputs, out], body, MICRO_KERNEL, schedule, options)
+    return [pack, main]
+
+
+__all__ = ["MICRO_KERNEL", "SWITCH", "amx_split_applies", "as_contraction", "lower_amx_split",
+           "split_parts"]
