@@ -107,10 +107,8 @@ def test_applies_only_where_the_spec_declares_the_micro_kernel(monkeypatch):
 
 
 def test_render_checks_k():
-    with pytest.raises(CodegenError, match="amx_split_f32.*multiple of 32"):
-        render(AMX_SPLIT_F32.name, {"KK": 48, "KH": 24}, "f")
-    with pytest.raises(CodegenError, match="amx_split_f32.*KH"):
-        render(AMX_SPLIT_F32.name, {"KK": 64, "KH": 16}, "f")
+    with pytest.raises(CodegenError, match="amx_split_f32.*KS"):
+        render(AMX_SPLIT_F32.name, {"KK": 64, "KS": 3}, "f")
 
 
 @needs(*AMX)
@@ -119,24 +117,28 @@ def test_render_checks_k():
 def test_micro_kernel_matches_its_declared_semantics(kk):
     """The rendered kernel on strided operands (A's rows and C's a row stride apart) equals
     the declaration's semantics."""
-    text = render(AMX_SPLIT_F32.name, {"KK": kk, "KH": kk // 2}, "mk")
+    steps = kk // 32
+    text = render(AMX_SPLIT_F32.name, {"KK": kk, "KS": steps}, "mk")
     text = text.replace("alwaysinline nounwind", "nounwind").replace("define internal", "define")
     for name, ret, args in LLVM_DECLARATIONS[AMX_SPLIT_F32.name]:
         text += f"\ndeclare {ret} @{name}({', '.join(args)})\n"
     jit = build.jit_compile(text)
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn = ctypes.CFUNCTYPE(None, ptr, i64, i64, i64, ptr, i64, i64, i64, i64, ptr, i64, i64)(
+    fn = ctypes.CFUNCTYPE(None, ptr, *[i64] * 4, ptr, *[i64] * 6, ptr, i64, i64)(
         jit.address("mk"))
     rng = np.random.default_rng(kk)
     import ml_dtypes
 
-    a = rng.standard_normal((3, 40, kk + 32)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((kk // 2, 3, 32, 2)).astype(ml_dtypes.bfloat16)
+    # tiles of A with rows 48 elements apart (not packed), steps and parts padded
+    a = rng.standard_normal((steps, 4, 33, 48)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((steps, 3, 2, 16, 16, 2)).astype(ml_dtypes.bfloat16)
     c = np.full((32, 48), 7.0, np.float32)
     expected = c.copy()
-    AMX_SPLIT_F32.reference(a[:, :32, :kk], b, expected[:, :32], KK=kk, KH=kk // 2)
-    fn(a.ctypes.data, 40 * (kk + 32), kk + 32, 1, b.ctypes.data, 3 * 64, 64, 2, 1,
-       c.ctypes.data, 48, 1)
+    a_view = a[:, :3, :32, :32]
+    AMX_SPLIT_F32.reference(a_view, b, expected[:, :32], KK=kk, KS=steps)
+    a_strides = [stride // 2 for stride in a.strides]
+    b_strides = [stride // 2 for stride in b.strides]
+    fn(a.ctypes.data, *a_strides, b.ctypes.data, *b_strides, c.ctypes.data, 48, 1)
     np.testing.assert_allclose(c[:, :32], expected[:, :32], rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(c[:, 32:], 7.0)   # the columns past the tile untouched
 

@@ -252,29 +252,31 @@ VNNI_S8U8 = _grouped_decl(
 DOT_BF16 = _grouped_decl(
     "dot_bf16", "AVX512-BF16 register tile: C[MI,NR] f32 += A[MI,KG,2] bf16 . B[KG,NR,2] bf16",
     "bfloat16", "bfloat16", "float32", 2, "templates/dot_bf16.ll.jinja")
-#: float32 products on AMX through three bfloat16 parts of each operand (blocking/amx_split.py)
+#: float32 products on AMX through three bfloat16 parts of each operand (blocking/amx_split.py);
+#: every tile of A and B is 1 KiB of contiguous memory (16 rows of 64 bytes)
 AMX_SPLIT_F32 = MicroKernelDecl(
     name="amx_split_f32",
     description="AMX tiles: C[32,32] f32 = A . B, each operand three bf16 parts "
-                "(A[3,32,KK], B[KK/2,3,32,2]), the six part products p + q <= 2",
+                "(A[KS,3,32,32], B[KS,3,2,16,16,2]), the six part products p + q <= 2",
     loops=[{"name": "m", "extent": 32, "kind": "spatial"},
            {"name": "n", "extent": 32, "kind": "spatial"},
            {"name": "p", "extent": 3, "kind": "reduce"},
            {"name": "q", "extent": 3, "kind": "reduce"},
            {"name": "k", "extent": "KK", "kind": "reduce"}],
-    operands=[{"name": "A", "role": "src", "dtype": "bfloat16", "shape": [3, 32, "KK"],
-               "index": ["p", "m", "k"]},
-              {"name": "B", "role": "src", "dtype": "bfloat16", "shape": ["KH", 3, 32, 2],
-               "index": ["k // 2", "q", "n", "k % 2"]},
+    operands=[{"name": "A", "role": "src", "dtype": "bfloat16", "shape": ["KS", 3, 32, 32],
+               "index": ["k // 32", "p", "m", "k % 32"]},
+              {"name": "B", "role": "src", "dtype": "bfloat16",
+               "shape": ["KS", 3, 2, 16, 16, 2],
+               "index": ["k // 32", "q", "n // 16", "k % 32 // 2", "n % 16", "k % 2"]},
               {"name": "C", "role": "dst", "dtype": "float32", "shape": [32, 32],
                "index": ["m", "n"]}],
-    semantics="C[m, n] = sum(select(p + q <= 2, cast(float32, A[p, m, k]) * "
-              "cast(float32, B[k // 2, q, n, k % 2]), 0.0))",
+    semantics="C[m, n] = sum(select(p + q <= 2, cast(float32, A[k // 32, p, m, k % 32]) * "
+              "cast(float32, B[k // 32, q, n // 16, k % 32 // 2, n % 16, k % 2]), 0.0))",
     template="templates/amx_split_f32.ll.jinja",
     parameters={"KK": {"default": 64, "minimum": 32, "maximum": 1 << 16,
                        "description": "k per call, a multiple of 32 (zero-padded)"},
-                "KH": {"default": 32, "minimum": 16, "maximum": 1 << 15,
-                       "description": "pairs of k per call: KK / 2"}})
+                "KS": {"default": 2, "minimum": 1, "maximum": 1 << 11,
+                       "description": "tile multiplies per part product: KK / 32"}})
 
 
 def _row_sums_decl(name: str, a: str) -> MicroKernelDecl:
@@ -419,9 +421,9 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
         values = decl.resolve(dict(params))
     except Exception as err:  # TargetError from resolve
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: {err}") from err
-    if name == AMX_SPLIT_F32.name and (values["KK"] % 32 or values["KH"] * 2 != values["KK"]):
+    if name == AMX_SPLIT_F32.name and values["KS"] * 32 != values["KK"]:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: KK = {values['KK']} must "
-                           f"be a multiple of 32 and KH = {values['KH']} its half")
+                           f"be KS = {values['KS']} times 32")
     if values.get("NR", 16) % 16:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: NR = {values['NR']} must be "
                            "a multiple of 16 (whole zmm vectors)")

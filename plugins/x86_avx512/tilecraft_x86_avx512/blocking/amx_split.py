@@ -18,10 +18,12 @@ the split cuBLAS calls BF16x9 float32 emulation, with the three negligible terms
 Kernels of a contraction ``C[batch, M, N] = sum_k A[m, k] * B[k, n]`` (B a constant):
 
 1. ``<C>_bsplit_pack`` (run once, at install: B is a constant) writes B's parts into
-   ``<C>_bsplit[NB, KP/2, 3, 32, 2]``: panels of 32 columns, pairs of ``k`` outer (AMX's B tile: 16
-   pairs of rows, each 16 columns x 2 ``k``), ``k`` zero-padded to ``KP``, a multiple of 32;
+   ``<C>_bsplit[NB, KP/32, 3, 2, 16, 16, 2]``: panels of 32 columns, each step of 32 ``k``
+   and part as two AMX B tiles of 1 KiB (16 pairs of rows x 16 columns x 2 ``k``), ``k``
+   zero-padded to ``KP``, a multiple of 32;
 2. ``<C>`` runs in parallel over (batch, blocks of ``MC`` rows); each block first writes its
-   rows of A's three parts ``[3, MC, KP]`` (zero below ``M`` and past ``K``), then, for each
+   rows of A's three parts as tiles ``[MC/32, KP/32, 3, 32, 32]`` (zero below ``M`` and past
+   ``K``), then, for each
    group of panels that stays in L2, every strip of 32 rows against each panel of the group:
    the micro-kernel ``amx_split_f32`` (a 2 x 2 tile of 16 x 16 accumulators over all of
    ``KP``) writes the 32 x 32 tile of C, through a local tile where it overhangs M or N.
@@ -155,13 +157,19 @@ def spec_l2_bytes(spec: Any) -> int:
 
 
 def block_rows(m_total: int, batch: int, k_total: int, l2_bytes: int, threads: int) -> int:
-    """``MC``: a multiple of 32 within :func:`block_cap`, the blocks split evenly over the
-    threads where there are enough rows."""
+    """``MC``: a multiple of 32 within :func:`block_cap`, the (batch x blocks) split into a
+    multiple of the threads where there are enough strips (3 blocks on 2 threads would leave
+    one thread idle for a third of the time).
+
+    >>> block_rows(512, 1, 768, 1 << 21, 1), block_rows(512, 1, 768, 1 << 21, 2)
+    (192, 128)
+    """
     cap = max(TILE, block_cap(k_total, l2_bytes))
+    strips = ceil_div(m_total, TILE)
     blocks = ceil_div(m_total, cap)
-    if batch * blocks < threads:
-        blocks = min(ceil_div(m_total, TILE), ceil_div(threads, batch))
-    return ceil_div(ceil_div(m_total, blocks), TILE) * TILE
+    while (batch * blocks) % threads and blocks < strips:
+        blocks += 1
+    return ceil_div(strips, blocks) * TILE
 
 
 def group_panels(panels: int, k_total: int, l2_bytes: int) -> int:
@@ -172,27 +180,31 @@ def group_panels(panels: int, k_total: int, l2_bytes: int) -> int:
 
 
 def pack_b_parts(c: Contraction, options: LoweringOptions) -> Kernel:
-    """``<C>_bsplit[NB, KP/2, 3, 32, 2]``: B's three bfloat16 parts by panel (module
+    """``<C>_bsplit[NB, KP/32, 3, 2, 16, 16, 2]``: B's three bfloat16 parts by panel (module
     docstring), zero past ``K`` and ``N``."""
     tensor = c.tensor
     _, _, n_total, k_total = c.extents()
-    panels, pairs = ceil_div(n_total, TILE), padded_k(k_total) // 2
+    panels = ceil_div(n_total, TILE)
     reader = OperandReader(c.b, tensor, c.k_axes, options)
-    out = Buffer(f"{tensor.name}_bsplit", (panels, pairs, PARTS, TILE, 2), DType.BFLOAT16,
+    steps = padded_k(k_total) // K_STEP
+    out = Buffer(f"{tensor.name}_bsplit", (panels, steps, PARTS, 2, 16, 16, 2), DType.BFLOAT16,
                  level=options.param_level)
-    jr, kh, g, col = Var("jr"), Var("kh"), Var("g"), Var("col")
-    n, k = jr * TILE + col, kh * 2 + g
+    jr, step, pair, half, col, g = Var("jr"), Var("step"), Var("pair"), Var("half"), Var("col"), \
+        Var("g")
+    n, k = jr * TILE + half * 16 + col, step * K_STEP + pair * 2 + g
     value = reader.value(unflatten(minimum(n, n_total - 1), c.n_axes), minimum(k, k_total - 1))
     value = select(all_of(n < n_total, k < k_total), value, const(0.0, DType.FLOAT32))
     parts = split_parts(value)
-    body = Seq(tuple(Store(out, (jr, kh, const(p), col, g), part) for p, part in enumerate(parts)))
+    body = Seq(tuple(Store(out, (jr, step, const(p), half, pair, col, g), part)
+                     for p, part in enumerate(parts)))
     loops = nest([(jr, panels, parallel_kind(options, panels), 0),
-                  (kh, pairs, LoopKind.SERIAL, 0), (col, TILE, LoopKind.SERIAL, 0),
+                  (step, steps, LoopKind.SERIAL, 0), (pair, 16, LoopKind.SERIAL, 0),
+                  (half, 2, LoopKind.SERIAL, 0), (col, 16, LoopKind.SERIAL, 0),
                   (g, 2, LoopKind.UNROLLED, 0)], body)
     kernel = Kernel(f"{out.name}_pack", (reader.buffer, out), (out.name,), loops,
                     attrs={"compute": tensor.name, "statement": tensor.statement(),
                            "schedule": f"split B of {tensor.name} into 3 bfloat16 parts: "
-                                       f"{panels} panels of {pairs}x3x{TILE}x2"})
+                                       f"{panels} panels of {steps}x3x2x16x16x2"})
     verify_kernel(kernel, options.spec, check_bounds=False)
     return kernel
 
@@ -218,33 +230,37 @@ def lower_amx_split(c: Contraction, options: LoweringOptions, l2_bytes: int, thr
     pack = pack_b_parts(c, options)
     parts_b = pack.params[-1]
     a_reader = OperandReader(c.a, tensor, c.k_axes, options)
-    a_parts = Buffer(f"{tensor.name}_asplit", (PARTS, mc, k_padded), DType.BFLOAT16, level=level)
+    steps = k_padded // K_STEP
+    a_parts = Buffer(f"{tensor.name}_asplit", (strips, steps, PARTS, TILE, K_STEP), DType.BFLOAT16,
+                     level=level)
     out = Buffer(tensor.name, (batch, m_total, n_total), tensor.dtype, level=level)
     local = Buffer(f"{tensor.name}_atile", (TILE, TILE), DType.FLOAT32,
                    level=options.register_level or level)
 
-    t, row, kk = Var("t"), Var("row"), Var("kk")
+    t, row, step, kin = Var("t"), Var("row"), Var("step"), Var("kin")
     gr, jj, s = Var("gr"), Var("jj"), Var("s")
     b_index = t // m_blocks if batch > 1 else const(0)
     mb = t % m_blocks if batch > 1 else t
 
-    # A's rows of the block, split (zero below M and past K)
-    m_row = mb * mc + row
+    # A's rows of the block, split (zero below M and past K), tile by tile
+    m_row = mb * mc + s * TILE + row
+    kk = step * K_STEP + kin
     m_values = {**unflatten(b_index, c.batch_axes),
                 **unflatten(minimum(m_row, m_total - 1), c.m_axes)}
     k_index = kk if k_padded == k_total else minimum(kk, k_total - 1)
     valid = m_row < m_total if k_padded == k_total else all_of(m_row < m_total, kk < k_total)
     a_value = select(valid, a_reader.value(m_values, k_index), const(0.0, DType.FLOAT32))
-    split = nest([(row, mc, LoopKind.SERIAL, 0), (kk, k_padded, vector_kind(options), lanes)],
-                 Seq(tuple(Store(a_parts, (const(p), row, kk), part)
+    split = nest([(s, strips, LoopKind.SERIAL, 0), (row, TILE, LoopKind.SERIAL, 0),
+                  (step, steps, LoopKind.SERIAL, 0),
+                  (kin, K_STEP, vector_kind(options), lanes)],
+                 Seq(tuple(Store(a_parts, (s, step, const(p), row, kin), part)
                            for p, part in enumerate(split_parts(a_value)))))
 
     jr = gr * per_group + jj
     m0, n0 = mb * mc + s * TILE, jr * TILE
-    params = (("KK", k_padded), ("KH", k_padded // 2))
-    a_region = Region(a_parts, (const(0), s * TILE, const(0)), (PARTS, TILE, k_padded))
-    b_region = Region(parts_b, (jr, const(0), const(0), const(0), const(0)),
-                      (1, k_padded // 2, PARTS, TILE, 2))
+    params = (("KK", k_padded), ("KS", steps))
+    a_region = Region(a_parts, (s, *(const(0),) * 4), (1, steps, PARTS, TILE, K_STEP))
+    b_region = Region(parts_b, (jr, *(const(0),) * 6), (1, steps, PARTS, 2, 16, 16, 2))
 
     def call(into: Region) -> Stmt:
         return MicroKernelCall(MICRO_KERNEL, (a_region, b_region, into), params)
