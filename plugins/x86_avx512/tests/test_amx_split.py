@@ -17,6 +17,7 @@ from tilecraft_x86_avx512.blocking import amx_split
 from tilecraft_x86_avx512.blocking.amx_split import lower_amx_split
 from tilecraft_x86_avx512.microkernels import (
     AMX_SPLIT_F32,
+    AMX_SPLIT_F32_ACC,
     LLVM_DECLARATIONS,
     MICRO_KERNELS,
     render,
@@ -35,6 +36,9 @@ from tilecraft.reference import run
 AMX = ("amx_tile", "amx_bf16")
 #: prime and ragged sizes, one row / column / k, and K past a tile multiply's 32
 SHAPES = [(37, 53, 41), (33, 1, 1000), (97, 31, 65), (33, 100, 47), (64, 64, 64)]
+#: K in several slices of k (at the L2 the tests pass: 64 KiB), a ragged last one
+SLICED = [(37, 300, 41), (64, 257, 64)]
+SMALL_L2 = 1 << 16
 
 
 def _native_amx():
@@ -51,13 +55,15 @@ def _matmul(m: int, k: int, n: int, rng: np.random.Generator):
     return A, weights, ops.matmul(A, te.constant(weights, name="W"), name="C")
 
 
-@pytest.mark.parametrize("m, k, n", SHAPES)
-def test_interpreted_kernels_are_float32_accurate(m, k, n):
-    """The lowered kernels, the micro-kernel run by its declared semantics, give the product
-    as accurately as float32 does (any machine: nothing runs natively)."""
+@pytest.mark.parametrize("m, k, n, l2", [(*shape, 1 << 21) for shape in SHAPES]
+                         + [(*shape, SMALL_L2) for shape in SLICED])
+def test_interpreted_kernels_are_float32_accurate(m, k, n, l2):
+    """The lowered kernels, the micro-kernels run by their declared semantics, give the
+    product as accurately as float32 does (any machine: nothing runs natively)."""
     rng = np.random.default_rng(m * k + n)
     A, weights, C = _matmul(m, k, n, rng)
-    kernels = lower_amx_split(as_contraction(C), LoweringOptions(vector_lanes=16), 1 << 21, 2)
+    kernels = lower_amx_split(as_contraction(C), LoweringOptions(vector_lanes=16), l2, 2)
+    assert ("k-slices(1)" in kernels[-1].attrs["schedule"]) == (l2 != SMALL_L2)
     a = rng.standard_normal((m, k)).astype(np.float32)
     semantics = {name: decl.reference for name, decl in MICRO_KERNELS.items()}
     got = run_kernels(kernels, {"A": a, "W": weights}, semantics=semantics)["C"].reshape(m, n)
@@ -106,6 +112,14 @@ def test_applies_only_where_the_spec_declares_the_micro_kernel(monkeypatch):
     assert not amx_split.amx_split_applies(as_contraction(narrow), options)
 
 
+def test_k_slices_keep_enough_rows_in_half_of_l2():
+    assert amx_split.k_slices(768, 1 << 21) == (1, 768)
+    assert amx_split.k_slices(3072, 1 << 21) == (3, 1024)
+    assert amx_split.k_slices(300, SMALL_L2) == (10, 32)
+    slices, kc = amx_split.k_slices(5000, 1 << 20)
+    assert slices * kc >= 5000 and 6 * amx_split.MIN_BLOCK_ROWS * kc <= 1 << 19
+
+
 def test_render_checks_k():
     with pytest.raises(CodegenError, match="amx_split_f32.*KS"):
         render(AMX_SPLIT_F32.name, {"KK": 64, "KS": 3}, "f")
@@ -113,14 +127,15 @@ def test_render_checks_k():
 
 @needs(*AMX)
 @_native_amx()
+@pytest.mark.parametrize("decl", [AMX_SPLIT_F32, AMX_SPLIT_F32_ACC], ids=lambda d: d.name)
 @pytest.mark.parametrize("kk", [32, 96])
-def test_micro_kernel_matches_its_declared_semantics(kk):
+def test_micro_kernel_matches_its_declared_semantics(decl, kk):
     """The rendered kernel on strided operands (A's rows and C's a row stride apart) equals
     the declaration's semantics."""
     steps = kk // 32
-    text = render(AMX_SPLIT_F32.name, {"KK": kk, "KS": steps}, "mk")
+    text = render(decl.name, {"KK": kk, "KS": steps}, "mk")
     text = text.replace("alwaysinline nounwind", "nounwind").replace("define internal", "define")
-    for name, ret, args in LLVM_DECLARATIONS[AMX_SPLIT_F32.name]:
+    for name, ret, args in LLVM_DECLARATIONS[decl.name]:
         text += f"\ndeclare {ret} @{name}({', '.join(args)})\n"
     jit = build.jit_compile(text)
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
@@ -135,7 +150,7 @@ def test_micro_kernel_matches_its_declared_semantics(kk):
     c = np.full((32, 48), 7.0, np.float32)
     expected = c.copy()
     a_view = a[:, :3, :32, :32]
-    AMX_SPLIT_F32.reference(a_view, b, expected[:, :32], KK=kk, KS=steps)
+    decl.reference(a_view, b, expected[:, :32], KK=kk, KS=steps)
     a_strides = [stride // 2 for stride in a.strides]
     b_strides = [stride // 2 for stride in b.strides]
     fn(a.ctypes.data, *a_strides, b.ctypes.data, *b_strides, c.ctypes.data, 48, 1)
@@ -155,6 +170,28 @@ def test_native_matmul_is_float32_accurate(m, k, n, threads):
     a = rng.standard_normal((m, k)).astype(np.float32)
     exact = a.astype(np.float64) @ weights.astype(np.float64)
     assert _relative_error(exe(a), exact) <= 2 * _relative_error(a @ weights, exact) + 1e-7
+
+
+@needs(*AMX)
+@_native_amx()
+@pytest.mark.parametrize("threads", [1, 2])
+def test_native_matmul_in_k_slices_with_a_fused_residual(threads):
+    """K = 2999 in slices of k (the first written, the others added, a ragged last one), a
+    residual add fused after the last slice."""
+    rng = np.random.default_rng(threads)
+    X = te.placeholder((70, 2999), name="X")
+    R = te.placeholder((70, 67), name="R")
+    w = rng.standard_normal((2999, 67)).astype(np.float32)
+    product = ops.matmul(X, te.constant(w, name="W"), name="P")
+    out = te.compute(product.shape, lambda i, j: product[i, j] + R[i, j], name="Y")
+    exe = tc.compile(Graph.from_outputs([out]), target=X86Avx512Target(threads=threads))
+    main = [k for k in exe.kernels if k.attrs.get("micro_kernel") == AMX_SPLIT_F32.name]
+    assert main and "k-slices(1)" not in main[-1].attrs["schedule"], exe.report
+    x = rng.standard_normal((70, 2999)).astype(np.float32)
+    r = rng.standard_normal((70, 67)).astype(np.float32)
+    exact = x.astype(np.float64) @ w.astype(np.float64) + r
+    float32 = _relative_error(x @ w + r, exact)
+    assert _relative_error(exe(x, r), exact) <= 2 * float32 + 1e-7
 
 
 @needs(*AMX)

@@ -252,31 +252,40 @@ VNNI_S8U8 = _grouped_decl(
 DOT_BF16 = _grouped_decl(
     "dot_bf16", "AVX512-BF16 register tile: C[MI,NR] f32 += A[MI,KG,2] bf16 . B[KG,NR,2] bf16",
     "bfloat16", "bfloat16", "float32", 2, "templates/dot_bf16.ll.jinja")
-#: float32 products on AMX through three bfloat16 parts of each operand (blocking/amx_split.py);
-#: every tile of A and B is 1 KiB of contiguous memory (16 rows of 64 bytes)
-AMX_SPLIT_F32 = MicroKernelDecl(
-    name="amx_split_f32",
-    description="AMX tiles: C[32,32] f32 = A . B, each operand three bf16 parts "
-                "(A[KS,3,32,32], B[KS,3,2,16,16,2]), the six part products p + q <= 2",
-    loops=[{"name": "m", "extent": 32, "kind": "spatial"},
-           {"name": "n", "extent": 32, "kind": "spatial"},
-           {"name": "p", "extent": 3, "kind": "reduce"},
-           {"name": "q", "extent": 3, "kind": "reduce"},
-           {"name": "k", "extent": "KK", "kind": "reduce"}],
-    operands=[{"name": "A", "role": "src", "dtype": "bfloat16", "shape": ["KS", 3, 32, 32],
-               "index": ["k // 32", "p", "m", "k % 32"]},
-              {"name": "B", "role": "src", "dtype": "bfloat16",
-               "shape": ["KS", 3, 2, 16, 16, 2],
-               "index": ["k // 32", "q", "n // 16", "k % 32 // 2", "n % 16", "k % 2"]},
-              {"name": "C", "role": "dst", "dtype": "float32", "shape": [32, 32],
-               "index": ["m", "n"]}],
-    semantics="C[m, n] = sum(select(p + q <= 2, cast(float32, A[k // 32, p, m, k % 32]) * "
-              "cast(float32, B[k // 32, q, n // 16, k % 32 // 2, n % 16, k % 2]), 0.0))",
-    template="templates/amx_split_f32.ll.jinja",
-    parameters={"KK": {"default": 64, "minimum": 32, "maximum": 1 << 16,
-                       "description": "k per call, a multiple of 32 (zero-padded)"},
-                "KS": {"default": 2, "minimum": 1, "maximum": 1 << 11,
-                       "description": "tile multiplies per part product: KK / 32"}})
+def _amx_split_decl(name: str, accumulate: bool) -> MicroKernelDecl:
+    """float32 products on AMX through three bfloat16 parts of each operand
+    (blocking/amx_split.py), writing the tile or adding to it; every tile of A and B is 1 KiB
+    of contiguous memory (16 rows of 64 bytes)."""
+    product = ("select(p + q <= 2, cast(float32, A[k // 32, p, m, k % 32]) * "
+               "cast(float32, B[k // 32, q, n // 16, k % 32 // 2, n % 16, k % 2]), 0.0)")
+    return MicroKernelDecl(
+        name=name,
+        description=f"AMX tiles: C[32,32] f32 {'+' if accumulate else ''}= A . B, each operand "
+                    "three bf16 parts (A[KS,3,32,32], B[KS,3,2,16,16,2]), the six part "
+                    "products p + q <= 2",
+        loops=[{"name": "m", "extent": 32, "kind": "spatial"},
+               {"name": "n", "extent": 32, "kind": "spatial"},
+               {"name": "p", "extent": 3, "kind": "reduce"},
+               {"name": "q", "extent": 3, "kind": "reduce"},
+               {"name": "k", "extent": "KK", "kind": "reduce"}],
+        operands=[{"name": "A", "role": "src", "dtype": "bfloat16", "shape": ["KS", 3, 32, 32],
+                   "index": ["k // 32", "p", "m", "k % 32"]},
+                  {"name": "B", "role": "src", "dtype": "bfloat16",
+                   "shape": ["KS", 3, 2, 16, 16, 2],
+                   "index": ["k // 32", "q", "n // 16", "k % 32 // 2", "n % 16", "k % 2"]},
+                  {"name": "C", "role": "dst", "dtype": "float32", "shape": [32, 32],
+                   "index": ["m", "n"]}],
+        semantics=f"C[m, n] += {product}" if accumulate else f"C[m, n] = sum({product})",
+        template="templates/amx_split_f32.ll.jinja",
+        parameters={"KK": {"default": 64, "minimum": 32, "maximum": 1 << 16,
+                           "description": "k per call, a multiple of 32 (zero-padded)"},
+                    "KS": {"default": 2, "minimum": 1, "maximum": 1 << 11,
+                           "description": "tile multiplies per part product: KK / 32"}})
+
+
+#: the AMX split micro-kernel writing its tile, and adding to it (the later slices of k)
+AMX_SPLIT_F32 = _amx_split_decl("amx_split_f32", accumulate=False)
+AMX_SPLIT_F32_ACC = _amx_split_decl("amx_split_f32_acc", accumulate=True)
 
 
 def _row_sums_decl(name: str, a: str) -> MicroKernelDecl:
@@ -311,7 +320,8 @@ MICRO_KERNELS: dict[str, MicroKernelDecl] = {
                                  OUTER_PRODUCT_F32_TAPS_S2, OUTER_PRODUCT_F32_TAPS_T,
                                  OUTER_PRODUCT_F32_TAPS_S2_T, OUTER_PRODUCT_F32_TAPS_NHWC,
                                  OUTER_PRODUCT_F32_TAPS_NHWC_S2,
-                                 *NHWC_TAPS_ACC_BY_STRIDE.values(), AMX_SPLIT_F32)}
+                                 *NHWC_TAPS_ACC_BY_STRIDE.values(), AMX_SPLIT_F32,
+                                 AMX_SPLIT_F32_ACC)}
 
 #: the LLVM intrinsics each template calls: (name, return type, argument types)
 LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
@@ -333,6 +343,7 @@ LLVM_DECLARATIONS: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
                          ("llvm.x86.tdpbf16ps", "void", ("i8", "i8", "i8"))),
 }
 LLVM_DECLARATIONS[VNNI_S8U8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name]
+LLVM_DECLARATIONS[AMX_SPLIT_F32_ACC.name] = LLVM_DECLARATIONS[AMX_SPLIT_F32.name]
 LLVM_DECLARATIONS[VNNI_ROW_SUMS_S8.name] = LLVM_DECLARATIONS[VNNI_U8S8.name] + (
     ("llvm.masked.load.v64i8.p0", "<64 x i8>", ("ptr", "<64 x i1>", "<64 x i8>")),
     ("llvm.vector.reduce.add.v16i32", "i32", ("<16 x i32>",)))
@@ -349,6 +360,8 @@ for _variant in TRANSPOSED_TAPS_BY_STRIDE.values():
 _TEMPLATE_VARIABLES: dict[str, dict[str, bool]] = {
     VNNI_U8S8.name: {"A_UNSIGNED": True},
     VNNI_S8U8.name: {"A_UNSIGNED": False},
+    AMX_SPLIT_F32.name: {"ACCUMULATE": False},
+    AMX_SPLIT_F32_ACC.name: {"ACCUMULATE": True},
     VNNI_ROW_SUMS_S8.name: {"A_UNSIGNED": False},
     VNNI_ROW_SUMS_U8.name: {"A_UNSIGNED": True},
     OUTER_PRODUCT_F32.name: {"A_ROWS": False, "ZERO": False},
@@ -421,7 +434,8 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
         values = decl.resolve(dict(params))
     except Exception as err:  # TargetError from resolve
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: {err}") from err
-    if name == AMX_SPLIT_F32.name and values["KS"] * 32 != values["KK"]:
+    if name in (AMX_SPLIT_F32.name, AMX_SPLIT_F32_ACC.name) and \
+            values["KS"] * 32 != values["KK"]:
         raise CodegenError(f"plugin x86_avx512, micro-kernel {name}: KK = {values['KK']} must "
                            f"be KS = {values['KS']} times 32")
     if values.get("NR", 16) % 16:
@@ -453,7 +467,8 @@ def render(name: str, params: Mapping[str, int], function: str) -> str:
                            f"failed to render: {err}") from err
 
 
-__all__ = ["AMX_SPLIT_F32", "DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
+__all__ = ["AMX_SPLIT_F32", "AMX_SPLIT_F32_ACC",
+           "DOT_BF16", "LLVM_DECLARATIONS", "MICRO_KERNELS", "OUTER_PRODUCT_F32",
            "OUTER_PRODUCT_F32_ROWS", "OUTER_PRODUCT_F32_ROWS_SET", "OUTER_PRODUCT_F32_SET",
            "OUTER_PRODUCT_F32_TAPS", "OUTER_PRODUCT_F32_TAPS_S2", "OUTER_PRODUCT_F32_TAPS_S2_T",
            "OUTER_PRODUCT_F32_TAPS_NHWC", "OUTER_PRODUCT_F32_TAPS_NHWC_S2", "NHWC_TAPS_BY_STRIDE",

@@ -549,8 +549,10 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
                 return transposed, ""
         if amx_split_applies(contraction, options):
             tile = (amx_split.TILE, amx_split.TILE)
-            return amx_split.lower_amx_split(contraction, options, l2_bytes, threads,
-                                             Epilogue(contraction, consumer, options, tile)), ""
+            amx_epilogue = Epilogue(contraction, consumer, options, tile)
+            if amx_split.takes_epilogue(contraction, amx_epilogue, l2_bytes):
+                return amx_split.lower_amx_split(contraction, options, l2_bytes, threads,
+                                                 amx_epilogue), ""
         if chosen.get("NC", 0) > 0 and not blocking.pack_a:
             kernels = lower_block_packed(contraction, OUTER_PRODUCT_F32_ROWS.name, blocking,
                                          int(chosen["NC"]), options, epilogue=epilogue)
