@@ -10,7 +10,9 @@ then run that products-only model and the whole layer:
 - ``onnxruntime products``, ``onnxruntime layer``: the layer minus its products is what
   onnxruntime spends on everything else (normalisations, softmax, GELU, reshapes);
 - ``tilecraft products`` (the same products model through ``tc.from_onnx``), ``tilecraft
-  layer``;
+  layer``; on a CPU with AMX the products with constant weights run on its tiles
+  (:mod:`tilecraft_x86_avx512.blocking.amx_split`), which pass the float32 FMA ceiling the
+  percentages are of;
 - ``torch products`` (``torch.matmul``, MKL on x86, weights as plain tensors), where torch is
   installed: the best library's rate on the same shapes.
 
@@ -170,10 +172,17 @@ def main() -> None:
     parser.add_argument("--goal", type=float, default=1.2)
     args = parser.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
+    from tilecraft_x86_avx512.amx import amx_permitted
     from tilecraft_x86_avx512.host import host_info
+    from tilecraft_x86_avx512.target import X86Avx512Target
 
     print(f"# bench_layer_products.py, {host_info().model_name} ({platform.machine()}); "
           f"{ceiling_note(max(thread_counts))}")
+    spec = X86Avx512Target(threads=1).spec
+    if "amx_split_f32" in {decl.name for decl in spec.micro_kernels} and amx_permitted():
+        print("# products with constant weights run on AMX tiles (float32 through bfloat16 "
+              "parts, blocking/amx_split.py): the ceiling above is float32 FMA's, which they "
+              "can pass; TILECRAFT_X86_AMX=0 measures the AVX-512 path")
     for name in args.names:
         for threads in thread_counts:
             seconds, flops = measure(name, threads, args.rounds)
