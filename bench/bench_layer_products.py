@@ -43,7 +43,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ceiling_note, measured_ceiling_flops, print_table  # noqa: E402
+from common import (  # noqa: E402
+    amx_note,
+    ceiling_note,
+    measured_ceiling_flops,
+    print_table,
+)
 
 import tilecraft as tc  # noqa: E402
 import tilecraft.models as models  # noqa: E402
@@ -172,17 +177,12 @@ def main() -> None:
     parser.add_argument("--goal", type=float, default=1.2)
     args = parser.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
-    from tilecraft_x86_avx512.amx import amx_permitted
     from tilecraft_x86_avx512.host import host_info
-    from tilecraft_x86_avx512.target import X86Avx512Target
 
     print(f"# bench_layer_products.py, {host_info().model_name} ({platform.machine()}); "
           f"{ceiling_note(max(thread_counts))}")
-    spec = X86Avx512Target(threads=1).spec
-    if "amx_split_f32" in {decl.name for decl in spec.micro_kernels} and amx_permitted():
-        print("# products with constant weights run on AMX tiles (float32 through bfloat16 "
-              "parts, blocking/amx_split.py): the ceiling above is float32 FMA's, which they "
-              "can pass; TILECRAFT_X86_AMX=0 measures the AVX-512 path")
+    if amx_note():
+        print(f"# {amx_note()}")
     for name in args.names:
         for threads in thread_counts:
             seconds, flops = measure(name, threads, args.rounds)

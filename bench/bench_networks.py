@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import (  # noqa: E402
+    amx_note,
     ceiling_note,
     geomean,
     measured_ceiling_flops,
@@ -199,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"geomean speed-up over {column}, {n} thread(s): {geomean(ratios):.2f}x")
     for n in threads:
         print(ceiling_note(n))
+    if amx_note():
+        print(amx_note())
     for line in goal_lines(results, threads, args.goal):
         print(line)
     return 0 if all(row[-1] == "yes" for row, _, _ in results) else 1

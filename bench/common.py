@@ -67,6 +67,20 @@ def measured_ceiling_flops(threads: int, dtype: str = "float32") -> tuple[float,
     return per_core * threads, source
 
 
+def amx_note() -> str:
+    """A line saying that products with constant weights run on AMX tiles, where the x86
+    plugin maps them there (the float32 FMA ceiling is then not theirs), or ``""``."""
+    from tilecraft_x86_avx512.amx import amx_permitted
+    from tilecraft_x86_avx512.target import X86Avx512Target
+
+    declared = {decl.name for decl in X86Avx512Target(threads=1).spec.micro_kernels}
+    if "amx_split_f32" not in declared or not amx_permitted():
+        return ""
+    return ("products with constant weights run on AMX tiles (float32 through bfloat16 parts, "
+            "blocking/amx_split.py): the fp32 ceiling is float32 FMA's, which they can pass; "
+            "TILECRAFT_X86_AMX=0 measures the AVX-512 path")
+
+
 def ceiling_note(threads: int) -> str:
     """One line naming the measured ceiling the tables' '% peak' columns refer to."""
     flops, source = measured_ceiling_flops(threads)
