@@ -35,10 +35,18 @@ from tilecraft.reference import run
 
 AMX = ("amx_tile", "amx_bf16")
 #: prime and ragged sizes, one row / column / k, and K past a tile multiply's 32
-SHAPES = [(37, 53, 41), (33, 1, 1000), (97, 31, 65), (33, 100, 47), (64, 64, 64)]
+SHAPES = [(37, 53, 41), (33, 3, 1000), (97, 31, 65), (33, 100, 47), (64, 64, 64)]
 #: K in several slices of k (at the L2 the tests pass: 64 KiB), a ragged last one
 SLICED = [(37, 300, 41), (64, 257, 64)]
 SMALL_L2 = 1 << 16
+
+
+@pytest.fixture
+def any_size(monkeypatch):
+    """The path for the small, awkward shapes the tests use (by default it takes K and N of
+    512 and more, where it pays)."""
+    monkeypatch.setattr(amx_split, "MIN_COLUMNS", amx_split.TILE)
+    monkeypatch.setattr(amx_split, "MIN_K", 1)
 
 
 def _native_amx():
@@ -92,9 +100,9 @@ def test_split_parts_sum_exactly_and_keep_non_finite_values():
 
 def test_applies_only_where_the_spec_declares_the_micro_kernel(monkeypatch):
     """A CPU without AMX (its spec lacks amx_split_f32), a non-constant B, too few columns
-    or the switch at 0: the AVX-512 path."""
+    or k, A read through a strided gather, or the switch at 0: the AVX-512 path."""
     rng = np.random.default_rng(4)
-    _, _, C = _matmul(64, 64, 64, rng)
+    _, _, C = _matmul(64, 512, 512, rng)
     contraction = as_contraction(C)
     icelake = X86Avx512Target(cpu="icelake-server", cores=1)
     assert not amx_split.amx_split_applies(contraction, LoweringOptions.from_spec(icelake.spec))
@@ -105,11 +113,20 @@ def test_applies_only_where_the_spec_declares_the_micro_kernel(monkeypatch):
         assert amx_split.amx_split_applies(contraction, options)
         monkeypatch.setenv(amx_split.SWITCH, "0")
         assert not amx_split.amx_split_applies(contraction, options)
-    variable = ops.matmul(te.placeholder((64, 64), name="A"), te.placeholder((64, 64), name="B"))
-    narrow = ops.matmul(te.placeholder((64, 64), name="A"),
-                        te.constant(np.ones((64, 16), np.float32), name="W"))
+    variable = ops.matmul(te.placeholder((64, 512), name="A"),
+                          te.placeholder((512, 512), name="B"))
     assert not amx_split.amx_split_applies(as_contraction(variable), options)
-    assert not amx_split.amx_split_applies(as_contraction(narrow), options)
+    for k, n in ((512, 256), (256, 512)):   # ResNet-50's 1x1 convolutions lose there
+        _, _, C = _matmul(64, k, n, rng)
+        assert not amx_split.amx_split_applies(as_contraction(C), options)
+    # every other row of X (a strided 1x1 convolution's pixels): a gather, not rows in place
+    X = te.placeholder((128, 512), name="X")
+    c = te.reduce_axis(512, "c")
+    weights = te.constant(np.ones((512, 512), np.float32), name="V")
+    strided = te.compute((64, 512), lambda i, o: te.sum(X[2 * i, c] * weights[c, o], axis=c),
+                         name="Y")
+    assert as_contraction(strided) is not None
+    assert not amx_split.amx_split_applies(as_contraction(strided), options)
 
 
 def test_k_slices_keep_enough_rows_in_half_of_l2():
@@ -162,7 +179,7 @@ def test_micro_kernel_matches_its_declared_semantics(decl, kk):
 @_native_amx()
 @pytest.mark.parametrize("m, k, n", SHAPES)
 @pytest.mark.parametrize("threads", [1, 2])
-def test_native_matmul_is_float32_accurate(m, k, n, threads):
+def test_native_matmul_is_float32_accurate(m, k, n, threads, any_size):
     rng = np.random.default_rng(m + k * n)
     A, weights, C = _matmul(m, k, n, rng)
     exe = tc.compile(C, target=X86Avx512Target(threads=threads))
@@ -175,7 +192,7 @@ def test_native_matmul_is_float32_accurate(m, k, n, threads):
 @needs(*AMX)
 @_native_amx()
 @pytest.mark.parametrize("threads", [1, 2])
-def test_native_matmul_in_k_slices_with_a_fused_residual(threads):
+def test_native_matmul_in_k_slices_with_a_fused_residual(threads, any_size):
     """K = 2999 in slices of k (the first written, the others added, a ragged last one), a
     residual add fused after the last slice."""
     rng = np.random.default_rng(threads)
@@ -196,7 +213,7 @@ def test_native_matmul_in_k_slices_with_a_fused_residual(threads):
 
 @needs(*AMX)
 @_native_amx()
-def test_non_finite_inputs_give_non_finite_rows_only():
+def test_non_finite_inputs_give_non_finite_rows_only(any_size):
     """An inf or nan in A makes its row of C non-finite (nan where float32 gives inf: inf
     meets the other operand's lower parts, which may be 0 or of the other sign) and leaves
     the other rows finite and accurate."""
@@ -215,7 +232,7 @@ def test_non_finite_inputs_give_non_finite_rows_only():
 @needs(*AMX)
 @_native_amx()
 @pytest.mark.parametrize("m", [37, 64])
-def test_fused_epilogues_in_place_and_through_the_local_tile(m):
+def test_fused_epilogues_in_place_and_through_the_local_tile(m, any_size):
     """A bias + GELU consumer (in place on each finished panel) and a split into heads
     (each element where the consumer has it, through the local tile) fuse into the kernel."""
     rng = np.random.default_rng(m)

@@ -34,11 +34,12 @@ An elementwise consumer fuses as in the other template paths (:mod:`.epilogue`):
 each finished panel of the block (after the last slice), or per tile through the local tile (a
 re-indexing such as BERT's split into heads; one slice only: :func:`takes_epilogue`).
 
-Where it applies (:func:`amx_split_applies`): the spec declares ``amx_split_f32`` (the CPU
-has AMX-TILE and AMX-BF16) and Linux grants this process the tile state (:mod:`..amx`),
-the contraction is float32 with a constant B shared by the batch, C has at least 32 rows
-and columns, and ``TILECRAFT_X86_AMX`` is not ``0`` (the switch back to the AVX-512
-micro-kernels).
+Where it applies (:func:`amx_split_applies`): the spec declares ``amx_split_f32`` (the CPU has
+AMX-TILE and AMX-BF16) and Linux grants this process the tile state (:mod:`..amx`), the
+contraction is float32 with a constant B shared by the batch and A a row-major matrix (a
+strided gather would make its split slow), C has at least 32 rows and :data:`MIN_COLUMNS`
+columns, K is at least :data:`MIN_K`, and ``TILECRAFT_X86_AMX`` is not ``0`` (the switch back
+to the AVX-512 micro-kernels).
 
 A value of magnitude above 3.39e38 (within 2^-9 of float32's largest) rounds to infinity as its
 first part, so such operands give inf or nan where the float32 sum is finite; an inf in an
@@ -51,7 +52,7 @@ weights or activations come near these.
 >>> from tilecraft.lower.options import LoweringOptions
 >>> import numpy as np
 >>> A = te.placeholder((40, 50), name="A")
->>> B = te.constant(np.ones((50, 36), np.float32), name="B")
+>>> B = te.constant(np.ones((50, 36), np.float32), name="B")   # too small for the default path
 >>> c = as_contraction(ops.matmul(A, B, name="C"))
 >>> kernels = lower_amx_split(c, LoweringOptions(vector_lanes=16), 1 << 21, 1)
 >>> [k.name for k in kernels]
@@ -109,6 +110,13 @@ K_STEP = 32
 PARTS = 3
 #: the environment variable that turns the path off (``0``)
 SWITCH = "TILECRAFT_X86_AMX"
+#: the fewest columns of C and k where the path pays: splitting A costs ``O(M K)`` against the
+#: products' ``O(M K N)``, and each call sets up its tiles. ResNet-50's 1x1 convolutions
+#: channels-last (1 thread, each against the AVX-512 path): N = 64-256 0.43-0.97x, K = 256
+#: N = 512 1.20x, K = 256-1024 N = 1024 / 256 at 196 pixels 0.83-1.04x; the transformer
+#: layers' (K, N >= 768) 1.21-1.33x
+MIN_COLUMNS = 512
+MIN_K = 512
 #: rows of A's parts a slice of k keeps in half of L2: with fewer, every strip would stream B's
 #: parts from L3 again (512x3072x768 in one slice, 32 rows a block at a 2 MiB L2, measured
 #: 0.97x the AVX-512 path; K = 768, 192 rows, 1.12-1.25x)
@@ -127,8 +135,12 @@ def amx_split_applies(contraction: Contraction, options: LoweringOptions) -> boo
     c = contraction
     if {c.tensor.dtype, c.a.tensor.dtype, c.b.tensor.dtype} != {DType.FLOAT32}:
         return False
-    _, m_total, n_total, _ = c.extents()
-    return c.b.tensor.is_constant and b_batch(c) == 1 and min(m_total, n_total) >= TILE
+    _, m_total, n_total, k_total = c.extents()
+    if not (c.b.tensor.is_constant and b_batch(c) == 1 and m_total >= TILE
+            and n_total >= MIN_COLUMNS and k_total >= MIN_K):
+        return False
+    reader = OperandReader(c.a, c.tensor, c.k_axes, options)
+    return reader.rows_view((*c.batch_axes, *c.m_axes), 1) is not None
 
 
 def split_parts(value: Expr) -> tuple[Expr, Expr, Expr]:
