@@ -20,7 +20,7 @@ SUPPORTED = [
     "resize", "attention", "rms_normalization", "nllloss", "sce", "swish", "onehot",
     "center_crop_pad", "hannwindow", "hammingwindow", "blackmanwindow", "melweightmatrix",
     "mod", "lppool", "rnn", "simple_rnn", "gru", "lstm", "gather_elements", "gathernd",
-    "scatter_elements", "scatternd",
+    "scatter_elements", "scatternd", "floor", "ceil", "round",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

@@ -19,6 +19,7 @@ import math
 
 from tilecraft.errors import AutodiffError
 from tilecraft.te.expr import (
+    ROUNDING_UNARY,
     Binary,
     BinaryOp,
     Cast,
@@ -120,6 +121,8 @@ def _unary(expr: Unary, dx: Expr | None) -> Expr | None:
     if op is UnaryOp.SIGMOID:
         return _mul(dx, Binary(BinaryOp.MUL, expr,
                                Binary(BinaryOp.SUB, _const(1.0, x), expr)))
+    if op in ROUNDING_UNARY:   # piecewise constant: 0 (as PyTorch's floor / ceil / round)
+        return _const(0.0, x)
     raise AutodiffError(f"no derivative rule for {op.value}")  # pragma: no cover
 
 

@@ -57,7 +57,8 @@ class CDialect:
     #: the float32 function computing each unary math operator
     math: Mapping[UnaryOp, str] = {
         UnaryOp.EXP: "expf", UnaryOp.LOG: "logf", UnaryOp.SQRT: "sqrtf", UnaryOp.TANH: "tanhf",
-        UnaryOp.ERF: "erff", UnaryOp.ABS: "fabsf",
+        UnaryOp.ERF: "erff", UnaryOp.ABS: "fabsf", UnaryOp.FLOOR: "floorf",
+        UnaryOp.CEIL: "ceilf", UnaryOp.ROUND: "rintf",   # rint: to nearest, halves to even
     }
     #: identifiers generated code must not declare
     reserved: frozenset[str] = C_KEYWORDS

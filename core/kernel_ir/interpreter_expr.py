@@ -106,6 +106,9 @@ _UNARY: dict[UnaryOp, Callable[[Any], Any]] = {
     UnaryOp.TANH: np.tanh,
     UnaryOp.ERF: _erf,
     UnaryOp.SIGMOID: _sigmoid,
+    UnaryOp.FLOOR: np.floor,
+    UnaryOp.CEIL: np.ceil,
+    UnaryOp.ROUND: np.rint,
 }
 
 _COMPARE: dict[CompareOp, Callable[[Any, Any], Any]] = {

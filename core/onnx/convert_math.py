@@ -126,11 +126,13 @@ def _general_pow(x: te.Expr, y: te.Expr) -> te.Expr:
 _UNARY: dict[str, Callable[[te.Expr], te.Expr]] = {
     "Sqrt": te.sqrt, "Exp": te.exp, "Erf": te.erf, "Log": te.log, "Tanh": te.tanh,
     "Sigmoid": te.sigmoid, "Abs": te.abs, "Neg": te.neg,
+    "Floor": te.floor, "Ceil": te.ceil, "Round": te.round_even,
     "Reciprocal": lambda v: 1.0 / v,
     "Softplus": lambda v: te.log(te.exp(v) + 1.0),
     "Softsign": lambda v: v / (te.abs(v) + 1.0),
 }
-_FLOAT_ONLY = {"Sqrt", "Exp", "Erf", "Log", "Tanh", "Sigmoid", "Reciprocal", "Softplus",
+_FLOAT_ONLY = {"Sqrt", "Exp", "Erf", "Log", "Tanh", "Sigmoid", "Floor", "Ceil", "Round",
+               "Reciprocal", "Softplus",
                "Softsign", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish",
                "ThresholdedRelu", "Celu", "Mish", "Shrink", "Swish"}
 

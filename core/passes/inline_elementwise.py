@@ -46,7 +46,7 @@ from tilecraft.te.tensor import ComputeOp, Tensor
 from tilecraft.te.visit import loads_in, substitute, transform, walk
 
 #: unary operations cheap enough to compute once per consumer
-_CHEAP_UNARY = frozenset({UnaryOp.NEG, UnaryOp.ABS})
+_CHEAP_UNARY = frozenset({UnaryOp.NEG, UnaryOp.ABS, UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND})
 
 
 def _strip_casts(expr: Expr) -> Expr:

@@ -98,6 +98,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
 _UNARY = {
     UnaryOp.NEG: np.negative, UnaryOp.ABS: np.abs, UnaryOp.EXP: np.exp, UnaryOp.LOG: np.log,
     UnaryOp.SQRT: np.sqrt, UnaryOp.TANH: np.tanh, UnaryOp.ERF: _erf, UnaryOp.SIGMOID: _sigmoid,
+    UnaryOp.FLOOR: np.floor, UnaryOp.CEIL: np.ceil, UnaryOp.ROUND: np.rint,
 }
 
 

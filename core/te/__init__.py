@@ -35,9 +35,11 @@ from tilecraft.te.expr import (
 from tilecraft.te.functions import (
     abs,
     all_of,
+    ceil,
     eq,
     erf,
     exp,
+    floor,
     log,
     max,
     maximum,
@@ -45,6 +47,7 @@ from tilecraft.te.functions import (
     minimum,
     ne,
     neg,
+    round_even,
     sigmoid,
     sqrt,
     sum,
@@ -68,4 +71,5 @@ __all__ = [
     "ReduceOp", "Select", "Tensor", "Unary", "UnaryOp", "Var", "abs", "all_of", "as_expr",
     "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",
     "ne", "neg", "placeholder", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
+    "ceil", "floor", "round_even",
 ]

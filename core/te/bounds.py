@@ -16,6 +16,7 @@ lowering to know which loads need clamping because only a guard keeps them in bo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -78,6 +79,10 @@ def interval(expr: Expr, ranges: Ranges | None = None) -> Interval | None:
             if x[1] <= 0:
                 return -x[1], -x[0]
             return 0, max(-x[0], x[1])
+        if expr.op is UnaryOp.FLOOR:
+            return math.floor(x[0]), math.floor(x[1])
+        if expr.op is UnaryOp.CEIL:
+            return math.ceil(x[0]), math.ceil(x[1])
         return None
     if isinstance(expr, Select):
         # each branch is only taken where the condition (or its negation) holds

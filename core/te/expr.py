@@ -53,11 +53,17 @@ class UnaryOp(str, enum.Enum):
     TANH = "tanh"
     ERF = "erf"
     SIGMOID = "sigmoid"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    ROUND = "round"   # to the nearest integer, halves to even (IEEE roundeven)
 
 
 #: unary ops defined only on floating-point operands
 FLOAT_ONLY_UNARY = frozenset({UnaryOp.EXP, UnaryOp.LOG, UnaryOp.SQRT, UnaryOp.TANH,
-                              UnaryOp.ERF, UnaryOp.SIGMOID})
+                              UnaryOp.ERF, UnaryOp.SIGMOID, UnaryOp.FLOOR, UnaryOp.CEIL,
+                              UnaryOp.ROUND})
+#: unary ops whose value is a whole number: piecewise constant, derivative 0
+ROUNDING_UNARY = frozenset({UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND})
 
 
 class CompareOp(str, enum.Enum):

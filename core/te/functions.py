@@ -107,6 +107,22 @@ def sigmoid(x: ExprLike) -> Expr:
     return unary(UnaryOp.SIGMOID, x)
 
 
+def floor(x: ExprLike) -> Expr:
+    """The largest whole number not above ``x`` (floating-point ``x``)."""
+    return unary(UnaryOp.FLOOR, x)
+
+
+def ceil(x: ExprLike) -> Expr:
+    """The smallest whole number not below ``x`` (floating-point ``x``)."""
+    return unary(UnaryOp.CEIL, x)
+
+
+def round_even(x: ExprLike) -> Expr:
+    """``x`` rounded to the nearest whole number, halves to the even one (``2.5 -> 2``,
+    ``-1.5 -> -2``): numpy's ``rint`` and ONNX's Round."""
+    return unary(UnaryOp.ROUND, x)
+
+
 def neg(x: ExprLike) -> Expr:
     return unary(UnaryOp.NEG, x)
 

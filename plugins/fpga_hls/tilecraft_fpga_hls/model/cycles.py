@@ -55,6 +55,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.te.bounds import affine
 from tilecraft.te.expr import (
+    ROUNDING_UNARY,
     Binary,
     BinaryOp,
     Cast,
@@ -349,7 +350,8 @@ class _Walker:
             operator = "cmp"  # a multiplexer, about a comparator's cost
         elif isinstance(expr, Unary):
             operator = _UNARY_OPERATOR.get(expr.op) or (
-                None if expr.op in (UnaryOp.NEG, UnaryOp.ABS) else "transcendental")
+                None if expr.op in (UnaryOp.NEG, UnaryOp.ABS) else
+                "cast" if expr.op in ROUNDING_UNARY else "transcendental")
         elif isinstance(expr, Cast) and (expr.to.is_float != expr.x.dtype.is_float or
                                          expr.to is not expr.x.dtype and expr.to.is_float):
             operator = "cast"

@@ -31,7 +31,8 @@ class OpenCLDialect(CDialect):
         DType.INT8: "char", DType.UINT8: "uchar", DType.INT32: "int", DType.BOOL: "uchar",
     }
     math = {UnaryOp.EXP: "exp", UnaryOp.LOG: "log", UnaryOp.SQRT: "sqrt", UnaryOp.TANH: "tanh",
-            UnaryOp.ERF: "erf", UnaryOp.ABS: "fabs"}
+            UnaryOp.ERF: "erf", UnaryOp.ABS: "fabs", UnaryOp.FLOOR: "floor",
+            UnaryOp.CEIL: "ceil", UnaryOp.ROUND: "rint"}
     reserved = C_KEYWORDS | frozenset({
         "kernel", "global", "local", "constant", "private", "restrict", "uchar", "ushort",
         "uint", "ulong", "float2", "float4", "float8", "char4", "int4", "size_t", "barrier",

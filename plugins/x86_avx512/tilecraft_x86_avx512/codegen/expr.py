@@ -52,6 +52,9 @@ _INT_PREDICATES = {CompareOp.LT: "lt", CompareOp.LE: "le", CompareOp.GT: "gt",
                    CompareOp.GE: "ge"}
 
 
+#: the rounding unary ops as LLVM intrinsics (roundeven: halves to even, numpy's rint)
+_ROUNDING = {UnaryOp.FLOOR: "floor", UnaryOp.CEIL: "ceil", UnaryOp.ROUND: "roundeven"}
+
 class ExprEmitter:
     """Emits te expressions (with :class:`BufferLoad`) into the context's function."""
 
@@ -197,6 +200,8 @@ class ExprEmitter:
             return self.fb.call(name, x.elem, [x, Value("false", "i1")], x.lanes)
         if not dtype.is_float:
             raise self.ctx.error(f"{op.value} needs a float operand, got {dtype}")
+        if op in _ROUNDING:   # vrndscaleps: one instruction per vector
+            return self.intrinsic(_ROUNDING[op], x)
         if op is UnaryOp.SQRT:
             return self.intrinsic("sqrt", x)
         if op in HELPER_OPS:
