@@ -85,12 +85,19 @@ class TilecraftRep(BackendRep):
             given = dict(zip(self.input_names, inputs))
         values = {name: np.asarray(array) for name, array in given.items()}
         exe = self._executable(values)
-        feeds = {t.name: narrow(values[_onnx_name(t.name, self.input_names)],
-                                f"input {t.name!r}") for t in exe.graph.inputs}
+        feeds = {t.name: _scalar_as_one(narrow(values[_onnx_name(t.name, self.input_names)],
+                                               f"input {t.name!r}"), t.shape)
+                 for t in exe.graph.inputs}
         results = exe(**feeds)
         if not isinstance(results, tuple):
             results = (results,)
         return tuple(_as_onnx(r, info) for r, info in zip(results, self.outputs))
+
+
+def _scalar_as_one(array: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """A 0-d array (an ONNX scalar input) as the one-element tensor tilecraft imported it as;
+    any other array unchanged (a wrong shape is the Executable's to report)."""
+    return array.reshape(tuple(shape)) if array.ndim == 0 and tuple(shape) == (1,) else array
 
 
 def _onnx_name(tensor_name: str, onnx_names: Sequence[str]) -> str:

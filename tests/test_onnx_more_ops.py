@@ -410,3 +410,44 @@ def test_gather_and_scatter_by_run_time_indices():
         want = ReferenceEvaluator(model).run(None, feeds)
         ours = {n: a.astype(np.int32) if a.dtype == np.int64 else a for n, a in feeds.items()}
         _check(model, ours, want=want)
+
+
+@pytest.mark.parametrize("zero_type", [TensorProto.UINT8, TensorProto.INT8])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_quantize_and_dequantize_linear(zero_type, per_axis):
+    """Halves round to even, values past the type's range saturate; per tensor and per axis
+    (axis 1 of [3, 5, 7]); dequantized back through the same scale and zero point."""
+    x = (RNG.standard_normal((3, 5, 7)) * 60.0).astype(np.float32)
+    x.flat[:4] = [2.5, 3.5, -2.5, 1000.0]   # /0.5 below: 5, 7, -5, 2000 -> halves and a clip
+    dtype = helper.tensor_dtype_to_np_dtype(zero_type)
+    scale = np.array([0.5, 0.25, 1.0, 0.75, 2.0], np.float32) if per_axis \
+        else np.array(0.5, np.float32)
+    zero = (np.array([3, 0, 7, 1, 2]) if per_axis else np.array(3)).astype(dtype)
+    quant = _model(helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1),
+                   [_value("x", x.shape)], [_value("y", None, zero_type)],
+                   {"s": scale, "z": zero})
+    _check(quant, {"x": x}, rtol=0, atol=0)
+    q = ReferenceEvaluator(quant).run(None, {"x": x})[0]
+    dequant = _model(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1),
+                     [_value("q", q.shape, zero_type)], [_value("y", None)],
+                     {"s": scale, "z": zero})
+    _check(dequant, {"q": q}, rtol=0, atol=0)
+
+
+def test_blocked_quantization_and_dynamic_quantize_linear():
+    """Blocks of 3 along the last axis (7: a ragged last block); DynamicQuantizeLinear's
+    scale, zero point and values (its node tests are opset 11) on a prime shape."""
+    x = (RNG.standard_normal((5, 7)) * 4.0).astype(np.float32)
+    scale = RNG.uniform(0.05, 0.2, (5, 3)).astype(np.float32)
+    blocked = _model(helper.make_node("QuantizeLinear", ["x", "s"], ["y"], axis=1,
+                                      block_size=3),
+                     [_value("x", x.shape)], [_value("y", None, TensorProto.UINT8)],
+                     {"s": scale})
+    _check(blocked, {"x": x}, rtol=0, atol=0)
+    for shift in (0.0, 3.0, -3.0):   # both signs, all positive, all negative
+        dynamic = _model(helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"]),
+                         [_value("x", (11, 13))],
+                         [_value("y", None, TensorProto.UINT8), _value("s", None),
+                          _value("z", None, TensorProto.UINT8)], opset=20)
+        _check(dynamic, {"x": (RNG.standard_normal((11, 13)) + shift).astype(np.float32)},
+               rtol=1e-6, atol=0)

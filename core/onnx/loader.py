@@ -34,6 +34,7 @@ from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_math,
     convert_nn,
     convert_norm,
+    convert_quantize,
     convert_recurrent,
     convert_reduce,
     convert_resize,
