@@ -250,3 +250,45 @@ def test_fused_epilogues_in_place_and_through_the_local_tile(m, any_size):
         assert main and main[-1].attrs.get("fused") == ["H", consumer.name], exe.report
         x = rng.standard_normal((m, 96)).astype(np.float32)
         np.testing.assert_allclose(exe(x), run(graph, {"X": x}), rtol=1e-5, atol=1e-5)
+
+
+
+#: a fresh process: whether it holds the tile state before and after loading a library
+PERMISSION_PROBE = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+
+def granted():
+    bits = ctypes.c_uint64(0)
+    libc.syscall(158, 0x1022, ctypes.byref(bits))   # arch_prctl(ARCH_GET_XCOMP_PERM)
+    return bits.value >> 18 & 1                      # XFEATURE_XTILEDATA
+
+before = granted()
+ctypes.CDLL(sys.argv[1])
+print(before, granted())
+"""
+
+
+@needs(*AMX)
+@_native_amx()
+def test_an_exported_library_asks_for_the_tile_state_itself(tmp_path, any_size):
+    """A program loading an exported library whose kernels use AMX tiles (a C program, here a
+    bare Python one) holds the tile state once the library is loaded: its constructor asks
+    Linux (without it the first tile instruction would kill the program with SIGILL). A
+    library without tile code asks nothing."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(8)
+    _, _, C = _matmul(70, 96, 64, rng)
+    target = X86Avx512Target(threads=1)
+    exe = tc.compile(C, target=target)
+    assert any(c.kernel.attrs.get("micro_kernel") == AMX_SPLIT_F32.name for c in exe.compiled)
+    tiles = target.export_shared_library([c.source for c in exe.compiled], tmp_path / "t.so")
+    plain = tc.compile(te.compute((8,), lambda i: te.placeholder((8,), name="X")[i] * 2.0,
+                                  name="Y"), target=target)
+    none = target.export_shared_library([c.source for c in plain.compiled], tmp_path / "p.so")
+    for library, expected in ((tiles, "0 1"), (none, "0 0")):
+        result = subprocess.run([sys.executable, "-c", PERMISSION_PROBE, str(library)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.stdout.split() == expected.split(), (library, result.stderr)

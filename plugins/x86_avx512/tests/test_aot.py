@@ -90,3 +90,17 @@ def test_duplicate_symbols_and_foreign_libraries_are_refused(native, tmp_path):
         native.load_shared_library(tmp_path / "plain.so")
     with pytest.raises(TargetError, match="cannot load the shared library"):
         native.load_shared_library(tmp_path / "missing.so")
+
+
+def test_a_c_interface_with_compile_time_constants_is_refused_by_name(native, tmp_path):
+    """The C header passes graph inputs only: a weight bound at compile time is named, with
+    what to do, instead of a KeyError."""
+    import tilecraft as tc
+    from tilecraft import ops, te
+
+    weights = te.constant(np.ones((40, 36), np.float32), name="W")
+    product = ops.matmul(te.placeholder((50, 40), name="A"), weights, name="C")
+    graph = tc.Graph.from_outputs([product])
+    exe = tc.compile(graph, target=native)
+    with pytest.raises(CodegenError, match="reads W.*graph inputs only"):
+        native.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "prog")

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilecraft.dtypes import DType
+from tilecraft.errors import CodegenError
 from tilecraft.graph import Graph
 from tilecraft.kernel_ir.nodes import Kernel
 from tilecraft_x86_avx512.codegen.analysis import const_int, find_parallel_loop, written_buffers
@@ -124,6 +125,13 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
                 "intermediate" if name in computes else "workspace"
             buffers[name] = _Buffer(name, _unique(name, used), param.dtype,
                                     _elements(param.shape), role)
+        unbound = [p.name for p in kernel.params if p.name not in buffers]
+        if unbound:   # constants bound at compile time: the header has no storage for them
+            raise CodegenError(
+                f"kernel {kernel.name!r} reads {', '.join(unbound)}, neither a graph input nor "
+                "written by an earlier kernel (a constant bound at compile time): the C header "
+                "passes graph inputs only; make them inputs (te.placeholder) to export a C "
+                "interface, or load the library from Python (load_shared_library)")
         blocks.append(_kernel_block(kernel, entry, functions[entry], buffers))
         parallel = find_parallel_loop(kernel)
         extent = const_int(parallel.loop.extent) if parallel is not None else 0

@@ -57,7 +57,7 @@ from tilecraft.target.spec import TargetSpec
 from tilecraft.te.tensor import Tensor
 from tilecraft_x86_avx512 import build as builder
 from tilecraft_x86_avx512 import cpus
-from tilecraft_x86_avx512.amx import amx_permitted
+from tilecraft_x86_avx512.amx import TILE_MULTIPLY, amx_permitted, permission_ir
 from tilecraft_x86_avx512.blocking.depthwise import fuse_depthwise_pads
 from tilecraft_x86_avx512.codegen import ABI_VERSION, CodegenOptions, generate_llvm_ir
 from tilecraft_x86_avx512.conv_variants import lower_conv_variant, template_view
@@ -338,6 +338,8 @@ class X86Avx512Target(Target):
                     "kernels": [dict(source.meta) for source in sources]}
         texts = [source.text for source in sources]
         texts.append(builder.manifest_ir(json.dumps(manifest)))
+        if any(TILE_MULTIPLY in text for text in texts):   # for C programs loading it
+            texts.append(permission_ir())
         names = ", ".join(source.kernel_name for source in sources)
         object_code = builder.compile_object(texts, f"the kernels {names}", self._llvm_cpu)
         return builder.link_shared_library(object_code, path)
