@@ -50,6 +50,7 @@ weights or activations come near these.
 
 >>> from tilecraft import ops, te
 >>> from tilecraft.lower.options import LoweringOptions
+>>> from tilecraft.passes.contraction import as_contraction
 >>> import numpy as np
 >>> A = te.placeholder((40, 50), name="A")
 >>> B = te.constant(np.ones((50, 36), np.float32), name="B")   # too small for the default path
@@ -83,7 +84,7 @@ from tilecraft.kernel_ir.nodes import (
 )
 from tilecraft.kernel_ir.verify import verify_kernel
 from tilecraft.lower.options import LoweringOptions
-from tilecraft.passes.contraction import Contraction, as_contraction
+from tilecraft.passes.contraction import Contraction
 from tilecraft.te.expr import Expr, UnaryOp, Var, const, select, unary
 from tilecraft.te.functions import all_of, eq, minimum
 from tilecraft_x86_avx512.amx import amx_permitted
@@ -376,6 +377,6 @@ def lower_amx_split(c: Contraction, options: LoweringOptions, l2_bytes: int, thr
     return [pack, main]
 
 
-__all__ = ["MICRO_KERNEL", "MICRO_KERNEL_ACC", "SWITCH", "k_slices", "takes_epilogue",
-           "amx_split_applies", "as_contraction", "lower_amx_split",
-           "split_parts"]
+__all__ = ["MICRO_KERNEL", "MICRO_KERNEL_ACC", "MIN_BLOCK_ROWS", "MIN_COLUMNS", "MIN_K", "SWITCH",
+           "TILE", "amx_split_applies", "k_slices", "lower_amx_split", "split_parts",
+           "takes_epilogue"]
