@@ -71,7 +71,8 @@ def test_artifact_with_a_library_path_loads(native, library):
 
 def test_failing_linker_reports_the_command(native, tmp_path, monkeypatch):
     monkeypatch.setenv("TILECRAFT_X86_CC", "false")
-    with pytest.raises(CodegenError, match=r"reproduce with: false -shared -o .*bad\.so"):
+    with pytest.raises(CodegenError,
+                       match=r"reproduce with: cd .*bad\.parts && false -shared -o .*bad\.so"):
         native.export_shared_library([_kernels()[1]], tmp_path / "bad.so")
     monkeypatch.setenv("TILECRAFT_X86_CC", "no-such-compiler-xyz")
     with pytest.raises(CodegenError, match="not installed.*no-such-compiler-xyz -shared"):
@@ -92,15 +93,53 @@ def test_duplicate_symbols_and_foreign_libraries_are_refused(native, tmp_path):
         native.load_shared_library(tmp_path / "missing.so")
 
 
-def test_a_c_interface_with_compile_time_constants_is_refused_by_name(native, tmp_path):
-    """The C header passes graph inputs only: a weight bound at compile time is named, with
-    what to do, instead of a KeyError."""
+def test_a_c_program_runs_a_graph_with_its_constants(native, tmp_path):
+    """A graph whose weights are bound at compile time (an imported model's): the library holds
+    them (64-byte aligned, read-only), the header declares them, and prog_run passes them to the
+    kernels, so the C program passes only the input."""
+    import shutil
+
     import tilecraft as tc
     from tilecraft import ops, te
 
-    weights = te.constant(np.ones((40, 36), np.float32), name="W")
-    product = ops.matmul(te.placeholder((50, 40), name="A"), weights, name="C")
-    graph = tc.Graph.from_outputs([product])
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((40, 36)).astype(np.float32)
+    bias = rng.standard_normal(36).astype(np.float32)
+    product = ops.matmul(te.placeholder((50, 40), name="A"), te.constant(w, name="fc.weight"),
+                         name="C")
+    bias_t = te.constant(bias, name="fc.bias")
+    out = te.compute((50, 36), lambda i, j: te.max(product[i, j] + bias_t[j], 0.0), name="Y")
+    graph = tc.Graph.from_outputs([out])
     exe = tc.compile(graph, target=native)
-    with pytest.raises(CodegenError, match="reads W.*graph inputs only"):
-        native.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "prog")
+    native.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "prog")
+    header = (tmp_path / "prog.h").read_text()
+    assert "extern const float tilecraft_const_fc_weight[1440];" in header
+    assert "static inline int prog_run(const float *A, float *Y_data)" in header  # Y: a kernel
+    (tmp_path / "main.c").write_text(r"""
+#include <stdio.h>
+#include "prog.h"
+int main(void) {
+    static float A[50 * 40], Y[50 * 36];
+    FILE *f = fopen("A.bin", "rb");
+    if (!f || fread(A, 4, 50 * 40, f) != 50 * 40) { return 3; }
+    fclose(f);
+    if ((uintptr_t)tilecraft_const_fc_weight % 64) { return 5; }
+    if (prog_run(A, Y) != 0) { return 4; }
+    f = fopen("Y.bin", "wb");
+    fwrite(Y, 4, 50 * 36, f);
+    fclose(f);
+    return 0;
+}
+""")
+    a = rng.standard_normal((50, 40)).astype(np.float32)
+    a.tofile(tmp_path / "A.bin")
+    subprocess.run(["gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-o", "main", "main.c", "-L.",
+                    "-lprog", "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True,
+                   capture_output=True, text=True)
+    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(50, 36)
+    np.testing.assert_allclose(got, np.maximum(a @ w + bias, 0), rtol=1e-5, atol=1e-5)

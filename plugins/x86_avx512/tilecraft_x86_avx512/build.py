@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -197,27 +197,51 @@ def compile_object(texts: Sequence[str], what: str, cpu: CpuChoice = None) -> by
         return machine.emit_object(combined)
 
 
-def link_shared_library(object_code: bytes, path: str | os.PathLike[str]) -> Path:
-    """``gcc -shared`` the object into ``path``; a failure raises CodegenError carrying the
-    command to reproduce it."""
+def data_assembly(blobs: Mapping[str, str]) -> str:
+    """GNU assembly defining each symbol of ``blobs`` as the bytes of its file (``.incbin``,
+    relative to the assembler's working directory), read-only and 64-byte aligned: a
+    library's constants without spelling them in IR."""
+    lines = ["\t.section .rodata"]
+    for symbol, file in blobs.items():
+        lines += ["\t.balign 64", f"\t.globl {symbol}", f"\t.type {symbol}, @object",
+                  f"{symbol}:", f'\t.incbin "{file}"', f"\t.size {symbol}, .-{symbol}"]
+    lines.append('\t.section .note.GNU-stack,"",@progbits')
+    return "\n".join(lines) + "\n"
+
+
+def link_shared_library(object_code: bytes, path: str | os.PathLike[str],
+                        data: Mapping[str, bytes] | None = None) -> Path:
+    """``gcc -shared`` the object into ``path``, with each of ``data``'s byte strings under its
+    symbol (:func:`data_assembly`); a failure raises CodegenError carrying the command to
+    reproduce it, run in a directory kept next to ``path`` with the files it names."""
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     compiler = os.environ.get("TILECRAFT_X86_CC", "gcc")
     with tempfile.TemporaryDirectory(prefix="tilecraft_x86_") as scratch:
         obj = Path(scratch) / (target.stem + ".o")
         obj.write_bytes(object_code)
+        inputs = [obj.name]
+        if data:
+            blobs = {symbol: f"constant{index}.bin" for index, symbol in enumerate(data)}
+            for symbol, blob in data.items():
+                (Path(scratch) / blobs[symbol]).write_bytes(blob)
+            assembly = target.stem + "_constants.s"
+            (Path(scratch) / assembly).write_text(data_assembly(blobs))
+            inputs.append(assembly)
         # -lm: the kernels may call libm (expf, ...) where LLVM does not expand a math intrinsic
-        command = [compiler, "-shared", "-o", str(target), str(obj), "-lm"]
+        command = [compiler, "-shared", "-o", str(target), *inputs, "-lm"]
         if shutil.which(compiler) is None:
             raise CodegenError(f"cannot link {target.name}: the C compiler {compiler!r} is not "
                                f"installed (command: {shlex.join(command)}); install gcc or "
                                "set TILECRAFT_X86_CC")
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        result = subprocess.run(command, capture_output=True, text=True, check=False,
+                                cwd=scratch)
         if result.returncode != 0:
-            kept = target.with_suffix(".o")
-            kept.write_bytes(object_code)
-            repro = shlex.join([compiler, "-shared", "-o", str(target), str(kept), "-lm"])
+            kept = target.parent / (target.stem + ".parts")
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(scratch, kept)
             raise CodegenError(
                 f"linking {target.name} failed (exit {result.returncode}): "
-                f"{result.stderr.strip() or result.stdout.strip()}; reproduce with: {repro}")
+                f"{result.stderr.strip() or result.stdout.strip()}; reproduce with: "
+                f"cd {shlex.quote(str(kept))} && {shlex.join(command)}")
     return target

@@ -6,7 +6,8 @@ every kernel's entry point (``void NAME(void **args, int64_t begin, int64_t end)
 graph input / output / intermediate / workspace) and its parallel loop, and defines
 ``static inline int PREFIX_run(...)`` which takes the graph's inputs and outputs, allocates the
 intermediates and workspaces, calls the kernels in order on the calling thread and frees them
-(0 on success, -1 when an allocation fails).
+(0 on success, -1 when an allocation fails). The graph's constants (a model's weights) are in
+the library, each under :func:`constant_symbol`, declared ``extern const`` here.
 
 >>> from tilecraft import te
 >>> from tilecraft.graph import Graph
@@ -67,6 +68,16 @@ def c_identifier(name: str) -> str:
     return f"{text}_" if text in C_KEYWORDS else text
 
 
+def constant_symbol(name: str) -> str:
+    """The library symbol holding the value of the constant tensor ``name`` (the weights a
+    program was compiled with), 64-byte aligned.
+
+    >>> constant_symbol("fc.weight")
+    'tilecraft_const_fc_weight'
+    """
+    return f"tilecraft_const_{c_identifier(name)}"
+
+
 @dataclass(frozen=True)
 class _Buffer:
     """A tensor the run function passes to kernels: graph input/output or allocated."""
@@ -75,7 +86,7 @@ class _Buffer:
     variable: str
     dtype: DType
     elements: int
-    role: str  # "input", "output", "intermediate" or "workspace"
+    role: str  # "input", "output", "constant", "intermediate" or "workspace"
 
 
 def _unique(name: str, used: set[str]) -> str:
@@ -113,6 +124,15 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
     for tensor in graph.inputs:
         buffers[tensor.name] = _Buffer(tensor.name, _unique(tensor.name, used), tensor.dtype,
                                        _elements(tensor.shape), "input")
+    constants = []
+    for tensor in graph.constants:   # stored in the library (export_shared_library)
+        symbol = constant_symbol(tensor.name)
+        used.add(symbol)
+        buffers[tensor.name] = _Buffer(tensor.name, symbol, tensor.dtype,
+                                       _elements(tensor.shape), "constant")
+        constants.append(f"extern const {C_TYPES[tensor.dtype]} {symbol}"
+                         f"[{_elements(tensor.shape)}]; /* constant {tensor.name}"
+                         f"{_shape_text(tensor.shape)} */")
     outputs = {tensor.name for tensor in graph.outputs}
     computes = {tensor.name: tensor for tensor in graph.computes}
     blocks, calls = [], []
@@ -126,12 +146,11 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
             buffers[name] = _Buffer(name, _unique(name, used), param.dtype,
                                     _elements(param.shape), role)
         unbound = [p.name for p in kernel.params if p.name not in buffers]
-        if unbound:   # constants bound at compile time: the header has no storage for them
+        if unbound:
             raise CodegenError(
-                f"kernel {kernel.name!r} reads {', '.join(unbound)}, neither a graph input nor "
-                "written by an earlier kernel (a constant bound at compile time): the C header "
-                "passes graph inputs only; make them inputs (te.placeholder) to export a C "
-                "interface, or load the library from Python (load_shared_library)")
+                f"kernel {kernel.name!r} reads {', '.join(unbound)}: neither a graph input, a "
+                "constant of the graph nor written by an earlier kernel; export the kernels of "
+                "this graph, in the order they compute it")
         blocks.append(_kernel_block(kernel, entry, functions[entry], buffers))
         parallel = find_parallel_loop(kernel)
         extent = const_int(parallel.loop.extent) if parallel is not None else 0
@@ -166,6 +185,8 @@ def c_header(prefix: str, target: str, kernels: Sequence[tuple[Kernel, str]], gr
         "/* the JSON manifest of the library's kernels (what tilecraft loads them back with) */",
         "const char *tilecraft_manifest(void);",
         "",
+        *([ "/* the constants the program was compiled with (its weights), in the library */",
+            *constants, ""] if constants else []),
         *blocks,
         *_run_function(prefix, graph, buffers, calls, used),
         "",

@@ -36,6 +36,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
 from tilecraft.errors import CodegenError, LoweringError, TargetError
@@ -68,7 +69,7 @@ from tilecraft_x86_avx512.fusion import (
     fuse_row_groups,
 )
 from tilecraft_x86_avx512.gemm_template import template_space
-from tilecraft_x86_avx512.header import c_header, c_identifier
+from tilecraft_x86_avx512.header import c_header, c_identifier, constant_symbol
 from tilecraft_x86_avx512.host import (
     HostInfo,
     figures_report,
@@ -314,8 +315,11 @@ class X86Avx512Target(Target):
 
     # ahead of time ---------------------------------------------------------------------------
     def export_shared_library(self, items: Sequence[Kernel | Source],
-                              path: str | os.PathLike[str]) -> Path:
-        """Compile kernels (or their Sources) into one shared library at ``path``."""
+                              path: str | os.PathLike[str],
+                              constants: Mapping[str, np.ndarray] | None = None) -> Path:
+        """Compile kernels (or their Sources) into one shared library at ``path``, with the
+        arrays of ``constants`` (a program's weights, by tensor name) stored in it as C arrays
+        under :func:`~.header.constant_symbol`."""
         self._require("build")
         sources = [self.codegen(item) if isinstance(item, Kernel) else item for item in items]
         if not sources:
@@ -342,7 +346,9 @@ class X86Avx512Target(Target):
             texts.append(permission_ir())
         names = ", ".join(source.kernel_name for source in sources)
         object_code = builder.compile_object(texts, f"the kernels {names}", self._llvm_cpu)
-        return builder.link_shared_library(object_code, path)
+        data = {constant_symbol(name): np.ascontiguousarray(array).tobytes()
+                for name, array in (constants or {}).items()}
+        return builder.link_shared_library(object_code, path, data)
 
     def export(self, kernels: Sequence[tuple[Kernel, Source]], graph: Graph,
                directory: Path, name: str) -> list[Path]:
@@ -352,7 +358,8 @@ class X86Avx512Target(Target):
         stem = c_identifier(name)
         directory = Path(directory)
         library = self.export_shared_library([source for _, source in kernels],
-                                             directory / f"lib{stem}.so")
+                                             directory / f"lib{stem}.so",
+                                             {t.name: t.constant_value for t in graph.constants})
         header = directory / f"{stem}.h"
         text = c_header(stem, self.name, [(kernel, source.entry) for kernel, source in kernels],
                         graph, self.spec.description)
