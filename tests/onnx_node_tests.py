@@ -22,6 +22,7 @@ SUPPORTED = [
     "mod", "lppool", "rnn", "simple_rnn", "gru", "lstm", "gather_elements", "gathernd",
     "scatter_elements", "scatternd", "floor", "ceil", "round",
     "quantizelinear", "dequantizelinear", "dynamicquantizelinear",
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

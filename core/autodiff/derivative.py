@@ -123,6 +123,23 @@ def _unary(expr: Unary, dx: Expr | None) -> Expr | None:
                                Binary(BinaryOp.SUB, _const(1.0, x), expr)))
     if op in ROUNDING_UNARY:   # piecewise constant: 0 (as PyTorch's floor / ceil / round)
         return _const(0.0, x)
+    one = _const(1.0, x)
+    if op is UnaryOp.SIN:
+        return _mul(dx, Unary(UnaryOp.COS, x))
+    if op is UnaryOp.COS:
+        return _neg(_mul(dx, Unary(UnaryOp.SIN, x)))
+    if op is UnaryOp.TAN:
+        return _mul(dx, Binary(BinaryOp.ADD, one, Binary(BinaryOp.MUL, expr, expr)))
+    if op in (UnaryOp.ASIN, UnaryOp.ACOS):
+        root = Unary(UnaryOp.SQRT, Binary(BinaryOp.SUB, one, Binary(BinaryOp.MUL, x, x)))
+        slope = Binary(BinaryOp.DIV, dx, root)
+        return slope if op is UnaryOp.ASIN else _neg(slope)
+    if op is UnaryOp.ATAN:
+        return Binary(BinaryOp.DIV, dx, Binary(BinaryOp.ADD, one, Binary(BinaryOp.MUL, x, x)))
+    if op is UnaryOp.SINH:
+        return _mul(dx, Unary(UnaryOp.COSH, x))
+    if op is UnaryOp.COSH:
+        return _mul(dx, Unary(UnaryOp.SINH, x))
     raise AutodiffError(f"no derivative rule for {op.value}")  # pragma: no cover
 
 

@@ -109,6 +109,14 @@ _UNARY: dict[UnaryOp, Callable[[Any], Any]] = {
     UnaryOp.FLOOR: np.floor,
     UnaryOp.CEIL: np.ceil,
     UnaryOp.ROUND: np.rint,
+    UnaryOp.SIN: np.sin,
+    UnaryOp.COS: np.cos,
+    UnaryOp.TAN: np.tan,
+    UnaryOp.ASIN: np.arcsin,
+    UnaryOp.ACOS: np.arccos,
+    UnaryOp.ATAN: np.arctan,
+    UnaryOp.SINH: np.sinh,
+    UnaryOp.COSH: np.cosh,
 }
 
 _COMPARE: dict[CompareOp, Callable[[Any, Any], Any]] = {

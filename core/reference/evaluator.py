@@ -99,6 +99,9 @@ _UNARY = {
     UnaryOp.NEG: np.negative, UnaryOp.ABS: np.abs, UnaryOp.EXP: np.exp, UnaryOp.LOG: np.log,
     UnaryOp.SQRT: np.sqrt, UnaryOp.TANH: np.tanh, UnaryOp.ERF: _erf, UnaryOp.SIGMOID: _sigmoid,
     UnaryOp.FLOOR: np.floor, UnaryOp.CEIL: np.ceil, UnaryOp.ROUND: np.rint,
+    UnaryOp.SIN: np.sin, UnaryOp.COS: np.cos, UnaryOp.TAN: np.tan, UnaryOp.ASIN: np.arcsin,
+    UnaryOp.ACOS: np.arccos, UnaryOp.ATAN: np.arctan, UnaryOp.SINH: np.sinh,
+    UnaryOp.COSH: np.cosh,
 }
 
 

@@ -34,8 +34,13 @@ from tilecraft.te.expr import (
 )
 from tilecraft.te.functions import (
     abs,
+    acos,
     all_of,
+    asin,
+    atan,
     ceil,
+    cos,
+    cosh,
     eq,
     erf,
     exp,
@@ -49,8 +54,11 @@ from tilecraft.te.functions import (
     neg,
     round_even,
     sigmoid,
+    sin,
+    sinh,
     sqrt,
     sum,
+    tan,
     tanh,
 )
 from tilecraft.te.tensor import (
@@ -71,5 +79,5 @@ __all__ = [
     "ReduceOp", "Select", "Tensor", "Unary", "UnaryOp", "Var", "abs", "all_of", "as_expr",
     "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",
     "ne", "neg", "placeholder", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
-    "ceil", "floor", "round_even",
+    "ceil", "floor", "round_even", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
 ]

@@ -56,12 +56,25 @@ class UnaryOp(str, enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     ROUND = "round"   # to the nearest integer, halves to even (IEEE roundeven)
+    SIN = "sin"
+    COS = "cos"
+    TAN = "tan"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    SINH = "sinh"
+    COSH = "cosh"
 
 
 #: unary ops defined only on floating-point operands
 FLOAT_ONLY_UNARY = frozenset({UnaryOp.EXP, UnaryOp.LOG, UnaryOp.SQRT, UnaryOp.TANH,
                               UnaryOp.ERF, UnaryOp.SIGMOID, UnaryOp.FLOOR, UnaryOp.CEIL,
-                              UnaryOp.ROUND})
+                              UnaryOp.ROUND, UnaryOp.SIN, UnaryOp.COS, UnaryOp.TAN,
+                              UnaryOp.ASIN, UnaryOp.ACOS, UnaryOp.ATAN, UnaryOp.SINH,
+                              UnaryOp.COSH})
+#: the trigonometric and hyperbolic unary ops (radians)
+TRIGONOMETRIC_UNARY = frozenset({UnaryOp.SIN, UnaryOp.COS, UnaryOp.TAN, UnaryOp.ASIN,
+                                 UnaryOp.ACOS, UnaryOp.ATAN, UnaryOp.SINH, UnaryOp.COSH})
 #: unary ops whose value is a whole number: piecewise constant, derivative 0
 ROUNDING_UNARY = frozenset({UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND})
 

@@ -123,6 +123,39 @@ def round_even(x: ExprLike) -> Expr:
     return unary(UnaryOp.ROUND, x)
 
 
+def sin(x: ExprLike) -> Expr:
+    """The sine of ``x`` (radians)."""
+    return unary(UnaryOp.SIN, x)
+
+def cos(x: ExprLike) -> Expr:
+    """The cosine of ``x`` (radians)."""
+    return unary(UnaryOp.COS, x)
+
+def tan(x: ExprLike) -> Expr:
+    """The tangent of ``x`` (radians)."""
+    return unary(UnaryOp.TAN, x)
+
+def asin(x: ExprLike) -> Expr:
+    """The arcsine of ``x`` in ``[-pi/2, pi/2]`` (nan outside ``[-1, 1]``)."""
+    return unary(UnaryOp.ASIN, x)
+
+def acos(x: ExprLike) -> Expr:
+    """The arccosine of ``x`` in ``[0, pi]`` (nan outside ``[-1, 1]``)."""
+    return unary(UnaryOp.ACOS, x)
+
+def atan(x: ExprLike) -> Expr:
+    """The arctangent of ``x`` in ``(-pi/2, pi/2)``."""
+    return unary(UnaryOp.ATAN, x)
+
+def sinh(x: ExprLike) -> Expr:
+    """The hyperbolic sine of ``x``."""
+    return unary(UnaryOp.SINH, x)
+
+def cosh(x: ExprLike) -> Expr:
+    """The hyperbolic cosine of ``x``."""
+    return unary(UnaryOp.COSH, x)
+
+
 def neg(x: ExprLike) -> Expr:
     return unary(UnaryOp.NEG, x)
 

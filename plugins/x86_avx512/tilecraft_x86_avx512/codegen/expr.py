@@ -20,6 +20,7 @@ from __future__ import annotations
 from tilecraft.dtypes import DType
 from tilecraft.kernel_ir.nodes import BufferLoad
 from tilecraft.te.expr import (
+    TRIGONOMETRIC_UNARY,
     Binary,
     BinaryOp,
     Cast,
@@ -52,8 +53,11 @@ _INT_PREDICATES = {CompareOp.LT: "lt", CompareOp.LE: "le", CompareOp.GT: "gt",
                    CompareOp.GE: "ge"}
 
 
-#: the rounding unary ops as LLVM intrinsics (roundeven: halves to even, numpy's rint)
-_ROUNDING = {UnaryOp.FLOOR: "floor", UnaryOp.CEIL: "ceil", UnaryOp.ROUND: "roundeven"}
+#: unary ops as LLVM intrinsics: the rounding ones (roundeven: halves to even, numpy's rint)
+#: one vrndscaleps a vector; the trigonometric and hyperbolic ones, which LLVM's x86 back end
+#: expands into libm calls lane by lane (sinf ... coshf: accurate, not vectorised)
+_INTRINSICS = {UnaryOp.FLOOR: "floor", UnaryOp.CEIL: "ceil", UnaryOp.ROUND: "roundeven",
+               **{op: op.value for op in TRIGONOMETRIC_UNARY}}
 
 class ExprEmitter:
     """Emits te expressions (with :class:`BufferLoad`) into the context's function."""
@@ -200,8 +204,8 @@ class ExprEmitter:
             return self.fb.call(name, x.elem, [x, Value("false", "i1")], x.lanes)
         if not dtype.is_float:
             raise self.ctx.error(f"{op.value} needs a float operand, got {dtype}")
-        if op in _ROUNDING:   # vrndscaleps: one instruction per vector
-            return self.intrinsic(_ROUNDING[op], x)
+        if op in _INTRINSICS:
+            return self.intrinsic(_INTRINSICS[op], x)
         if op is UnaryOp.SQRT:
             return self.intrinsic("sqrt", x)
         if op in HELPER_OPS:
