@@ -292,3 +292,51 @@ def test_an_exported_library_asks_for_the_tile_state_itself(tmp_path, any_size):
         result = subprocess.run([sys.executable, "-c", PERMISSION_PROBE, str(library)],
                                 capture_output=True, text=True, timeout=60)
         assert result.stdout.split() == expected.split(), (library, result.stderr)
+
+
+AMX_MAIN = r"""
+#include <stdio.h>
+#include "prog.h"
+int main(void) {
+    static float A[70 * 96], Y[70 * 64];
+    FILE *f = fopen("A.bin", "rb");
+    if (!f || fread(A, 4, 70 * 96, f) != 70 * 96) { return 3; }
+    fclose(f);
+    if (prog_run(A, Y) != 0) { return 4; }
+    f = fopen("Y.bin", "wb");
+    fwrite(Y, 4, 70 * 64, f);
+    fclose(f);
+    return 0;
+}
+"""
+
+
+@needs(*AMX)
+@_native_amx()
+def test_a_c_program_runs_the_tile_kernels_with_their_weights(tmp_path, any_size):
+    """The user's whole path: an exported library whose product runs on AMX tiles, its weights
+    in the library, called from C (which asks Linux for nothing itself)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    rng = np.random.default_rng(9)
+    _, weights, C = _matmul(70, 96, 64, rng)
+    graph = Graph.from_outputs([C])
+    target = X86Avx512Target(threads=1)
+    exe = tc.compile(graph, target=target)
+    assert any(c.kernel.attrs.get("micro_kernel") == AMX_SPLIT_F32.name for c in exe.compiled)
+    target.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "prog")
+    a = rng.standard_normal((70, 96)).astype(np.float32)
+    a.tofile(tmp_path / "A.bin")
+    (tmp_path / "main.c").write_text(AMX_MAIN)
+    subprocess.run(["gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-o", "main", "main.c", "-L.",
+                    "-lprog", "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True,
+                   capture_output=True, text=True)
+    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(70, 64)
+    exact = a.astype(np.float64) @ weights.astype(np.float64)
+    assert _relative_error(got, exact) <= 2 * _relative_error(a @ weights, exact) + 1e-7
