@@ -181,8 +181,9 @@ def main() -> None:
 
     print(f"# bench_layer_products.py, {host_info().model_name} ({platform.machine()}); "
           f"{ceiling_note(max(thread_counts))}")
-    if amx_note():
-        print(f"# {amx_note()}")
+    note = amx_note()   # builds the host's spec: once
+    if note:
+        print(f"# {note}")
     for name in args.names:
         for threads in thread_counts:
             seconds, flops = measure(name, threads, args.rounds)

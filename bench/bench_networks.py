@@ -200,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"geomean speed-up over {column}, {n} thread(s): {geomean(ratios):.2f}x")
     for n in threads:
         print(ceiling_note(n))
-    if amx_note():
-        print(amx_note())
+    note = amx_note()   # builds the host's spec: once
+    if note:
+        print(note)
     for line in goal_lines(results, threads, args.goal):
         print(line)
     return 0 if all(row[-1] == "yes" for row, _, _ in results) else 1

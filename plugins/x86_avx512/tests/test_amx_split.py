@@ -10,6 +10,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from c_programs import run_c_program
 from cpu_features import needs
 from tilecraft_x86_avx512 import build
 from tilecraft_x86_avx512.amx import amx_permitted
@@ -317,7 +318,6 @@ def test_a_c_program_runs_the_tile_kernels_with_their_weights(tmp_path, any_size
     """The user's whole path: an exported library whose product runs on AMX tiles, its weights
     in the library, called from C (which asks Linux for nothing itself)."""
     import shutil
-    import subprocess
 
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
@@ -330,12 +330,7 @@ def test_a_c_program_runs_the_tile_kernels_with_their_weights(tmp_path, any_size
     target.export([(c.kernel, c.source) for c in exe.compiled], graph, tmp_path, "prog")
     a = rng.standard_normal((70, 96)).astype(np.float32)
     a.tofile(tmp_path / "A.bin")
-    (tmp_path / "main.c").write_text(AMX_MAIN)
-    subprocess.run(["gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-o", "main", "main.c", "-L.",
-                    "-lprog", "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True,
-                   capture_output=True, text=True)
-    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60)
+    result = run_c_program(tmp_path, AMX_MAIN)
     assert result.returncode == 0, (result.returncode, result.stderr)
     got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(70, 64)
     exact = a.astype(np.float64) @ weights.astype(np.float64)

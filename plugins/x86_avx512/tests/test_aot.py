@@ -6,6 +6,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from c_programs import run_c_program
 from x86_kernels import buffer, kernel, load, loop, seq, store, vloop, zeros_for
 
 from tilecraft.errors import CodegenError, InputError, TargetError
@@ -93,6 +94,24 @@ def test_duplicate_symbols_and_foreign_libraries_are_refused(native, tmp_path):
         native.load_shared_library(tmp_path / "missing.so")
 
 
+CONSTANTS_MAIN = r"""
+#include <stdio.h>
+#include "prog.h"
+int main(void) {
+    static float A[50 * 40], Y[50 * 36];
+    FILE *f = fopen("A.bin", "rb");
+    if (!f || fread(A, 4, 50 * 40, f) != 50 * 40) { return 3; }
+    fclose(f);
+    if ((uintptr_t)tilecraft_const_fc_weight % 64) { return 5; }
+    if (prog_run(A, Y) != 0) { return 4; }
+    f = fopen("Y.bin", "wb");
+    fwrite(Y, 4, 50 * 36, f);
+    fclose(f);
+    return 0;
+}
+"""
+
+
 def test_a_c_program_runs_a_graph_with_its_constants(native, tmp_path):
     """A graph whose weights are bound at compile time (an imported model's): the library holds
     them (64-byte aligned, read-only), the header declares them, and prog_run passes them to the
@@ -117,29 +136,9 @@ def test_a_c_program_runs_a_graph_with_its_constants(native, tmp_path):
     header = (tmp_path / "prog.h").read_text()
     assert "extern const float tilecraft_const_fc_weight[1440];" in header
     assert "static inline int prog_run(const float *A, float *Y_data)" in header  # Y: a kernel
-    (tmp_path / "main.c").write_text(r"""
-#include <stdio.h>
-#include "prog.h"
-int main(void) {
-    static float A[50 * 40], Y[50 * 36];
-    FILE *f = fopen("A.bin", "rb");
-    if (!f || fread(A, 4, 50 * 40, f) != 50 * 40) { return 3; }
-    fclose(f);
-    if ((uintptr_t)tilecraft_const_fc_weight % 64) { return 5; }
-    if (prog_run(A, Y) != 0) { return 4; }
-    f = fopen("Y.bin", "wb");
-    fwrite(Y, 4, 50 * 36, f);
-    fclose(f);
-    return 0;
-}
-""")
     a = rng.standard_normal((50, 40)).astype(np.float32)
     a.tofile(tmp_path / "A.bin")
-    subprocess.run(["gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-o", "main", "main.c", "-L.",
-                    "-lprog", "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True,
-                   capture_output=True, text=True)
-    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60)
+    result = run_c_program(tmp_path, CONSTANTS_MAIN)
     assert result.returncode == 0, (result.returncode, result.stderr)
     got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(50, 36)
     np.testing.assert_allclose(got, np.maximum(a @ w + bias, 0), rtol=1e-5, atol=1e-5)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from c_programs import run_c_program
 from tilecraft_x86_avx512 import cpus
 from tilecraft_x86_avx512 import target as target_module
 from tilecraft_x86_avx512.host import read_cpuinfo
@@ -251,12 +252,7 @@ def test_an_exported_library_and_header_work_from_c(tmp_path: Path) -> None:
               "bias": rng.standard_normal(80).astype(np.float32)}
     for name, array in inputs.items():
         array.tofile(tmp_path / f"{name}.bin")
-    (tmp_path / "main.c").write_text(C_MAIN)
-    subprocess.run(["gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-o", "main", "main.c",
-                    "-L.", "-lprog", "-Wl,-rpath,$ORIGIN", "-lm"], cwd=tmp_path, check=True,
-                   capture_output=True, text=True)
-    result = subprocess.run(["./main"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=60)
+    result = run_c_program(tmp_path, C_MAIN)
     assert result.returncode == 0 and "manifest ok" in result.stdout, result.stderr
     got = np.fromfile(tmp_path / "Y.bin", dtype=np.float32).reshape(120, 80)
     expected = tc.reference.run(graph, **inputs)
