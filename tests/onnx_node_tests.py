@@ -23,6 +23,7 @@ SUPPORTED = [
     "scatter_elements", "scatternd", "floor", "ceil", "round",
     "quantizelinear", "dequantizelinear", "dynamicquantizelinear",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+    "asinh", "acosh", "atanh",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

@@ -140,6 +140,12 @@ def _unary(expr: Unary, dx: Expr | None) -> Expr | None:
         return _mul(dx, Unary(UnaryOp.COSH, x))
     if op is UnaryOp.COSH:
         return _mul(dx, Unary(UnaryOp.SINH, x))
+    if op in (UnaryOp.ASINH, UnaryOp.ACOSH):   # dx / sqrt(x^2 + 1), dx / sqrt(x^2 - 1)
+        square = Binary(BinaryOp.MUL, x, x)
+        shifted = Binary(BinaryOp.ADD if op is UnaryOp.ASINH else BinaryOp.SUB, square, one)
+        return Binary(BinaryOp.DIV, dx, Unary(UnaryOp.SQRT, shifted))
+    if op is UnaryOp.ATANH:
+        return Binary(BinaryOp.DIV, dx, Binary(BinaryOp.SUB, one, Binary(BinaryOp.MUL, x, x)))
     raise AutodiffError(f"no derivative rule for {op.value}")  # pragma: no cover
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.reference.numerics import const_array
-from tilecraft.te.expr import TRIGONOMETRIC_UNARY, UnaryOp, int_range
+from tilecraft.te.expr import INVERSE_HYPERBOLIC_UNARY, TRIGONOMETRIC_UNARY, UnaryOp, int_range
 
 __all__ = ["C_KEYWORDS", "CDialect"]
 
@@ -59,7 +59,8 @@ class CDialect:
         UnaryOp.EXP: "expf", UnaryOp.LOG: "logf", UnaryOp.SQRT: "sqrtf", UnaryOp.TANH: "tanhf",
         UnaryOp.ERF: "erff", UnaryOp.ABS: "fabsf", UnaryOp.FLOOR: "floorf",
         UnaryOp.CEIL: "ceilf", UnaryOp.ROUND: "rintf",   # rint: to nearest, halves to even
-        **{op: f"{op.value}f" for op in TRIGONOMETRIC_UNARY},   # sinf, ..., coshf
+        # sinf, ..., coshf, asinhf, acoshf, atanhf
+        **{op: f"{op.value}f" for op in TRIGONOMETRIC_UNARY | INVERSE_HYPERBOLIC_UNARY},
     }
     #: identifiers generated code must not declare
     reserved: frozenset[str] = C_KEYWORDS

@@ -117,6 +117,9 @@ _UNARY: dict[UnaryOp, Callable[[Any], Any]] = {
     UnaryOp.ATAN: np.arctan,
     UnaryOp.SINH: np.sinh,
     UnaryOp.COSH: np.cosh,
+    UnaryOp.ASINH: np.arcsinh,
+    UnaryOp.ACOSH: np.arccosh,
+    UnaryOp.ATANH: np.arctanh,
 }
 
 _COMPARE: dict[CompareOp, Callable[[Any, Any], Any]] = {

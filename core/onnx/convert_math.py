@@ -128,13 +128,15 @@ _UNARY: dict[str, Callable[[te.Expr], te.Expr]] = {
     "Sigmoid": te.sigmoid, "Abs": te.abs, "Neg": te.neg,
     "Floor": te.floor, "Ceil": te.ceil, "Round": te.round_even,
     "Sin": te.sin, "Cos": te.cos, "Tan": te.tan, "Asin": te.asin, "Acos": te.acos,
-    "Atan": te.atan, "Sinh": te.sinh, "Cosh": te.cosh,
+    "Atan": te.atan, "Sinh": te.sinh, "Cosh": te.cosh, "Asinh": te.asinh, "Acosh": te.acosh,
+    "Atanh": te.atanh,
     "Reciprocal": lambda v: 1.0 / v,
     "Softplus": lambda v: te.log(te.exp(v) + 1.0),
     "Softsign": lambda v: v / (te.abs(v) + 1.0),
 }
 _FLOAT_ONLY = {"Sqrt", "Exp", "Erf", "Log", "Tanh", "Sigmoid", "Floor", "Ceil", "Round",
                "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+               "Asinh", "Acosh", "Atanh",
                "Reciprocal", "Softplus",
                "Softsign", "Gelu", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "HardSwish",
                "ThresholdedRelu", "Celu", "Mish", "Shrink", "Swish"}

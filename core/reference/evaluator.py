@@ -101,7 +101,8 @@ _UNARY = {
     UnaryOp.FLOOR: np.floor, UnaryOp.CEIL: np.ceil, UnaryOp.ROUND: np.rint,
     UnaryOp.SIN: np.sin, UnaryOp.COS: np.cos, UnaryOp.TAN: np.tan, UnaryOp.ASIN: np.arcsin,
     UnaryOp.ACOS: np.arccos, UnaryOp.ATAN: np.arctan, UnaryOp.SINH: np.sinh,
-    UnaryOp.COSH: np.cosh,
+    UnaryOp.COSH: np.cosh, UnaryOp.ASINH: np.arcsinh, UnaryOp.ACOSH: np.arccosh,
+    UnaryOp.ATANH: np.arctanh,
 }
 
 

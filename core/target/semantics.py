@@ -35,6 +35,7 @@ from tilecraft.errors import IndexBoundsError, TilecraftError
 from tilecraft.te import functions as tef
 from tilecraft.te.bounds import interval
 from tilecraft.te.expr import (
+    INVERSE_HYPERBOLIC_UNARY,
     TRIGONOMETRIC_UNARY,
     AxisKind,
     BinaryOp,
@@ -57,7 +58,8 @@ from tilecraft.te.tensor import Tensor, compute, placeholder, reduce_axis
 _UNARY_FUNCTIONS = {"exp": UnaryOp.EXP, "log": UnaryOp.LOG, "sqrt": UnaryOp.SQRT,
                     "tanh": UnaryOp.TANH, "erf": UnaryOp.ERF, "sigmoid": UnaryOp.SIGMOID,
                     "abs": UnaryOp.ABS, "floor": UnaryOp.FLOOR, "ceil": UnaryOp.CEIL,
-                    "round": UnaryOp.ROUND, **{op.value: op for op in TRIGONOMETRIC_UNARY}}
+                    "round": UnaryOp.ROUND,
+                    **{op.value: op for op in TRIGONOMETRIC_UNARY | INVERSE_HYPERBOLIC_UNARY}}
 _REDUCTIONS: dict[str, Callable[..., Expr]] = {"sum": tef.sum, "max": tef.max, "min": tef.min}
 _BINARY_OPS = {ast.Add: BinaryOp.ADD, ast.Sub: BinaryOp.SUB, ast.Mult: BinaryOp.MUL,
                ast.Div: BinaryOp.DIV, ast.FloorDiv: BinaryOp.FLOORDIV, ast.Mod: BinaryOp.MOD}

@@ -35,9 +35,12 @@ from tilecraft.te.expr import (
 from tilecraft.te.functions import (
     abs,
     acos,
+    acosh,
     all_of,
     asin,
+    asinh,
     atan,
+    atanh,
     ceil,
     cos,
     cosh,
@@ -80,4 +83,5 @@ __all__ = [
     "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",
     "ne", "neg", "placeholder", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
     "ceil", "floor", "round_even", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+    "asinh", "acosh", "atanh",
 ]

@@ -64,6 +64,9 @@ class UnaryOp(str, enum.Enum):
     ATAN = "atan"
     SINH = "sinh"
     COSH = "cosh"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
 
 
 #: unary ops defined only on floating-point operands
@@ -71,10 +74,12 @@ FLOAT_ONLY_UNARY = frozenset({UnaryOp.EXP, UnaryOp.LOG, UnaryOp.SQRT, UnaryOp.TA
                               UnaryOp.ERF, UnaryOp.SIGMOID, UnaryOp.FLOOR, UnaryOp.CEIL,
                               UnaryOp.ROUND, UnaryOp.SIN, UnaryOp.COS, UnaryOp.TAN,
                               UnaryOp.ASIN, UnaryOp.ACOS, UnaryOp.ATAN, UnaryOp.SINH,
-                              UnaryOp.COSH})
+                              UnaryOp.COSH, UnaryOp.ASINH, UnaryOp.ACOSH, UnaryOp.ATANH})
 #: the trigonometric and hyperbolic unary ops (radians)
 TRIGONOMETRIC_UNARY = frozenset({UnaryOp.SIN, UnaryOp.COS, UnaryOp.TAN, UnaryOp.ASIN,
                                  UnaryOp.ACOS, UnaryOp.ATAN, UnaryOp.SINH, UnaryOp.COSH})
+#: the inverse hyperbolic unary ops (libm's asinhf, acoshf, atanhf; LLVM has no intrinsics)
+INVERSE_HYPERBOLIC_UNARY = frozenset({UnaryOp.ASINH, UnaryOp.ACOSH, UnaryOp.ATANH})
 #: unary ops whose value is a whole number: piecewise constant, derivative 0
 ROUNDING_UNARY = frozenset({UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND})
 

@@ -155,6 +155,19 @@ def cosh(x: ExprLike) -> Expr:
     """The hyperbolic cosine of ``x``."""
     return unary(UnaryOp.COSH, x)
 
+def asinh(x: ExprLike) -> Expr:
+    """The inverse hyperbolic sine of ``x``."""
+    return unary(UnaryOp.ASINH, x)
+
+def acosh(x: ExprLike) -> Expr:
+    """The inverse hyperbolic cosine of ``x``, in ``[0, inf)`` (nan below 1)."""
+    return unary(UnaryOp.ACOSH, x)
+
+def atanh(x: ExprLike) -> Expr:
+    """The inverse hyperbolic tangent of ``x`` (``+-inf`` at ``+-1``, nan outside
+    ``[-1, 1]``)."""
+    return unary(UnaryOp.ATANH, x)
+
 
 def neg(x: ExprLike) -> Expr:
     return unary(UnaryOp.NEG, x)

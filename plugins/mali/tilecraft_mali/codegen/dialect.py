@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from tilecraft.codegen.c_dialect import C_KEYWORDS, CDialect
 from tilecraft.dtypes import DType
-from tilecraft.te.expr import TRIGONOMETRIC_UNARY, UnaryOp
+from tilecraft.te.expr import INVERSE_HYPERBOLIC_UNARY, TRIGONOMETRIC_UNARY, UnaryOp
 
 __all__ = ["OPENCL", "OpenCLDialect"]
 
@@ -33,7 +33,7 @@ class OpenCLDialect(CDialect):
     math = {UnaryOp.EXP: "exp", UnaryOp.LOG: "log", UnaryOp.SQRT: "sqrt", UnaryOp.TANH: "tanh",
             UnaryOp.ERF: "erf", UnaryOp.ABS: "fabs", UnaryOp.FLOOR: "floor",
             UnaryOp.CEIL: "ceil", UnaryOp.ROUND: "rint",
-            **{op: op.value for op in TRIGONOMETRIC_UNARY}}
+            **{op: op.value for op in TRIGONOMETRIC_UNARY | INVERSE_HYPERBOLIC_UNARY}}
     reserved = C_KEYWORDS | frozenset({
         "kernel", "global", "local", "constant", "private", "restrict", "uchar", "ushort",
         "uint", "ulong", "float2", "float4", "float8", "char4", "int4", "size_t", "barrier",

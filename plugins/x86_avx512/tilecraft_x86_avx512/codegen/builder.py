@@ -182,6 +182,32 @@ class FunctionBuilder:
                           f"<{lanes} x i32> zeroinitializer", "splat")
         return Value(reg, value.elem, lanes)
 
+    def extract(self, vector: Value, lane: int) -> Value:
+        """Lane ``lane`` of ``vector``, a scalar."""
+        return Value(self.define(f"extractelement {vector.typed}, i64 {lane}", "lane"),
+                     vector.elem)
+
+    def insert(self, vector: Value, scalar: Value, lane: int) -> Value:
+        """``vector`` with lane ``lane`` replaced by ``scalar``."""
+        return Value(self.define(f"insertelement {vector.typed}, {scalar.typed}, i64 {lane}",
+                                 "ins"), vector.elem, vector.lanes)
+
+    def call_lanewise(self, name: str, x: Value) -> Value:
+        """The external scalar function ``name`` (``T name(T)``, e.g. libm's ``asinhf``)
+        applied to ``x``: called once for a scalar, else once per lane (extract, call,
+        insert), for functions with no vector form LLVM knows.
+
+        >>> fb = FunctionBuilder(ModuleBuilder(), "f", "void", [])
+        >>> fb.call_lanewise("asinhf", Value("%x", "float", 2)).typed
+        '<2 x float> %ins.5'
+        """
+        if not x.lanes:
+            return self.call(name, x.elem, [x])
+        result = Value("poison", x.elem, x.lanes)
+        for lane in range(x.lanes):
+            result = self.insert(result, self.call(name, x.elem, [self.extract(x, lane)]), lane)
+        return result
+
     def binop(self, op: str, a: Value, b: Value, flags: str = "") -> Value:
         lanes = max(a.lanes, b.lanes)
         a, b = self.broadcast(a, lanes), self.broadcast(b, lanes)
