@@ -15,7 +15,11 @@ is packed; ``PACK_B=0`` reads it in place too. ``NC`` > 0 packs B inside the par
 panels at a time (:mod:`~tilecraft_x86_avx512.blocking.block_packed`; with ``PACK_B=0`` it
 reads those blocks in place), instead of all of B first into a workspace: the default for a
 convolution's im2col operand with enough panels (1.45x on YOLO-v1's first layer, whose im2col
-matrix is 29 MB; 5-20% on the 3x3 layers). ``TRANSPOSE``
+matrix is 29 MB; 5-20% on the 3x3 layers). Without a config, a 1x1 convolution with many
+input channels on a small map (:func:`~tilecraft_x86_avx512.blocking.split_k.prefers_split_k`:
+MobileNet-V2's projections, whose input the threads wrote split by channel) splits its
+reduction across the threads and adds the partials
+(:mod:`~tilecraft_x86_avx512.blocking.split_k`). ``TRANSPOSE``
 (default :func:`~tilecraft_x86_avx512.blocking.transposed_conv1x1.prefers_transposed`: a 1x1
 stride-1 convolution with constant weights and few output channels) computes ``C^T`` instead,
 the activation read in place and the weights packed once
@@ -62,6 +66,7 @@ from tilecraft.passes.contraction import (
 )
 from tilecraft.te.expr import IterVar, Var, const
 from tilecraft.te.tensor import Tensor
+from tilecraft_x86_avx512.blocking import split_k
 from tilecraft_x86_avx512.blocking.amx_split import amx_split_applies, lower_amx_split
 from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
 from tilecraft_x86_avx512.blocking.direct_conv import (
@@ -502,6 +507,11 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                                         l2_bytes=l2_bytes)
         if direct is not None:
             return direct
+    if grouped is None and not config and split_k.SPLIT_K \
+            and split_k.prefers_split_k(contraction, threads):
+        # the reduction split across the threads, partials added (blocking/split_k.py)
+        return split_k.lower_split_k(contraction, options, threads, chosen["MI"],
+                                     chosen["NR"], chosen["KC"])
     if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else
                                               prefers_transposed(contraction, l2_bytes, threads)):
         # a 1x1 convolution with few output channels: activation read in place, its own MI,

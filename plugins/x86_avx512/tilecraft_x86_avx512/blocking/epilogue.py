@@ -491,7 +491,7 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
     ``consumer`` as the epilogue of each tile (B packed per block inside the kernel where the
     template would, else by a kernel of its own); or ``None`` and why (a local-tile epilogue
     whose reduction the blocking cuts into several ``KC`` slices)."""
-    from tilecraft_x86_avx512.blocking import amx_split
+    from tilecraft_x86_avx512.blocking import amx_split, split_k
     from tilecraft_x86_avx512.blocking.amx_split import amx_split_applies
     from tilecraft_x86_avx512.blocking.block_packed import lower_block_packed
     from tilecraft_x86_avx512.blocking.direct_conv import lower_direct_config, prefers_direct
@@ -542,6 +542,10 @@ def lower_with_epilogue(tensor: Tensor, consumer: Tensor, options: LoweringOptio
                                               l2_bytes=l2_bytes)
             if direct is not None:
                 return direct, ""
+        if split_k.SPLIT_K and epilogue.local is None \
+                and split_k.prefers_split_k(contraction, threads):
+            return split_k.lower_split_k(contraction, options, threads, mi, chosen["NR"],
+                                         chosen["KC"], epilogue), ""
         if prefers_transposed(contraction, l2_bytes, threads):
             transposed = lower_transposed_config(contraction, {}, options, l2_bytes, threads,
                                                  epilogue=epilogue)
