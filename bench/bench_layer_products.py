@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import (  # noqa: E402
+    alternated,
     amx_note,
     ceiling_note,
     measured_ceiling_flops,
@@ -54,8 +53,6 @@ import tilecraft as tc  # noqa: E402
 import tilecraft.models as models  # noqa: E402
 
 PRODUCT_OPS = ("MatMul", "Gemm")
-#: pause before each runner's round (see :func:`alternated`)
-SETTLE_SECONDS = 0.05
 
 
 def products_model(model: Any) -> tuple[Any, dict[str, tuple[int, ...]], float]:
@@ -98,28 +95,6 @@ def products_model(model: Any) -> tuple[Any, dict[str, tuple[int, ...]], float]:
 
 def _attribute(node: Any, name: str) -> int:
     return next((attr.i for attr in node.attribute if attr.name == name), 0)
-
-
-def alternated(runs: list[tuple[str, Callable[[], Any]]], rounds: int) -> dict[str, float]:
-    """Median seconds of each runner, timed in ``rounds`` alternated rounds of 3 calls after
-    a pause of :data:`SETTLE_SECONDS` and an untimed call: the runner before may leave its
-    worker threads spinning a while after its call returns (each onnxruntime session's do by
-    default), which at 2 threads on 2 cores halved the next runner's calls."""
-    for _, run in runs:
-        run()
-        run()
-    times: dict[str, list[float]] = {label: [] for label, _ in runs}
-    for _ in range(rounds):
-        for label, run in runs:
-            time.sleep(SETTLE_SECONDS)
-            run()
-            round_times = []
-            for _ in range(3):
-                start = time.perf_counter()
-                run()
-                round_times.append(time.perf_counter() - start)
-            times[label].append(statistics.median(round_times))
-    return {label: statistics.median(values) for label, values in times.items()}
 
 
 def _torch_products(model: Any, feeds: dict[str, np.ndarray], threads: int

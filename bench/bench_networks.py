@@ -11,7 +11,7 @@ reach on this CPU whatever the compiler does.
 
     python bench/bench_networks.py [--small] [--threads 1,2] [--no-inline] [--no-torch]
                                    [--no-inductor] [--database PATH] [--nchw] [--goal X]
-                                   [NAME ...]
+                                   [--rounds N] [NAME ...]
 
 ``--no-inline`` compiles with the graph pass ``inline_elementwise`` off (on by default: one
 kernel per compute, as before it was). ``--database PATH`` compiles with the best schedules
@@ -22,8 +22,14 @@ convolution NCHW (``X86Avx512Target(layouts={"conv2d": "NCHW"})``; by default th
 computes a network of dense convolutions channels-last).
 
 tilecraft is compiled once per thread count (the x86 target plans its blocking for its
-threads); torch columns are left out when torch is not installed. The small configurations
-take seconds; the full sizes (batch 1, sequence 512, 224^2) minutes (inductor's compile most).
+threads); torch columns are left out when torch is not installed. The runners of a thread count
+are timed in ``--rounds`` alternated rounds (:func:`common.alternated`: a pause and an untimed
+call before each runner's three timed calls) and the medians of the rounds are quoted: on a
+shared machine a burst of someone else's work then lands on every runner alike, where timing
+each runner in a block of its own let one burst decide a ratio (the same transformer_base layer
+measured 47.6 and 104.7 ms in two rounds a second apart, Xeon family 6 model 207). The small
+configurations take seconds; the full sizes (batch 1, sequence 512, 224^2) minutes (inductor's
+compile most).
 """
 
 from __future__ import annotations
@@ -39,11 +45,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import (  # noqa: E402
+    alternated,
     amx_note,
     ceiling_note,
     geomean,
     measured_ceiling_flops,
-    median_seconds,
     print_table,
 )
 
@@ -77,7 +83,7 @@ def _ms(seconds: float) -> str:
 
 def measure(name: str, small: bool, threads: list[int], use_torch: bool, inductor: bool,
             passes: dict[str, bool] | None = None, database: str | None = None,
-            layouts: dict[str, str] | None = None
+            layouts: dict[str, str] | None = None, rounds: int = 9
             ) -> tuple[list[str], dict[str, dict[int, float]], int]:
     import onnxruntime as ort
     from tilecraft_x86_avx512.target import X86Avx512Target
@@ -93,30 +99,31 @@ def measure(name: str, small: bool, threads: list[int], use_torch: bool, inducto
         exe = tc.compile(graph, target=X86Avx512Target(threads=n, layouts=layouts),
                          passes=passes)
         compile_s.append(time.perf_counter() - started)
+        runs = []
         if database is not None:
             untuned = exe
             exe = tc.compile(graph, target=X86Avx512Target(threads=n, layouts=layouts),
                              passes=passes, database=database)
             matches &= bool(np.allclose(exe(x), untuned(x), rtol=1e-3, atol=1e-3))
-            times.setdefault("tilecraft untuned", {})[n] = median_seconds(
-                lambda: untuned(x), repeat=7, min_seconds=0.5)
+            runs.append(("tilecraft untuned", lambda: untuned(x)))
         options = ort.SessionOptions()
         options.intra_op_num_threads = n
         session = ort.InferenceSession(model.SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
         expected = session.run(None, {"x": x})[0]
         matches &= bool(np.allclose(exe(x), expected, rtol=1e-3, atol=1e-3))
-        times["tilecraft"][n] = median_seconds(lambda: exe(x), repeat=7, min_seconds=0.5)
-        times["onnxruntime"][n] = median_seconds(lambda: session.run(None, {"x": x}),
-                                                 repeat=7, min_seconds=0.5)
+        runs += [("tilecraft", lambda: exe(x)),
+                 ("onnxruntime", lambda: session.run(None, {"x": x}))]
         if torch_runs is not None:
             torch, eager, compiled = torch_runs
             torch.set_num_threads(n)
             for column, run in (("torch eager", eager), ("torch.compile", compiled)):
-                if run is None:
-                    continue
-                matches &= bool(np.allclose(run().numpy(), expected, rtol=1e-3, atol=1e-3))
-                times.setdefault(column, {})[n] = median_seconds(run, repeat=7, min_seconds=0.5)
+                if run is not None:
+                    matches &= bool(np.allclose(run().numpy(), expected, rtol=1e-3,
+                                                atol=1e-3))
+                    runs.append((column, run))
+        for column, seconds in alternated(runs, rounds).items():
+            times.setdefault(column, {})[n] = seconds
     flops = flop_count(graph)
     row = [name, f"{compile_s[0]:.1f}", f"{flops / 1e9:.3g}"]
     for n in threads:
@@ -169,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="tilecraft with every convolution kept NCHW (the x86 target's "
                              "layouts conv2d NCHW; by default a network of dense convolutions "
                              "is computed channels-last)")
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="alternated rounds per runner (default 9; see common.alternated)")
     parser.add_argument("--goal", type=float, default=1.2,
                         help="the speed-up over onnxruntime whose required rate is printed "
                              "as a share of the measured ceiling (default 1.2)")
@@ -178,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     passes = {"inline_elementwise": False} if args.no_inline else None
     layouts = {"conv2d": "NCHW"} if args.nchw else None
     results = [measure(name, args.small, threads, not args.no_torch, not args.no_inductor,
-                       passes, args.database, layouts) for name in names]
+                       passes, args.database, layouts, args.rounds) for name in names]
     columns = list(results[0][1])
     header = ["network", "compile s", "GFLOP"]
     for n in threads:

@@ -7,6 +7,7 @@ are what to quote.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,32 @@ def median_seconds(fn: Callable[[], Any], repeat: int = 15, warmup: int = 2,
         fn()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
+
+
+#: pause before each runner's round (see :func:`alternated`)
+SETTLE_SECONDS = 0.05
+
+
+def alternated(runs: list[tuple[str, Callable[[], Any]]], rounds: int) -> dict[str, float]:
+    """Median seconds of each runner, timed in ``rounds`` alternated rounds of 3 calls after
+    a pause of :data:`SETTLE_SECONDS` and an untimed call: the runner before may leave its
+    worker threads spinning a while after its call returns (each onnxruntime session's do by
+    default), which at 2 threads on 2 cores halved the next runner's calls."""
+    for _, run in runs:
+        run()
+        run()
+    times: dict[str, list[float]] = {label: [] for label, _ in runs}
+    for _ in range(rounds):
+        for label, run in runs:
+            time.sleep(SETTLE_SECONDS)
+            run()
+            round_times = []
+            for _ in range(3):
+                start = time.perf_counter()
+                run()
+                round_times.append(time.perf_counter() - start)
+            times[label].append(statistics.median(round_times))
+    return {label: statistics.median(values) for label, values in times.items()}
 
 
 def load_torch(threads: int) -> Any | None:
