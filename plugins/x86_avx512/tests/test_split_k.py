@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from template_forcing import check_against_reference
+from template_forcing import ForcedTarget, check_against_reference, check_space_switch
 from tilecraft_x86_avx512.blocking import split_k
+from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
@@ -97,3 +98,32 @@ def test_switch_off_keeps_the_row_split():
         split_k.SPLIT_K = original
     assert _split_kernels(split) and not _split_kernels(plain)
     np.testing.assert_allclose(split(x=xs), plain(x=xs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(37, 1024, 29, 2), (5, 999, 70, 3), (48, 130, 17, 2)])
+def test_forced_on_a_matmul_matches_reference(shape):
+    """``SPLIT_K=1`` in a config: any batch-1 contraction with row-major operands and ``K`` a
+    multiple of the threads, a matmul too (ragged rows and columns, a run shorter than KC)."""
+    m, k, n, threads = shape
+    a = te.placeholder((m, k), name="a")
+    b = te.placeholder((k, n), name="b")
+    target = ForcedTarget({"SPLIT_K": 1, "MI": 6, "NR": 32, "KC": 96}, "y", threads)
+    exe = check_against_reference([ops.matmul(a, b, name="y")], threads, target=target)
+    (partial,) = _split_kernels(exe)
+    assert "MI=6 NR=32" in partial.attrs["schedule"]
+    off = ForcedTarget({"SPLIT_K": 0}, "y", threads)
+    assert not _split_kernels(check_against_reference([ops.matmul(a, b, name="y")], threads,
+                                                      target=off))
+
+
+def test_template_space_has_the_switch():
+    """The tuner's space offers SPLIT_K where the path can lower the compute; each value
+    compiles with the path exactly when on, and matches the reference."""
+    x = te.placeholder((1, 192, 7, 7), name="x")
+    y = ops.conv2d(x, te.constant(_weights((24, 192, 1, 1)), name="w"), name="y")
+    space = template_space(y, 49152, 1 << 21, 2)
+    assert "SPLIT_K" in space.space.names
+    assert template_space(y, 49152, 1 << 21, 1) is None or \
+        "SPLIT_K" not in template_space(y, 49152, 1 << 21, 1).space.names
+    xs = np.random.default_rng(0).standard_normal((1, 192, 7, 7)).astype(np.float32)
+    check_space_switch(space, y, xs, "SPLIT_K", _split_kernels)

@@ -113,8 +113,8 @@ from tilecraft_x86_avx512.microkernels import (
 MIN_FLOPS = 2 * 32 * 32 * 32
 #: a product with fewer rows or columns than this is a matrix-vector product in disguise
 MIN_SIDE = 4
-CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "PACK_B", "NC", "TRANSPOSE", "DIRECT",
-               "WINOGRAD")
+CONFIG_KEYS = ("MI", "NR", "KC", "MC", "PACK_A", "PACK_B", "NC", "SPLIT_K", "TRANSPOSE",
+               "DIRECT", "WINOGRAD")
 #: zmm registers Eq. 3.4 leaves free: with all 32 in the tile's budget (4 x 96: 24 accumulators,
 #: 6 B vectors, a broadcast) LLVM's scheduler loads the next k step's B vectors early and spills
 #: an accumulator to the stack every step. 512x768x768 with constant B, 1 thread, Xeon
@@ -507,11 +507,13 @@ def lower_with_template(tensor: Tensor, options: LoweringOptions, l1_bytes: int,
                                         l2_bytes=l2_bytes)
         if direct is not None:
             return direct
-    if grouped is None and not config and split_k.SPLIT_K \
-            and split_k.prefers_split_k(contraction, threads):
+    if grouped is None and (config or {}).get("SPLIT_K", 0 if config else (
+            split_k.SPLIT_K and split_k.prefers_split_k(contraction, threads))) \
+            and split_k.splittable(contraction, threads):
         # the reduction split across the threads, partials added (blocking/split_k.py)
-        return split_k.lower_split_k(contraction, options, threads, chosen["MI"],
-                                     chosen["NR"], chosen["KC"])
+        tile = {**chosen, **{k: int(v) for k, v in (config or {}).items()}}
+        return split_k.lower_split_k(contraction, options, threads, tile["MI"], tile["NR"],
+                                     tile["KC"])
     if grouped is None and (config or {}).get("TRANSPOSE", 0 if config else
                                               prefers_transposed(contraction, l2_bytes, threads)):
         # a 1x1 convolution with few output channels: activation read in place, its own MI,
@@ -589,15 +591,16 @@ __all__ = ["CONFIG_KEYS", "default_config", "grouped_block_panels", "grouped_def
 def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     """The search space of this template's free parameters for ``tensor`` (``None`` when the
     template does not apply): the register tile among the best Eq. 3.4 candidates, ``KC``,
-    ``MC`` as a number of register-tile strips, and whether B is packed (``PACK_B``, where B
-    is not a constant and can be read in place). Points decode to ``lower_compute`` configs.
+    ``MC`` as a number of register-tile strips, whether B is packed (``PACK_B``, where B
+    is not a constant and can be read in place) and whether the threads split the reduction
+    (``SPLIT_K``, where :func:`~tilecraft_x86_avx512.blocking.split_k.splittable`). Points decode to ``lower_compute`` configs.
 
     >>> from tilecraft import ops, te
     >>> C = ops.matmul(te.placeholder((256, 256), name="A"), te.placeholder((256, 256), name="B"))
     >>> space = template_space(C, 49152, 1 << 20, 2)
     >>> space.space.size, sorted(space.decode(space.space.random_point(__import__("numpy")
     ...     .random.default_rng(0))))
-    (1120, ['KC', 'MC', 'MI', 'NR', 'PACK_B'])
+    (2240, ['KC', 'MC', 'MI', 'NR', 'PACK_B', 'SPLIT_K'])
     """
     from tilecraft.search import ChoiceSpace, Space
     from tilecraft.target.base import TemplateSpace
@@ -620,8 +623,11 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
                                       else contraction.b).tensor.is_constant
     # and B read in place instead of packed (a B that is not a constant, rows contiguous)
     in_place = b_readable_in_place(contraction)
+    # and the reduction split across the threads (blocking/split_k.py)
+    splittable = split_k.splittable(contraction, threads)
     space = Space([("tile", ChoiceSpace(tiles)), ("KC", ChoiceSpace(kcs)),
                    ("strips", ChoiceSpace(strips)),
+                   *([("SPLIT_K", ChoiceSpace((0, 1)))] if splittable else []),
                    *([("TRANSPOSE", ChoiceSpace((0, 1)))] if transposable else []),
                    *([("DIRECT", ChoiceSpace((0, 1)))] if direct else []),
                    *([("WINOGRAD", ChoiceSpace((0, 1)))] if winograd else []),
@@ -636,6 +642,11 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
         off = {"WINOGRAD": 0} if winograd else {}
         if values.get("DIRECT"):  # its own blocking: the tile only
             return {"MI": mi, "NR": nr, "DIRECT": 1, **off}
+        off.update({"DIRECT": 0} if direct else {})
+        if values.get("SPLIT_K"):  # every thread sums its run of K over all of C
+            return {"MI": mi, "NR": nr, "KC": values["KC"], "SPLIT_K": 1,
+                    **({"TRANSPOSE": 0} if transposable else {}), **off}
+        off.update({"SPLIT_K": 0} if splittable else {})
         if values.get("TRANSPOSE"):  # MC counts pixels (the contraction's columns)
             pixels = contraction.extents()[2]
             return {"MI": mi, "NR": nr, "MC": min(values["strips"] * mi,
@@ -643,8 +654,8 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
                     **off}
         rows = min(values["strips"] * mi, _ceil_div(m, mi) * mi)
         return {"MI": mi, "NR": nr, "KC": values["KC"], "MC": rows,
-                **({"TRANSPOSE": 0} if transposable else {}), **({"DIRECT": 0} if direct else {}),
+                **({"TRANSPOSE": 0} if transposable else {}),
                 **({"PACK_B": values["PACK_B"]} if in_place else {}), **off}
 
-    del batch, l1_bytes, l2_bytes, threads
+    del batch, l1_bytes, l2_bytes
     return TemplateSpace(space, decode)

@@ -25,7 +25,9 @@ w]``), ``K`` a multiple of the threads with at least :data:`MIN_RUN` per thread 
 :data:`MIN_K_OVER_M` times ``M``, and a map too small for the depthwise kernel's row bands
 (:func:`~.depthwise.row_chunks`), so that B's channels were split between the threads
 upstream. A matmul (an FFN's down projection, ``K`` = 4 ``M``) keeps its row split: its B is
-no channel-split activation. ``SPLIT_K = False`` turns the path off.
+no channel-split activation. ``SPLIT_K = False`` turns the default off; the template's
+search space has the switch ``SPLIT_K`` wherever :func:`splittable` holds (a matmul with a
+long reduction too), so a tuned config can take the path or leave it.
 
 MobileNet-V2, 2 threads, Xeon family 6 model 207 (Emerald Rapids), the two executables' calls
 alternating in one process, 300 calls: its 17 projections 1347 -> 1208 us (sum of kernel
@@ -75,13 +77,33 @@ from tilecraft_x86_avx512.blocking.epilogue import Epilogue
 from tilecraft_x86_avx512.blocking.register_tiles import a_row_view, b_row_view, edge_tiles
 from tilecraft_x86_avx512.microkernels import OUTER_PRODUCT_F32_ROWS
 
-#: switch for the path (kept for same-process A/B measurements)
+#: switch for the default (kept for same-process A/B measurements)
 SPLIT_K = True
 #: the shortest run of the reduction a thread sums on its own
 MIN_RUN = 64
 #: how many times ``M`` the reduction must be: the partials the threads exchange (``M x N``)
 #: must be much smaller than the part of B each would otherwise read from another core
 MIN_K_OVER_M = 3
+
+
+def splittable(contraction: Contraction, threads: int) -> bool:
+    """Whether :func:`lower_split_k` can lower ``contraction`` on ``threads`` threads: batch
+    1, float32, A and B row-major views, ``K`` a multiple of the threads (what the tuner may
+    choose with ``SPLIT_K=1``).
+
+    >>> from tilecraft import ops, te
+    >>> from tilecraft.passes.contraction import as_contraction
+    >>> c = as_contraction(ops.matmul(te.placeholder((48, 1024), name="A"),
+    ...                               te.placeholder((1024, 40), name="B")))
+    >>> splittable(c, 2), splittable(c, 3), splittable(c, 1)
+    (True, False, False)
+    """
+    c = contraction
+    batch, _, _, k_total = c.extents()
+    if threads < 2 or batch != 1 or c.tensor.dtype is not DType.FLOAT32 or k_total % threads:
+        return False
+    return a_row_view(c, const(0), Var("m0"), Var("k0"), "param") is not None \
+        and b_row_view(c, const(0), Var("k0"), Var("n0"), "param") is not None
 
 
 def prefers_split_k(contraction: Contraction, threads: int) -> bool:
@@ -99,13 +121,9 @@ def prefers_split_k(contraction: Contraction, threads: int) -> bool:
     False
     """
     c = contraction
-    batch, m_total, n_total, k_total = c.extents()
-    if threads < 2 or batch != 1 or c.tensor.dtype is not DType.FLOAT32:
-        return False
-    if k_total % threads or k_total // threads < MIN_RUN or k_total < MIN_K_OVER_M * m_total:
-        return False
-    if a_row_view(c, const(0), Var("m0"), Var("k0"), "param") is None \
-            or b_row_view(c, const(0), Var("k0"), Var("n0"), "param") is None:
+    _, m_total, _, k_total = c.extents()
+    if not splittable(c, threads) or k_total // threads < MIN_RUN \
+            or k_total < MIN_K_OVER_M * m_total:
         return False
     activation = c.b.tensor.shape   # a channels-first convolution's input: (1, K, H, W)
     return len(activation) == 4 and row_chunks(activation[2], threads)[1] == 1
