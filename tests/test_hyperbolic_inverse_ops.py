@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from tilecraft.reference import run
 from tilecraft.target import get_target
 from tilecraft.target.semantics import Loop, Operand, build_program
 from tilecraft.te.expr import INVERSE_HYPERBOLIC_UNARY
+
+sys.path.insert(0, str(Path(__file__).parent))
+from onnx_unary import unary_model  # noqa: E402
 
 NumpyFunction = Callable[[np.ndarray], np.ndarray]
 
@@ -249,18 +253,12 @@ ONNX_OPS = {
 
 @pytest.mark.parametrize("op", sorted(ONNX_OPS))
 def test_onnx_ops_through_the_backend(op):
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
+    pytest.importorskip("onnx")
     from onnx.reference import ReferenceEvaluator
 
     from tilecraft.onnx_backend import TilecraftBackend
 
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 7])]),
-        opset_imports=[helper.make_opsetid("", 20)])
-    onnx.checker.check_model(model)
+    model = unary_model(op, [5, 7])
     numpy_f, make_inputs = ONNX_OPS[op]
     x = make_inputs(np.random.default_rng(5)).astype(np.float32)
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]

@@ -4,6 +4,9 @@ autodiff and the ONNX converters."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +21,9 @@ from tilecraft.reference import run
 from tilecraft.target.semantics import Loop, Operand, build_program
 from tilecraft.te.bounds import interval
 from tilecraft.te.expr import UnaryOp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from onnx_unary import unary_model  # noqa: E402
 
 FUNCTIONS = [("F", te.floor, np.floor), ("C", te.ceil, np.ceil), ("R", te.round_even, np.rint)]
 #: halves of both signs (round to even), signed zero, the largest exact integers, inf, nan
@@ -72,16 +78,10 @@ def test_bounds_semantics_and_derivative():
 
 @pytest.mark.parametrize("op", ["Floor", "Ceil", "Round"])
 def test_onnx_converters_match_the_reference_evaluator(op):
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
+    pytest.importorskip("onnx")
     from onnx.reference import ReferenceEvaluator
 
-    node = helper.make_node(op, ["x"], ["y"])
-    model = helper.make_model(helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [7, 13])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [7, 13])]),
-        opset_imports=[helper.make_opsetid("", 20)])
-    onnx.checker.check_model(model)
+    model = unary_model(op, [7, 13])
     x = (np.random.default_rng(7).standard_normal((7, 13)) * 4).astype(np.float32)
     x.flat[:6] = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]

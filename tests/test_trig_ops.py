@@ -4,6 +4,9 @@ dialects, autodiff and the ONNX converters."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,6 +19,9 @@ from tilecraft.kernel_ir.interpreter import run_kernels
 from tilecraft.lower import LoweringOptions, lower_graph
 from tilecraft.reference import run
 from tilecraft.te.expr import TRIGONOMETRIC_UNARY
+
+sys.path.insert(0, str(Path(__file__).parent))
+from onnx_unary import unary_model  # noqa: E402
 
 #: (te function, numpy function, inputs inside its domain: 37 values, a prime count)
 FUNCTIONS = {
@@ -74,16 +80,10 @@ def test_derivatives_match_finite_differences(name):
 
 @pytest.mark.parametrize("op", ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh"])
 def test_onnx_converters_match_the_reference_evaluator(op):
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper
+    pytest.importorskip("onnx")
     from onnx.reference import ReferenceEvaluator
 
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 7])]),
-        opset_imports=[helper.make_opsetid("", 20)])
-    onnx.checker.check_model(model)
+    model = unary_model(op, [5, 7])
     x = np.random.default_rng(5).uniform(-0.99, 0.99, (5, 7)).astype(np.float32)
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
     got = tc.compile(tc.from_onnx(model), target="x86_avx512")(x)

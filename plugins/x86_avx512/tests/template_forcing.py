@@ -15,6 +15,7 @@ import numpy as np
 from tilecraft_x86_avx512.target import X86Avx512Target
 
 import tilecraft as tc
+from tilecraft import te
 from tilecraft.graph import Graph
 from tilecraft.reference import run
 
@@ -67,3 +68,17 @@ def check_space_switch(space: Any, y: Any, xs: np.ndarray, key: str,
         assert bool(path_kernels(exe)) == bool(config[key])
         np.testing.assert_allclose(exe(xs), want, rtol=2e-4, atol=2e-4)
     assert seen == {0, 1}
+
+
+def conv_epilogues(y: Any) -> tuple[Any, Any]:
+    """Two consumers of the NCHW convolution ``y`` that a template fuses as its epilogue: the
+    residual block's ``sum = y + bias[k] + res`` and ``relu6 = min(max(y + bias[k], 0), 6)``
+    (``bias`` and ``res`` new inputs)."""
+    _, channels, height, width = y.shape
+    bias = te.placeholder((channels,), name="bias")
+    res = te.placeholder((1, channels, height, width), name="res")
+    total = te.compute(y.shape, lambda n, k, i, j: y[n, k, i, j] + bias[k] + res[n, k, i, j],
+                       name="sum")
+    relu6 = te.compute(y.shape, lambda n, k, i, j: te.min(te.max(y[n, k, i, j] + bias[k], 0.0),
+                                                           6.0), name="relu6")
+    return total, relu6

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from template_forcing import ForcedTarget, check_against_reference, check_space_switch
+from template_forcing import (
+    ForcedTarget,
+    check_against_reference,
+    check_space_switch,
+    conv_epilogues,
+)
 from tilecraft_x86_avx512.blocking import split_k
 from tilecraft_x86_avx512.gemm_template import template_space
 from tilecraft_x86_avx512.target import X86Avx512Target
@@ -50,15 +55,9 @@ def test_residual_and_relu6_epilogues_match_reference(shape):
     cin, cout, h, w, threads = shape
     x = te.placeholder((1, cin, h, w), name="x")
     wt = te.constant(_weights((cout, cin, 1, 1)), name="w")
-    bias = te.placeholder((cout,), name="bias")
-    res = te.placeholder((1, cout, h, w), name="res")
-    y = ops.conv2d(x, wt, name="y")
-    e = te.compute(y.shape, lambda n, k, i, j: y[n, k, i, j] + bias[k] + res[n, k, i, j],
-                   name="sum")
+    e, r6 = conv_epilogues(ops.conv2d(x, wt, name="y"))
     exe = check_against_reference([e], threads, seed=1)
     assert _split_kernels(exe) and exe.kernels[-1].attrs["fused"] == ["y", "sum"]
-    r6 = te.compute(y.shape, lambda n, k, i, j: te.min(te.max(y[n, k, i, j] + bias[k], 0.0),
-                                                        6.0), name="relu6")
     exe = check_against_reference([r6], threads, seed=2)
     assert _split_kernels(exe) and exe.kernels[-1].attrs["fused"] == ["y", "relu6"]
 
