@@ -98,9 +98,15 @@ def amx_note() -> str:
     """A line saying that products with constant weights run on AMX tiles, where the x86
     plugin maps them there (the float32 FMA ceiling is then not theirs), or ``""``."""
     from tilecraft_x86_avx512.amx import amx_permitted
+    from tilecraft_x86_avx512.host import host_info
     from tilecraft_x86_avx512.target import X86Avx512Target
 
     declared = {decl.name for decl in X86Avx512Target(threads=1).spec.micro_kernels}
+    rate = host_info().amx_bf16_flops_per_core
+    if "amx_split_f32" not in declared and rate is not None:
+        return (f"this host's AMX tile unit measured {rate / 1e12:.2f} TFLOP/s bfloat16 per "
+                "core: float32 products through its bfloat16 parts would not pay, they run on "
+                "FMA (TILECRAFT_X86_AMX=1 puts them on the tiles)")
     if "amx_split_f32" not in declared or not amx_permitted():
         return ""
     return ("products with constant weights run on AMX tiles (float32 through bfloat16 parts, "

@@ -13,7 +13,7 @@ import pytest
 from c_programs import run_c_program
 from cpu_features import needs
 from tilecraft_x86_avx512 import build
-from tilecraft_x86_avx512.amx import amx_permitted
+from tilecraft_x86_avx512.amx import SWITCH, amx_permitted
 from tilecraft_x86_avx512.blocking import amx_split
 from tilecraft_x86_avx512.blocking.amx_split import lower_amx_split
 from tilecraft_x86_avx512.microkernels import (
@@ -40,6 +40,14 @@ SHAPES = [(37, 53, 41), (33, 3, 1000), (97, 31, 65), (33, 100, 47), (64, 64, 64)
 #: K in several slices of k (at the L2 the tests pass: 64 KiB), a ragged last one
 SLICED = [(37, 300, 41), (64, 257, 64)]
 SMALL_L2 = 1 << 16
+
+
+@pytest.fixture(autouse=True)
+def tiles_declared(monkeypatch):
+    """The tile path declared wherever the CPU has it, whether or not this host's measured
+    tile rate makes it pay (the spec leaves it out where it does not): its correctness is
+    tested on every AMX machine."""
+    monkeypatch.setenv(SWITCH, "1")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
-from tilecraft_x86_avx512 import figures_cache, probe
+from tilecraft_x86_avx512 import amx, figures_cache, probe
 from tilecraft_x86_avx512 import host as host_module
 from tilecraft_x86_avx512 import spec as spec_module
 from tilecraft_x86_avx512.fusion import BlockingMachine, fuse_chains
@@ -121,6 +121,35 @@ def test_measured_figures_drive_the_spec():
     assert [spec.memory.level(n).bandwidth_bytes_per_cycle
             for n in ("DRAM", "L3", "L2", "L1")] == [7.5, 20.0, 30.0, 60.0]
     assert "figures measured; fp32 peak 120 GFLOP/s per core" in spec.description
+
+
+def test_the_tile_path_is_declared_where_the_measured_rates_make_it_pay(monkeypatch):
+    """The split path's micro-kernels are in the spec where the tile unit's rate over the six
+    part products is at least MIN_SPLIT_OVER_FMA the FMA rate, or where a rate is unknown; the
+    description gives the rate and the choice; TILECRAFT_X86_AMX=1 declares them anyway."""
+    monkeypatch.delenv(amx.SWITCH, raising=False)
+    split = {"amx_split_f32", "amx_split_f32_acc"}
+
+    def declared(**figures: object) -> tuple[set[str], str]:
+        spec = build_spec(fake_host(fma_flops_per_core=1.56e11, **figures))
+        return split & {decl.name for decl in spec.micro_kernels}, spec.description
+
+    names, text = declared(amx_bf16_flops_per_core=1.18e12)   # measured 0.65x the FMA path
+    assert not names and "AMX bf16 1.18 TFLOP/s per core, float32 products on FMA" in text
+    names, text = declared(amx_bf16_flops_per_core=3.0e12)    # measured 1.2-1.3x
+    assert names == split and "float32 products on AMX tiles" in text
+    names, text = declared()
+    assert names == split and "AMX" not in text
+    monkeypatch.setenv(amx.SWITCH, "1")
+    assert declared(amx_bf16_flops_per_core=1.18e12)[0] == split
+
+
+def test_the_tile_rate_is_cached_with_the_other_figures(cache_dir):
+    with_tiles = dataclasses.replace(FIGURES, amx_bf16_flops_per_core=1.2e12)
+    figures_cache.host_figures("Test CPU", FLAGS, CACHES, probe=CountingProbe(with_tiles))
+    cached = figures_cache.host_figures("Test CPU", FLAGS, CACHES, probe=CountingProbe())
+    assert cached.source.startswith("cached") and cached.amx_bf16_flops_per_core == 1.2e12
+    assert not probe.plausible_figures(dataclasses.replace(FIGURES, amx_bf16_flops_per_core=5.0))
 
 
 def test_without_figures_the_spec_estimates_and_says_so():
@@ -303,6 +332,11 @@ def test_probe_measures_plausible_figures(native):
     assert result.l1_bytes_per_second > result.dram_bytes_per_second
     # between one 256-bit FMA unit and two 512-bit ones at a 1-7 GHz clock
     assert 16 * 1e9 <= result.fma_flops_per_core <= 64 * 7e9
+    if amx.amx_permitted() and {"amx_tile", "amx_bf16"} <= host_module.read_cpuinfo()[1]:
+        # at most 1024 bfloat16 operations a cycle (one 16x16x32 multiply per 16 cycles)
+        assert 1e10 <= result.amx_bf16_flops_per_core <= 1024 * 7e9
+    else:
+        assert result.amx_bf16_flops_per_core is None
 
 
 # no machine's figure in the planning code --------------------------------------------------------

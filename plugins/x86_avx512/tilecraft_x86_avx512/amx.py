@@ -1,4 +1,5 @@
-"""Permission to use AMX tiles in this process (Linux).
+"""AMX tiles on this host: permission to use them in this process (Linux), and whether the
+float32 split path pays here (:func:`amx_split_pays`).
 
 Linux gives a process the AMX tile state (8 KiB per thread) only when it asks: before the
 first tile instruction, ``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; a tile
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import platform
 import sys
 
@@ -49,5 +51,34 @@ def permission_ir() -> str:
 #: an instruction only code using AMX tiles contains (to find it in generated IR)
 TILE_MULTIPLY = "llvm.x86.tdpbf16ps"
 
+#: the environment switch of the split path: ``0`` off, ``1`` on whatever the measured rates
+SWITCH = "TILECRAFT_X86_AMX"
+#: bfloat16 tile products per float32 product on the split path (blocking/amx_split.py)
+SPLIT_PRODUCTS = 6
+#: how many times the FMA rate the tile unit's rate over SPLIT_PRODUCTS must be for the split
+#: path to pay: it reaches 35-55% of the tile peak (L2-bound) against the FMA path's ~75-80%.
+#: Measured on two hosts, 1 thread, 512x768x3072 with constant B: tile unit 2.95-3.15 TFLOP/s,
+#: FMA 190 GFLOP/s (ratio 2.6): the split path 1.17-1.33x the FMA path's speed; tile unit
+#: 1.18 TFLOP/s, FMA 156 (ratio 1.26): 0.65x (31.6 against 20.7 ms). 2.2 keeps a margin
+#: above the ~2.1 where the two meet.
+MIN_SPLIT_OVER_FMA = 2.2
 
-__all__ = ["TILE_MULTIPLY", "amx_permitted", "permission_ir"]
+
+def amx_split_pays(amx_bf16_flops: float | None, fma_flops: float | None) -> bool:
+    """Whether float32 products through bfloat16 tile parts outrun the FMA path on a core
+    measured at ``amx_bf16_flops`` (its tile unit) and ``fma_flops``; True when either rate
+    is unknown (a named CPU's data, probing off: the CPU's features decide) or when
+    ``TILECRAFT_X86_AMX=1`` asks for the path.
+
+    >>> amx_split_pays(3.0e12, 1.9e11), amx_split_pays(1.18e12, 1.56e11)
+    (True, False)
+    >>> amx_split_pays(None, 1.9e11)
+    True
+    """
+    if amx_bf16_flops is None or fma_flops is None or os.environ.get(SWITCH, "") == "1":
+        return True
+    return amx_bf16_flops / SPLIT_PRODUCTS >= MIN_SPLIT_OVER_FMA * fma_flops
+
+
+__all__ = ["MIN_SPLIT_OVER_FMA", "SPLIT_PRODUCTS", "SWITCH", "TILE_MULTIPLY", "amx_permitted",
+           "amx_split_pays", "permission_ir"]

@@ -33,7 +33,7 @@ from tilecraft_x86_avx512.host import CacheLevel
 from tilecraft_x86_avx512.probe import ProbeResult, measure, plausible_figures
 
 #: bump when the probe measures differently: older cache files are then measured again
-PROBE_VERSION = 1
+PROBE_VERSION = 2   # 2: the AMX tile rate
 CACHE_DIR_ENV = "TILECRAFT_CACHE_DIR"
 PROBE_ENV = "TILECRAFT_X86_PROBE"
 FILE_PREFIX = "x86_avx512-figures-"
@@ -51,6 +51,7 @@ class HostFigures:
     l2_bytes_per_second: float
     l1_bytes_per_second: float
     source: str
+    amx_bf16_flops_per_core: float | None = None
 
 
 def cache_dir() -> Path:

@@ -593,7 +593,8 @@ def template_space(tensor: Tensor, l1_bytes: int, l2_bytes: int, threads: int):
     template does not apply): the register tile among the best Eq. 3.4 candidates, ``KC``,
     ``MC`` as a number of register-tile strips, whether B is packed (``PACK_B``, where B
     is not a constant and can be read in place) and whether the threads split the reduction
-    (``SPLIT_K``, where :func:`~tilecraft_x86_avx512.blocking.split_k.splittable`). Points decode to ``lower_compute`` configs.
+    (``SPLIT_K``, where :func:`~tilecraft_x86_avx512.blocking.split_k.splittable`). Points
+    decode to ``lower_compute`` configs.
 
     >>> from tilecraft import ops, te
     >>> C = ops.matmul(te.placeholder((256, 256), name="A"), te.placeholder((256, 256), name="B"))

@@ -64,7 +64,8 @@ class HostInfo:
 
     The measured figures are per core: ``fma_flops_per_core`` (fp32 operations per second, a
     fused multiply-add counting two), ``dram_bytes_per_second``, ``l3_bytes_per_second``,
-    ``l2_bytes_per_second`` and ``l1_bytes_per_second`` (what one core reads); None means not
+    ``l2_bytes_per_second`` and ``l1_bytes_per_second`` (what one core reads),
+    ``amx_bf16_flops_per_core`` (the AMX tile unit's bfloat16 rate); None means not
     known, and :func:`~.spec.build_spec` then derives a documented estimate from the clock and
     the ISA. ``figures_source`` says where they come
     from (``measured``, ``cached <file>``, a named CPU's data, ``estimated``...).
@@ -83,6 +84,7 @@ class HostInfo:
     l2_bytes_per_second: float | None = None
     l1_bytes_per_second: float | None = None
     caches_source: str = CACHES_FROM_SYS
+    amx_bf16_flops_per_core: float | None = None
 
     @property
     def has_avx512f(self) -> bool:
@@ -256,7 +258,8 @@ def read_host(figures: HostFigures | None = None) -> HostInfo:
         dram_bytes_per_second=figures.dram_bytes_per_second,
         l3_bytes_per_second=figures.l3_bytes_per_second,
         l2_bytes_per_second=figures.l2_bytes_per_second,
-        l1_bytes_per_second=figures.l1_bytes_per_second, figures_source=figures.source)
+        l1_bytes_per_second=figures.l1_bytes_per_second, figures_source=figures.source,
+        amx_bf16_flops_per_core=figures.amx_bf16_flops_per_core)
 
 
 @functools.cache

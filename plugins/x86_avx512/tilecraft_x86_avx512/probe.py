@@ -9,6 +9,10 @@ several short runs. The whole probe takes a few tenths of a second.
   AVX-512 core with room to spare, so the loop runs at the FMA units' throughput: 64 flops per
   cycle where two 512-bit units exist (Zen 5, Intel server cores), 32 where 512-bit operations
   execute as two 256-bit halves (Zen 4) — the double pumping the formula cannot see.
+- **AMX rate** (where the CPU has AMX-BF16 and Linux grants the tile state): ``tdpbf16ps``
+  on four independent accumulator tiles, its operands in tile registers — the tile unit's
+  throughput, which :func:`~.amx.amx_split_pays` weighs against the FMA rate (a virtual
+  machine's tile unit measured 2.95-3.15 TFLOP/s on one host, 1.1-1.2 on another).
 - **Bandwidths**: a sum over a buffer with 512-bit loads (eight independent loads per block,
   added in a tree: the additions never limit it), from a buffer sized for each level
   (:func:`buffer_sizes`): half of L1, half of L2, one that fits L3 but not L2, and 4x the L3
@@ -38,6 +42,7 @@ LANES = 16
 #: plausibility ranges of one core's figures; outside them a measurement is discarded
 FMA_RANGE = (1e9, 5e12)
 BANDWIDTH_RANGE = (1e8, 5e12)
+AMX_RANGE = (1e10, 1e14)
 MIB = 1 << 20
 
 
@@ -50,6 +55,8 @@ class ProbeResult:
     l3_bytes_per_second: float
     l2_bytes_per_second: float
     l1_bytes_per_second: float
+    #: bfloat16 operations/s of the AMX tile unit (None: no AMX, or not measured)
+    amx_bf16_flops_per_core: float | None = None
 
 
 def plausible_figures(result: ProbeResult) -> bool:
@@ -59,6 +66,8 @@ def plausible_figures(result: ProbeResult) -> bool:
               (result.l3_bytes_per_second, BANDWIDTH_RANGE),
               (result.l2_bytes_per_second, BANDWIDTH_RANGE),
               (result.l1_bytes_per_second, BANDWIDTH_RANGE))
+    if result.amx_bf16_flops_per_core is not None:
+        checks += ((result.amx_bf16_flops_per_core, AMX_RANGE),)
     return all(isinstance(value, float) and math.isfinite(value) and low <= value <= high
                for value, (low, high) in checks)
 
@@ -174,6 +183,76 @@ def measure_fma_flops(iterations: int = 20000, runs: int = 7) -> float:
     return iterations * CHAINS * UNROLL * LANES * 2 / seconds
 
 
+#: tile multiplies per loop iteration of the AMX probe: 4 accumulators x 4 (unrolled)
+AMX_MULTIPLIES = 16
+#: operations of one ``tdpbf16ps`` on 16 x 16 float32 accumulators and 32 k: 2 * 16 * 16 * 32
+AMX_TILE_FLOPS = 16384
+
+
+def _amx_ir() -> str:
+    """A loop of ``tdpbf16ps`` on 4 independent 16 x 16 accumulators (tmm0-3) from two A and
+    two B tiles loaded once (tmm4-7): the tile unit's throughput, its operands in registers."""
+    multiplies = "\n".join(
+        f"  call void @llvm.x86.tdpbf16ps(i8 {acc}, i8 {4 + acc // 2}, i8 {6 + acc % 2})"
+        for _ in range(AMX_MULTIPLIES // 4) for acc in range(4))
+    config = "\n".join(
+        f"  %colsb{t} = getelementptr i8, ptr %cfg, i64 {16 + 2 * t}\n"
+        f"  store i16 64, ptr %colsb{t}, align 2\n"
+        f"  %rows{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n"
+        f"  store i8 16, ptr %rows{t}, align 1" for t in range(8))
+    loads = "\n".join(
+        f"  %src{t} = getelementptr i8, ptr %data, i64 {1024 * t}\n"
+        f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %src{t}, i64 64)" for t in range(8))
+    return f"""
+declare void @llvm.x86.ldtilecfg(ptr)
+declare void @llvm.x86.tileloadd64(i8, ptr, i64)
+declare void @llvm.x86.tilestored64(i8, ptr, i64)
+declare void @llvm.x86.tdpbf16ps(i8, i8, i8)
+declare void @llvm.x86.tilerelease()
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+
+define void @amx_tiles(i64 %n, ptr %data) nounwind "target-features"="+amx-tile,+amx-bf16" {{
+entry:
+  %cfg = alloca [64 x i8], align 64
+  call void @llvm.memset.p0.i64(ptr align 64 %cfg, i8 0, i64 64, i1 false)
+  store i8 1, ptr %cfg, align 64
+{config}
+  call void @llvm.x86.ldtilecfg(ptr %cfg)
+{loads}
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i.next, %loop ]
+{multiplies}
+  %i.next = add i64 %i, 1
+  %more = icmp ult i64 %i.next, %n
+  br i1 %more, label %loop, label %done
+done:
+  call void @llvm.x86.tilestored64(i8 0, ptr %data, i64 64)
+  call void @llvm.x86.tilerelease()
+  ret void
+}}
+"""
+
+
+def measure_amx_bf16_flops(iterations: int = 4000, runs: int = 7) -> float | None:
+    """bfloat16 operations per second of one core's AMX tile unit (``tdpbf16ps``, operands in
+    tile registers: its peak), or ``None`` where the CPU has no AMX-BF16 or this process may not
+    use AMX tiles."""
+    from tilecraft_x86_avx512.amx import amx_permitted
+    from tilecraft_x86_avx512.build import jit_compile
+    from tilecraft_x86_avx512.host import read_cpuinfo
+
+    if not {"amx_tile", "amx_bf16"} <= read_cpuinfo()[1] or not amx_permitted():
+        return None
+    module = jit_compile(_amx_ir(), "the AMX-rate probe")
+    kernel = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(
+        module.address("amx_tiles"))
+    data = _aligned_buffer(8 * 1024)
+    data[:] = 0.0   # bfloat16 zeros, whatever the pairs: no denormal or nan slows a multiply
+    seconds = _best_seconds(lambda: kernel(iterations, data.ctypes.data), runs)
+    return iterations * AMX_MULTIPLIES * AMX_TILE_FLOPS / seconds
+
+
 def _aligned_buffer(nbytes: int) -> np.ndarray:
     raw = np.ones(nbytes // 4 + 16, dtype=np.float32)  # ones: every page touched
     skip = (-raw.ctypes.data % 64) // 4
@@ -223,12 +302,12 @@ def measure(cache_sizes: Sequence[tuple[str, int]]) -> ProbeResult:
     result = ProbeResult(
         fma_flops_per_core=measure_fma_flops(), dram_bytes_per_second=rates["DRAM"],
         l3_bytes_per_second=rates["L3"], l2_bytes_per_second=rates["L2"],
-        l1_bytes_per_second=rates["L1"])
+        l1_bytes_per_second=rates["L1"], amx_bf16_flops_per_core=measure_amx_bf16_flops())
     if not plausible_figures(result):
         raise TargetError(f"the x86 probe measured implausible figures ({result}); run "
                           "`tilecraft targets --probe` again on a quieter machine")
     return result
 
 
-__all__ = ["ProbeResult", "buffer_sizes", "measure", "measure_fma_flops",
-           "measure_read_bandwidth", "plausible_figures"]
+__all__ = ["ProbeResult", "buffer_sizes", "measure", "measure_amx_bf16_flops",
+           "measure_fma_flops", "measure_read_bandwidth", "plausible_figures"]

@@ -40,9 +40,10 @@ from tilecraft.target.spec import (
     TargetCapabilities,
     TargetSpec,
 )
+from tilecraft_x86_avx512.amx import amx_split_pays
 from tilecraft_x86_avx512.host import HostInfo, host_info
 from tilecraft_x86_avx512.intrinsics import declared_intrinsics
-from tilecraft_x86_avx512.microkernels import MICRO_KERNELS
+from tilecraft_x86_avx512.microkernels import AMX_SPLIT_F32, AMX_SPLIT_F32_ACC, MICRO_KERNELS
 
 TARGET_NAME = "x86_avx512"
 PLUGIN_VERSION = "0.1.0"
@@ -112,7 +113,19 @@ def figures_note(host: HostInfo) -> str:
         figures = f"figures {host.figures_source}"
     if host.fma_flops_per_core is not None:
         figures += f"; fp32 peak {host.fma_flops_per_core / 1e9:.0f} GFLOP/s per core"
+    if host.amx_bf16_flops_per_core is not None:
+        figures += (f"; AMX bf16 {host.amx_bf16_flops_per_core / 1e12:.2f} TFLOP/s per core, "
+                    "float32 products " + ("on AMX tiles" if _amx_split_pays(host)
+                                           else "on FMA (the split path would not pay)"))
     return f"caches from {host.caches_source}; {figures}"
+
+
+#: the micro-kernels of float32 products on AMX tiles (blocking/amx_split.py)
+AMX_SPLIT = frozenset({AMX_SPLIT_F32.name, AMX_SPLIT_F32_ACC.name})
+
+
+def _amx_split_pays(host: HostInfo) -> bool:
+    return amx_split_pays(host.amx_bf16_flops_per_core, host.fma_flops_per_core)
 
 
 #: channels-last convolutions (blocking/direct_nhwc.py: the activation's pixels are the rows
@@ -156,7 +169,9 @@ def build_spec(host: HostInfo | None = None) -> TargetSpec:
         fixed_decisions={"vector_lanes": VECTOR_BITS // 32, "layout": "row_major"},
         loop_kinds=LOOP_KINDS,
         intrinsics=declared_intrinsics(),
-        micro_kernels=tuple(MICRO_KERNELS.values()),
+        # float32 products on AMX tiles only where the measured tile unit makes them pay
+        micro_kernels=tuple(decl for decl in MICRO_KERNELS.values()
+                            if decl.name not in AMX_SPLIT or _amx_split_pays(host)),
         evaluation=EvaluationMode.MEASURE,
         capabilities=TargetCapabilities(executes_natively=True, emulates=True, compiles=True,
                                         models_performance=False),

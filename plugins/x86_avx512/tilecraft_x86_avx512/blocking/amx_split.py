@@ -35,11 +35,12 @@ each finished panel of the block (after the last slice), or per tile through the
 re-indexing such as BERT's split into heads; one slice only: :func:`takes_epilogue`).
 
 Where it applies (:func:`amx_split_applies`): the spec declares ``amx_split_f32`` (the CPU has
-AMX-TILE and AMX-BF16) and Linux grants this process the tile state (:mod:`..amx`), the
+AMX-TILE and AMX-BF16, and the probe's tile rate makes the path pay, :func:`..amx.amx_split_pays`)
+and Linux grants this process the tile state (:mod:`..amx`), the
 contraction is float32 with a constant B shared by the batch and A a row-major matrix (a
 strided gather would make its split slow), C has at least 32 rows and :data:`MIN_COLUMNS`
 columns, K is at least :data:`MIN_K`, and ``TILECRAFT_X86_AMX`` is not ``0`` (the switch back
-to the AVX-512 micro-kernels).
+to the AVX-512 micro-kernels; ``1`` declares the path whatever the measured rates).
 
 A value of magnitude above 3.39e38 (within 2^-9 of float32's largest) rounds to infinity as its
 first part, so such operands give inf or nan where the float32 sum is finite; an inf in an
@@ -87,7 +88,7 @@ from tilecraft.lower.options import LoweringOptions
 from tilecraft.passes.contraction import Contraction
 from tilecraft.te.expr import Expr, UnaryOp, Var, const, select, unary
 from tilecraft.te.functions import all_of, eq, minimum
-from tilecraft_x86_avx512.amx import amx_permitted
+from tilecraft_x86_avx512.amx import SWITCH, amx_permitted
 from tilecraft_x86_avx512.blocking.building import (
     ceil_div,
     contraction_kernel,
@@ -109,8 +110,6 @@ TILE = 32
 K_STEP = 32
 #: parts of each operand
 PARTS = 3
-#: the environment variable that turns the path off (``0``)
-SWITCH = "TILECRAFT_X86_AMX"
 #: the fewest columns of C and k where the path pays: splitting A costs ``O(M K)`` against the
 #: products' ``O(M K N)``, and each call sets up its tiles. ResNet-50's 1x1 convolutions
 #: channels-last (1 thread, each against the AVX-512 path): N = 64-256 0.43-0.97x, K = 256
