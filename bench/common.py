@@ -32,23 +32,32 @@ def median_seconds(fn: Callable[[], Any], repeat: int = 15, warmup: int = 2,
 
 #: pause before each runner's round (see :func:`alternated`)
 SETTLE_SECONDS = 0.05
+#: about how long a round of one runner's calls takes (at least 3 calls)
+ROUND_SECONDS = 0.1
 
 
-def alternated(runs: list[tuple[str, Callable[[], Any]]], rounds: int) -> dict[str, float]:
-    """Median seconds of each runner, timed in ``rounds`` alternated rounds of 3 calls after
-    a pause of :data:`SETTLE_SECONDS` and an untimed call: the runner before may leave its
-    worker threads spinning a while after its call returns (each onnxruntime session's do by
-    default), which at 2 threads on 2 cores halved the next runner's calls."""
-    for _, run in runs:
+def alternated(runs: list[tuple[str, Callable[[], Any]]], rounds: int,
+               round_seconds: float = ROUND_SECONDS) -> dict[str, float]:
+    """Median seconds of each runner, timed in ``rounds`` alternated rounds after a pause of
+    :data:`SETTLE_SECONDS` and an untimed call: the runner before may leave its worker threads
+    spinning a while after its call returns (each onnxruntime session's do by default), which
+    at 2 threads on 2 cores halved the next runner's calls. A round is the median of at least
+    3 calls, more for a short call (as many as take about ``round_seconds``), so a few-ms
+    network is not judged on a handful of calls."""
+    calls: dict[str, int] = {}
+    for label, run in runs:
         run()
+        start = time.perf_counter()
         run()
+        calls[label] = max(3, min(100, int(round_seconds / max(time.perf_counter() - start,
+                                                               1e-6))))
     times: dict[str, list[float]] = {label: [] for label, _ in runs}
     for _ in range(rounds):
         for label, run in runs:
             time.sleep(SETTLE_SECONDS)
             run()
             round_times = []
-            for _ in range(3):
+            for _ in range(calls[label]):
                 start = time.perf_counter()
                 run()
                 round_times.append(time.perf_counter() - start)
