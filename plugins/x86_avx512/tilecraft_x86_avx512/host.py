@@ -280,6 +280,8 @@ def figures_report(host: HostInfo) -> dict[str, str]:
     >>> report = figures_report(host)
     >>> report["fp32 FMA peak per core"], report["L3 read per core"], report["DRAM read per core"]
     ('120.0 GFLOP/s', '80.0 GB/s', 'not measured')
+    >>> "AMX bf16 peak per core" in report   # only where the CPU has a tile unit
+    False
     """
     def rate(value: float | None, unit: str) -> str:
         return "not measured" if value is None else f"{value / 1e9:.1f} {unit}"
@@ -287,6 +289,8 @@ def figures_report(host: HostInfo) -> dict[str, str]:
     report = {"CPU": host.model_name,
               "clock": f"{host.frequency_hz / 1e9:.2f} GHz ({host.frequency_source})",
               "fp32 FMA peak per core": rate(host.fma_flops_per_core, "GFLOP/s")}
+    if host.amx_bf16_flops_per_core is not None:
+        report["AMX bf16 peak per core"] = rate(host.amx_bf16_flops_per_core, "GFLOP/s")
     for name, value in (("L1", host.l1_bytes_per_second), ("L2", host.l2_bytes_per_second),
                         ("L3", host.l3_bytes_per_second), ("DRAM", host.dram_bytes_per_second)):
         report[f"{name} read per core"] = rate(value, "GB/s")
