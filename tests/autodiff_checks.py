@@ -8,12 +8,12 @@ accurate to ~1e-9 and a wrong gradient cannot hide behind float32 rounding.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 import tilecraft as tc
-from tilecraft import dtypes
+from tilecraft import dtypes, te
 from tilecraft.autodiff import grad
 from tilecraft.dtypes import DType
 from tilecraft.graph import Graph
@@ -88,3 +88,19 @@ def check_finite_differences(output: Tensor, wrt: Sequence[Tensor],
             assert abs(numeric - analytic) <= rtol * scale, (
                 f"d{output.name}/d{tensor.name}: finite differences {numeric!r}, "
                 f"gradient {analytic!r}")
+
+
+def check_unary_derivative(function: Callable[[te.Expr], te.Expr],
+                           numpy_f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> None:
+    """The derivative autodiff gives ``y = function(X)`` at the points ``x`` (float32, the
+    reference interpreter) against central differences of ``numpy_f`` (float64)."""
+    from tilecraft.reference import run
+
+    X = te.placeholder((x.size,), "float32", name="X")
+    y = te.compute(X.shape, lambda i: function(X[i]), name="Y")
+    (dx,) = grad(y, [X])
+    got = run(Graph.from_outputs([dx]), {"X": x.astype(np.float32),
+                                         "grad_Y": np.ones(x.size, np.float32)})
+    step = 1e-6 * np.maximum(1.0, np.abs(x))
+    numeric = (numpy_f(x + step) - numpy_f(x - step)) / (2 * step)
+    np.testing.assert_allclose(got, numeric, rtol=1e-4, atol=1e-5)

@@ -18,7 +18,6 @@ import pytest
 
 import tilecraft as tc
 from tilecraft import te
-from tilecraft.autodiff import grad
 from tilecraft.codegen.c_dialect import CDialect
 from tilecraft.codegen.c_expressions import CExprPrinter, Names
 from tilecraft.graph import Graph
@@ -30,6 +29,7 @@ from tilecraft.target.semantics import Loop, Operand, build_program
 from tilecraft.te.expr import INVERSE_HYPERBOLIC_UNARY
 
 sys.path.insert(0, str(Path(__file__).parent))
+from autodiff_checks import check_unary_derivative  # noqa: E402
 from onnx_unary import unary_model  # noqa: E402
 
 NumpyFunction = Callable[[np.ndarray], np.ndarray]
@@ -232,15 +232,7 @@ GRADIENT_POINTS = {
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_derivatives_match_finite_differences(name):
     function, numpy_f = FUNCTIONS[name]
-    x = GRADIENT_POINTS[name]
-    X = te.placeholder((x.size,), "float32", name="X")
-    y = te.compute(X.shape, lambda i: function(X[i]), name="Y")
-    (dx,) = grad(y, [X])
-    got = run(Graph.from_outputs([dx]), {"X": x.astype(np.float32),
-                                         "grad_Y": np.ones(x.size, np.float32)})
-    step = 1e-6 * np.maximum(1.0, np.abs(x))
-    numeric = (numpy_f(x + step) - numpy_f(x - step)) / (2 * step)
-    np.testing.assert_allclose(got, numeric, rtol=1e-4, atol=1e-5)
+    check_unary_derivative(function, numpy_f, GRADIENT_POINTS[name])
 
 
 #: ONNX op -> (numpy function, inputs inside its domain)
