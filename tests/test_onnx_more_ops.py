@@ -252,6 +252,27 @@ def test_attention_gqa_cache_mask_and_all_outputs():
     _check(model, feeds, rtol=1e-5, atol=1e-6, want=want)
 
 
+@pytest.mark.parametrize("layout", ["4d", "3d"])
+def test_plain_attention_reaches_the_fused_attention_chain(layout):
+    """Attention without mask, cache or softcap (prime sequence lengths, 2 heads of 64): its
+    scores are the plain product Q K^T then the scale, which the x86 target fuses with the
+    softmax and the product with V into one chain kernel; against onnx's evaluator."""
+    if not X86:
+        pytest.skip("the x86 target does not execute here")
+    shapes = {"4d": ((1, 2, 131, 64), (1, 2, 127, 64), (1, 2, 127, 64)),
+              "3d": ((1, 131, 128), (1, 127, 128), (1, 127, 128))}[layout]
+    q, k, v = (RNG.standard_normal(shape).astype(np.float32) for shape in shapes)
+    heads = {} if layout == "4d" else {"q_num_heads": 2, "kv_num_heads": 2}
+    model = _model(helper.make_node("Attention", ["q", "k", "v"], ["y"], **heads),
+                   [_value("q", q.shape), _value("k", k.shape), _value("v", v.shape)],
+                   [_value("y", None)], opset=23)
+    feeds = {"q": q, "k": k, "v": v}
+    _check(model, feeds, rtol=1e-5, atol=1e-6)
+    exe = tc.compile(tc.from_onnx(model), target="x86_avx512")
+    schedules = [kernel.attrs.get("schedule", "") for kernel in exe.kernels]
+    assert any(schedule.startswith("fused chain") for schedule in schedules), schedules
+
+
 def test_attention_3d_softcap_window_and_unpadded_lengths():
     """3-d Attention (heads in the hidden axis), softcap, a sliding window and
     nonpad_kv_seqlen, one query row with no key to attend (zero, not NaN)."""

@@ -3,8 +3,9 @@ hidden axis) or 4-d inputs, with grouped-query heads, a past key / value cache a
 outputs, boolean or additive masks (shorter than the keys: padded), causal masking aligned to
 the cache, ``nonpad_kv_seqlen``, sliding windows, softcap and the ``qk_matmul_output`` modes.
 
-Built from te computes, following the operator's definition step for step: scores
-``(Q sqrt(s)) (K sqrt(s))^T``, softcap, plus the mask's additive bias, a softmax whose rows
+Built from te computes, following the operator's definition step for step: scores ``s Q
+K^T`` (the operator writes ``(Q sqrt(s)) (K sqrt(s))^T``: the same up to rounding, and a plain
+product the templates recognise), softcap, plus the mask's additive bias, a softmax whose rows
 with no key to attend (their bias all ``-inf``) are zero, then the product with V.
 
 >>> # Attention(Q[2, 4, 9, 8], K[2, 2, 9, 8], V[2, 2, 9, 8], is_causal=1): query heads 2h and
@@ -89,8 +90,7 @@ def convert_attention(ctx: NodeContext) -> list[Value]:
     kv_len, v_size = keys.shape[2], values.shape[3]
     group = q_heads // kv_heads
     scale = ctx.attr("scale")
-    root = float(np.float32(math.sqrt(1.0 / math.sqrt(q_size) if scale is None
-                                      else float(scale))))
+    factor = float(np.float32(1.0 / math.sqrt(q_size) if scale is None else float(scale)))
     softcap = float(ctx.attr("softcap", 0.0) or 0.0)
     name = ctx.state.unique(f"{outputs[0]}_attention")
     bias = _bias(ctx, batch, q_heads, q_len, kv_len, past_key is not None)
@@ -99,11 +99,16 @@ def convert_attention(ctx: NodeContext) -> list[Value]:
 
     def dot(b: te.Expr, h: te.Expr, i: te.Expr, j: te.Expr) -> te.Expr:
         key = keys.full(b, h // group if group > 1 else h, j, reduce_d)
-        return te.sum((compute_float(query(b, h, i, reduce_d)) * root)
-                      * (compute_float(key) * root), axis=[reduce_d])
+        return te.sum(compute_float(query(b, h, i, reduce_d)) * compute_float(key),
+                      axis=[reduce_d])
 
-    scores = named_compute((batch, q_heads, q_len, kv_len), axis_names(4), dot,
-                           f"{name}_scores")
+    # the plain product Q K^T, then the scale: a contraction the targets' templates (and the
+    # x86 fused attention chain) recognise; the operator scales Q and K by sqrt(s) each,
+    # which differs from this only in rounding
+    product_qk = named_compute((batch, q_heads, q_len, kv_len), axis_names(4), dot,
+                               f"{name}_qk")
+    scores = named_compute(product_qk.shape, axis_names(4),
+                           lambda *idx: product_qk[idx] * factor, f"{name}_scores")
     if softcap > 0:
         raw = scores
         scores = named_compute(raw.shape, axis_names(4), lambda *idx: softcap * te.tanh(
@@ -124,9 +129,11 @@ def convert_attention(ctx: NodeContext) -> list[Value]:
     mixed = ctx.state.unique(f"{outputs[0]}_float32") if half else y_name
     if q_in.ndim == 4:
         y = named_compute((batch, q_heads, q_len, v_size), axis_names(4), product, mixed)
-    else:  # back to [batch, sequence, heads * head size]
+    else:  # the product per head (a contraction), then back to [batch, sequence, heads * size]
+        heads_y = named_compute((batch, q_heads, q_len, v_size), axis_names(4), product,
+                                f"{name}_heads")
         y = named_compute((batch, q_len, q_heads * v_size), axis_names(3),
-                          lambda b, i, c: product(b, c // v_size, i, c % v_size), mixed)
+                          lambda b, i, c: heads_y[b, c // v_size, i, c % v_size], mixed)
     if half:
         wide = y
         y = named_compute(wide.shape, axis_names(wide.ndim),
