@@ -23,7 +23,7 @@ SUPPORTED = [
     "scatter_elements", "scatternd", "floor", "ceil", "round",
     "quantizelinear", "dequantizelinear", "dynamicquantizelinear",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-    "asinh", "acosh", "atanh",
+    "asinh", "acosh", "atanh", "reduce_prod",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
@@ -68,7 +68,6 @@ EXCLUDE = [
     r"test_dropout_default_mask",  # Dropout's bool mask output
     r"test_pow_types_int",  # integer Pow
     r"test_mod_.*float",  # floating-point fmod (te has no truncation)
-    r"test_scatter(_elements_with_reduction_mul|nd_multiply)",  # te has no product reduction
     r"test_split_to_sequence",
     r"test_identity_(opt|sequence)",  # other operators / optional and sequence types
 ]

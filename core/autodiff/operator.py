@@ -3,15 +3,18 @@
 For each distinct read ``In[f(x, r)]`` of the tensor in the body ``F``, the contribution to
 ``dIn[z]`` is the sum, over every loop point ``(x, r)`` with ``f(x, r) == z``, of
 ``dOut[x] * dF/dIn[f(x, r)]`` — for a ``max``/``min`` reduction only at the points where the
-body equals the result. The points come from :func:`~tilecraft.autodiff.solve.solve`: the
-loop variables become linear forms over ``z`` and new reduce axes, the ranges conditions of
-a select. Reads whose contributions differ are separate computes, added together. Where the
-rest of the derivative is a product of loads (contractions: matmul, conv), the output gradient
-is read from a copy padded with zeros instead of testing each point, so that a convolution's
-data gradient is a contraction like its forward, which targets map to their micro-kernels; a
-strided read takes the scatter form instead (:func:`_scatter_gradient`: a contraction over
-the variables the read does not use, then a gather of the taps that reach each element), as
-a zero-dilated copy would multiply ``stride**d`` times as many zeros.
+body equals the result; for a ``prod`` reduction times the product of the body at the other
+points (:func:`product_of_others`: a second reduction that skips the point itself, exact where
+factors are zero, unlike dividing the result by the factor). The points come from
+:func:`~tilecraft.autodiff.solve.solve`: the loop variables become linear forms over ``z`` and
+new reduce axes, the ranges conditions of a select. Reads whose contributions differ are
+separate computes, added together. Where the rest of the derivative is a product of loads
+(contractions: matmul, conv), the output gradient is read from a copy padded with zeros instead
+of testing each point, so that a convolution's data gradient is a contraction like its forward,
+which targets map to their micro-kernels; a strided read takes the scatter form instead
+(:func:`_scatter_gradient`: a contraction over the variables the read does not use, then a
+gather of the taps that reach each element), as a zero-dilated copy would multiply
+``stride**d`` times as many zeros.
 
 This is the building block of a graph-level backward: it takes the output's gradient as a
 tensor and returns the input's gradient as a tensor, reading the forward tensors it needs.
@@ -34,6 +37,7 @@ from tilecraft.autodiff.indices import Clamp, IndexSystem
 from tilecraft.autodiff.linexpr import LinExpr
 from tilecraft.autodiff.solve import Solution, solve
 from tilecraft.errors import AutodiffError
+from tilecraft.ops.building import named_compute
 from tilecraft.te.bounds import (
     Affine,
     facts_from_condition,
@@ -97,10 +101,15 @@ def compute_gradient(out: Tensor, grad_out: Tensor, wrt: Tensor,
     name = name or f"d{wrt.name}"
     body = out.op.body  # type: ignore[union-attr]
     inner = body.body if isinstance(body, Reduce) else body
-    if isinstance(body, Reduce) and body.op is not ReduceOp.SUM:
+    others: Expr | None = None
+    if isinstance(body, Reduce) and body.op is ReduceOp.PROD:
+        # d/dx_i prod_j x_j = prod_{j != i} x_j
+        others = Load(product_of_others(out, body), tuple(out.axes) + body.axes)
+        inner_grad_scale: Expr | None = None
+    elif isinstance(body, Reduce) and body.op is not ReduceOp.SUM:
         # the reduction's derivative: 1 where the body reached the result (on ties every
         # maximal element gets the gradient; PyTorch picks one)
-        inner_grad_scale: Expr | None = Compare(CompareOp.EQ, inner, Load(out, out.axes))
+        inner_grad_scale = Compare(CompareOp.EQ, inner, Load(out, out.axes))
     else:
         inner_grad_scale = None
     reads = []
@@ -113,15 +122,45 @@ def compute_gradient(out: Tensor, grad_out: Tensor, wrt: Tensor,
     pieces = []
     for index, (load, partial) in enumerate(reads):
         value: Expr = Binary(BinaryOp.MUL, Load(grad_out, out.axes), partial)
+        if others is not None:
+            value = Binary(BinaryOp.MUL, value, others)
         if inner_grad_scale is not None:
             value = Select(inner_grad_scale, value, Const(0.0, value.dtype))
         piece_name = name if len(reads) == 1 else f"{name}_read{index}"
-        paddable = inner_grad_scale is None and _finite_product(partial)
+        paddable = inner_grad_scale is None and others is None and _finite_product(partial)
         scattered = _scatter_gradient(out, load, value, wrt, grad_out, piece_name) \
             if paddable else None
         pieces.append(scattered if scattered is not None else _read_gradient(
             out, load, value, wrt, piece_name, grad_out if paddable else None))
     return add_all(pieces, name)
+
+
+def product_of_others(out: Tensor, body: Reduce) -> Tensor:
+    """``others[x, r] = prod over r' != r of body(x, r')`` for the product reduction ``body`` of
+    ``out``: one element per loop point, the factor each point's derivative is scaled by (1
+    where the reduction has a single point).
+
+    >>> from tilecraft import te
+    >>> X = te.placeholder((2, 3), name="X")
+    >>> r = te.reduce_axis(3, name="r")
+    >>> P = te.compute((2,), lambda i: te.prod(X[i, r], axis=r), name="P")
+    >>> print(product_of_others(P, P.op.body).statement())
+    P_others[i, r] = prod(select((r_other == r), 1.0, X[i, r_other]), axis=[r_other])
+    """
+    spatial = tuple(out.axes)
+
+    def others(*point: IterVar) -> Expr:
+        at, skipped = point[:len(spatial)], point[len(spatial):]
+        fresh = tuple(IterVar(f"{axis.name}_other", axis.extent, AxisKind.REDUCE)
+                      for axis in body.axes)
+        mapping: dict[IterVar, Expr] = {**dict(zip(spatial, at)), **dict(zip(body.axes, fresh))}
+        itself = all_of(*(Compare(CompareOp.EQ, f, s) for f, s in zip(fresh, skipped)))
+        factor = Select(itself, const(1.0, body.dtype), substitute(body.body, mapping))
+        return Reduce(ReduceOp.PROD, factor, fresh)
+
+    shape = tuple(out.shape) + tuple(axis.extent for axis in body.axes)
+    names = [axis.name for axis in spatial] + [axis.name for axis in body.axes]
+    return named_compute(shape, names, others, f"{out.name}_others")
 
 
 def add_all(tensors: Sequence[Tensor], name: str) -> Tensor:

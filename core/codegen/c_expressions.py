@@ -150,9 +150,13 @@ def combine(op: ReduceOp, old: str, value: str, dialect: CDialect | None = None,
 
     >>> combine(ReduceOp.SUM, "acc", "x"), combine(ReduceOp.MAX, "acc", "x")
     ('(acc + x)', 'tc_max(acc, x)')
+    >>> combine(ReduceOp.PROD, "acc", "x")
+    '(acc * x)'
     """
     if op is ReduceOp.SUM:
         return f"({old} + {value})"
+    if op is ReduceOp.PROD:
+        return f"({old} * {value})"
     return f"{(dialect or CDialect()).helper(op.value, dtype)}({old}, {value})"
 
 

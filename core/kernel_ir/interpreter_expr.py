@@ -182,6 +182,8 @@ def combine_fn(op: ReduceOp, dtype: DType, vector: bool = False) -> Callable[[An
     """How an accumulating store combines the old value with the new one."""
     if op is ReduceOp.SUM:
         return operator.add
+    if op is ReduceOp.PROD:
+        return np.multiply if vector else operator.mul
     return _binary_fn(BinaryOp.MAX if op is ReduceOp.MAX else BinaryOp.MIN, dtype, vector)
 
 
@@ -413,7 +415,7 @@ class ExprCompiler:
     def _lane_reduce(self, expr: LaneReduce, vector: bool) -> ExprFn:
         x = self.compile(expr.x, vector)
         reduce = {ReduceOp.SUM: np.add.reduce, ReduceOp.MAX: np.maximum.reduce,
-                  ReduceOp.MIN: np.minimum.reduce}[expr.op]
+                  ReduceOp.MIN: np.minimum.reduce, ReduceOp.PROD: np.multiply.reduce}[expr.op]
         dtype = expr.dtype.compute_numpy
         return lambda env: dtype.type(reduce(np.asarray(x(env), dtype=dtype), axis=-1))
 

@@ -123,9 +123,10 @@ def _compile_reduction(exprs: ExprCompiler, store: Store, slot: int) -> VectorLo
             for item in values:
                 total = np.float32(storage(combine(total, item)))
             array[where] = total
-        elif op is ReduceOp.SUM:
+        elif op in (ReduceOp.SUM, ReduceOp.PROD):  # in loop order, as the scalar loop rounds
             chain = np.concatenate((np.asarray([array[where]], dtype=compute), values))
-            array[where] = np.add.accumulate(chain, dtype=compute)[-1]
+            ufunc = np.add if op is ReduceOp.SUM else np.multiply
+            array[where] = ufunc.accumulate(chain, dtype=compute)[-1]
         else:
             array[where] = combine(array[where], combine.reduce(values))
         return True

@@ -1,4 +1,4 @@
-"""ONNX reductions: ReduceMean / Sum / Max / Min, the norms and logs (ReduceL1, ReduceL2,
+"""ONNX reductions: ReduceMean / Sum / Prod / Max / Min, the norms and logs (ReduceL1, ReduceL2,
 ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), and the arg reductions (ArgMax, ArgMin,
 Hardmax), through :func:`tilecraft.ops.reduction.reduce_compute`.
 
@@ -25,7 +25,7 @@ from tilecraft.te.expr import ReduceOp
 from tilecraft.te.tensor import Tensor
 
 _REDUCE = {"ReduceMean": ops.mean, "ReduceSum": ops.reduce_sum, "ReduceMax": ops.reduce_max,
-           "ReduceMin": ops.reduce_min}
+           "ReduceMin": ops.reduce_min, "ReduceProd": ops.reduce_prod}
 
 #: reductions that are a sum of a function of each element, then a function of the sum:
 #: (element, result, float inputs only)
@@ -60,7 +60,7 @@ def convert_reduce(ctx: NodeContext) -> list[Value]:
         return [ops.reshape(x, x.shape, name=ctx.out())]
     if ctx.op_type == "ReduceMean" and not x.dtype.is_float:
         raise ctx.unsupported("ReduceMean of an integer tensor")
-    kwargs = {"out_dtype": x.dtype} if ctx.op_type == "ReduceSum" else {}
+    kwargs = {"out_dtype": x.dtype} if ctx.op_type in ("ReduceSum", "ReduceProd") else {}
     return [_REDUCE[ctx.op_type](x, axes=axes, keepdims=_keepdims(ctx), name=ctx.out(),
                                  **kwargs)]
 

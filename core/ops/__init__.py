@@ -40,7 +40,14 @@ from tilecraft.ops.layout import concat, depth_to_space, pad, reshape, space_to_
 from tilecraft.ops.linalg import batch_matmul, bilinear, dense, gemv, grouped_dense, matmul
 from tilecraft.ops.normalization import batch_norm, layer_norm
 from tilecraft.ops.pooling import avg_pool2d, global_avg_pool2d, max_pool2d
-from tilecraft.ops.reduction import mean, reduce_max, reduce_min, reduce_sum, variance
+from tilecraft.ops.reduction import (
+    mean,
+    reduce_max,
+    reduce_min,
+    reduce_prod,
+    reduce_sum,
+    variance,
+)
 from tilecraft.ops.softmax import log_softmax, softmax
 
 __all__ = [
@@ -50,7 +57,8 @@ __all__ = [
     "conv_transpose3d", "dense", "depth_to_space", "depthwise_conv2d", "div", "einsum",
     "gelu", "gemv",
     "global_avg_pool2d", "layer_norm", "leaky_relu", "log_softmax", "matmul", "max_pool2d",
-    "maximum", "mean", "minimum", "mul", "pad", "reduce_max", "reduce_min", "reduce_sum",
+    "maximum", "mean", "minimum", "mul", "pad", "reduce_max", "reduce_min", "reduce_prod",
+    "reduce_sum",
     "relu", "reshape", "scale", "sigmoid", "softmax", "space_to_depth", "sub", "tanh",
     "transpose", "variance", "catalog",
 ]

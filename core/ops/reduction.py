@@ -1,4 +1,4 @@
-"""Reductions over axes: sum, max, min, mean, variance (population).
+"""Reductions over axes: sum, product, max, min, mean, variance (population).
 
 A reduction is only allowed as the whole body of a compute, so ``mean`` is a sum compute
 followed by a division compute, and ``variance`` is sum, mean, sum of squared deviations and
@@ -35,7 +35,8 @@ from tilecraft.te.tensor import Tensor
 
 Axes = int | Sequence[int] | None
 
-_REDUCERS = {ReduceOp.SUM: te.sum, ReduceOp.MAX: te.max, ReduceOp.MIN: te.min}
+_REDUCERS = {ReduceOp.SUM: te.sum, ReduceOp.MAX: te.max, ReduceOp.MIN: te.min,
+             ReduceOp.PROD: te.prod}
 
 
 def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
@@ -83,6 +84,21 @@ def reduce_sum(x: Tensor, axes: Axes = None, keepdims: bool = False,
     dims = normalize_axes(axes, x.ndim, "reduce_sum")
     return reduce_compute(x, dims, keepdims, ReduceOp.SUM, _default_sum_dtype(x, out_dtype),
                           output_name(name, "reduce_sum"))
+
+
+def reduce_prod(x: Tensor, axes: Axes = None, keepdims: bool = False,
+                out_dtype: DType | str | None = None, name: str | None = None) -> Tensor:
+    """Product over ``axes`` (all when None; 1 over an empty range). Integers multiply in
+    int32 (wrapping) unless ``out_dtype``.
+
+    >>> x = te.placeholder((4, 6), name="x")
+    >>> print(reduce_prod(x, axes=1, name="p").op.body)
+    prod(x[i0, r1], axis=[r1])
+    """
+    check_tensor(x, "reduce_prod", "x")
+    dims = normalize_axes(axes, x.ndim, "reduce_prod")
+    return reduce_compute(x, dims, keepdims, ReduceOp.PROD, _default_sum_dtype(x, out_dtype),
+                          output_name(name, "reduce_prod"))
 
 
 def reduce_max(x: Tensor, axes: Axes = None, keepdims: bool = False,

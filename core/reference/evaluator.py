@@ -82,8 +82,10 @@ _COMPARE = {
     CompareOp.LT: np.less, CompareOp.LE: np.less_equal, CompareOp.GT: np.greater,
     CompareOp.GE: np.greater_equal, CompareOp.EQ: np.equal, CompareOp.NE: np.not_equal,
 }
-_REDUCE = {ReduceOp.SUM: np.sum, ReduceOp.MAX: np.max, ReduceOp.MIN: np.min}
-_COMBINE = {ReduceOp.SUM: np.add, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum}
+_REDUCE = {ReduceOp.SUM: np.sum, ReduceOp.MAX: np.max, ReduceOp.MIN: np.min,
+           ReduceOp.PROD: np.prod}
+_COMBINE = {ReduceOp.SUM: np.add, ReduceOp.MAX: np.maximum, ReduceOp.MIN: np.minimum,
+            ReduceOp.PROD: np.multiply}
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -240,10 +242,11 @@ class _ComputeEvaluation:
             value = scope.value(body.body)
             value = value.reshape((1,) * (scope.ndim - value.ndim) + value.shape)
             reduce_positions = tuple(range(n_spatial, scope.ndim))
-            if body.op is ReduceOp.SUM:
+            if body.op in (ReduceOp.SUM, ReduceOp.PROD):
+                # a body constant along a reduce axis still counts once per point of it
                 full = tuple(value.shape[:n_spatial]) + scope.shape[n_spatial:]
                 value = np.broadcast_to(value, full)
-                result = np.sum(value, axis=reduce_positions, dtype=compute_dtype)
+                result = _REDUCE[body.op](value, axis=reduce_positions, dtype=compute_dtype)
             else:
                 result = _REDUCE[body.op](value, axis=reduce_positions)
         return np.asarray(result, dtype=compute_dtype)

@@ -5,8 +5,8 @@ The notation is one Python-syntax statement over the intrinsic's operands and lo
 
 - ``Dst[i1, i2] = expr`` writes ``expr`` at every point of the spatial loops;
 - ``Dst[i1, i2] += expr`` accumulates: ``Dst_out = Dst_in + sum(expr over the reduce loops)``;
-- ``Dst[i] = sum(expr)`` / ``max(expr)`` / ``min(expr)`` reduces over the reduce loops without
-  reading ``Dst``;
+- ``Dst[i] = sum(expr)`` / ``prod(expr)`` / ``max(expr)`` / ``min(expr)`` reduces over the
+  reduce loops without reading ``Dst``;
 - ``expr`` uses ``+ - * / // %``, comparisons (``0 <= i < 4`` chains), ``& | ~`` on conditions,
   and the functions ``cast(dtype, x)``, ``exp log sqrt tanh erf sigmoid abs``, ``max(a, b)``,
   ``min(a, b)``, ``select(cond, a, b)`` — one way to write each thing, as in te.
@@ -60,7 +60,8 @@ _UNARY_FUNCTIONS = {"exp": UnaryOp.EXP, "log": UnaryOp.LOG, "sqrt": UnaryOp.SQRT
                     "abs": UnaryOp.ABS, "floor": UnaryOp.FLOOR, "ceil": UnaryOp.CEIL,
                     "round": UnaryOp.ROUND,
                     **{op.value: op for op in TRIGONOMETRIC_UNARY | INVERSE_HYPERBOLIC_UNARY}}
-_REDUCTIONS: dict[str, Callable[..., Expr]] = {"sum": tef.sum, "max": tef.max, "min": tef.min}
+_REDUCTIONS: dict[str, Callable[..., Expr]] = {"sum": tef.sum, "max": tef.max, "min": tef.min,
+                                               "prod": tef.prod}
 _BINARY_OPS = {ast.Add: BinaryOp.ADD, ast.Sub: BinaryOp.SUB, ast.Mult: BinaryOp.MUL,
                ast.Div: BinaryOp.DIV, ast.FloorDiv: BinaryOp.FLOORDIV, ast.Mod: BinaryOp.MOD}
 _COMPARE_OPS = {ast.Lt: CompareOp.LT, ast.LtE: CompareOp.LE, ast.Gt: CompareOp.GT,
@@ -388,7 +389,7 @@ def build_program(text: str, loops: Sequence[Loop],
         raise SemanticsError(f"{text!r} declares reduce loops "
                              f"({', '.join(loop.name for loop in reduce_loops)}) but does not "
                              "reduce; write 'Dst[...] += ...' (a sum onto Dst) or "
-                             "'Dst[...] = sum(...)' / max(...) / min(...)")
+                             "'Dst[...] = sum(...)' / prod(...) / max(...) / min(...)")
     if statement.reduction is not None and not reduce_loops:
         raise SemanticsError(f"{text!r} reduces with {statement.reduction}(...) but no loop "
                              "is declared with kind reduce")

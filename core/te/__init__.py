@@ -55,6 +55,7 @@ from tilecraft.te.functions import (
     minimum,
     ne,
     neg,
+    prod,
     round_even,
     sigmoid,
     sin,
@@ -81,7 +82,7 @@ __all__ = [
     "Expr", "IterVar", "Load", "Logical", "LogicalOp", "Not", "PlaceholderOp", "Reduce",
     "ReduceOp", "Select", "Tensor", "Unary", "UnaryOp", "Var", "abs", "all_of", "as_expr",
     "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",
-    "ne", "neg", "placeholder", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
+    "ne", "neg", "placeholder", "prod", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
     "ceil", "floor", "round_even", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
     "asinh", "acosh", "atanh",
 ]

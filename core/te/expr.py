@@ -107,6 +107,7 @@ class ReduceOp(str, enum.Enum):
     SUM = "sum"
     MAX = "max"
     MIN = "min"
+    PROD = "prod"
 
 
 class AxisKind(str, enum.Enum):
@@ -359,6 +360,8 @@ class Reduce(Expr):
         """The value a reduction over nothing yields."""
         if self.op is ReduceOp.SUM:
             return 0.0 if self.dtype.is_float else 0
+        if self.op is ReduceOp.PROD:
+            return 1.0 if self.dtype.is_float else 1
         if self.dtype.is_float:
             return -math.inf if self.op is ReduceOp.MAX else math.inf
         lo, hi = int_range(self.dtype)

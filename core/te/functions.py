@@ -55,6 +55,18 @@ def sum(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Expr:  # noqa: A00
     return _reduce(ReduceOp.SUM, expr, axis)
 
 
+def prod(expr: ExprLike, axis: IterVar | Sequence[IterVar]) -> Expr:
+    """Product of ``expr`` over the reduce axes ``axis`` (1 over an empty range).
+
+    >>> from tilecraft import te
+    >>> A = te.placeholder((4, 8), name="A")
+    >>> r = te.reduce_axis(8, name="r")
+    >>> print(te.compute((4,), lambda i: te.prod(A[i, r], axis=r), name="P").statement())
+    P[i] = prod(A[i, r], axis=[r])
+    """
+    return _reduce(ReduceOp.PROD, expr, axis)
+
+
 def max(a: ExprLike, b: ExprLike | None = None, *,  # noqa: A001
         axis: IterVar | Sequence[IterVar] | None = None) -> Expr:
     """``max(a, axis=r)`` reduces; ``max(a, b)`` is the elementwise maximum."""

@@ -89,12 +89,14 @@ def lane_reductions(run):
         params += [x, s]
         i = Var("i")
         stmts.append(vloop(i, n, store(s, (0,), load(x, i), op)))
-        if dtype == "float32":  # all negative: a wrong identity of max (0) would show
+        if dtype == "float32" and op is ReduceOp.PROD:  # near -1: the product stays finite
+            data[x.name] = -rng.uniform(0.995, 1.005, n).astype(np.float32)
+        elif dtype == "float32":  # all negative: a wrong identity of max (0) would show
             data[x.name] = -rng.random(n).astype(np.float32) - 0.5
         else:
             info = np.iinfo(dtype)
             data[x.name] = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
-        start = {ReduceOp.SUM: 3, ReduceOp.MAX: -1000, ReduceOp.MIN: 1000}[op]
+        start = {ReduceOp.SUM: 3, ReduceOp.MAX: -1000, ReduceOp.MIN: 1000, ReduceOp.PROD: 3}[op]
         if dtype in ("int8", "uint8"):
             start = {ReduceOp.SUM: 3, ReduceOp.MAX: 0, ReduceOp.MIN: 50}[op]
         data[s.name] = np.array([start], dtype)
@@ -109,12 +111,14 @@ def test_vector_reductions_into_one_location(lane_reductions):
         with np.errstate(all="ignore"):
             if op is ReduceOp.SUM:
                 expected = start + x.sum(dtype=x.dtype)
+            elif op is ReduceOp.PROD:  # integers wrap: exact in any order
+                expected = start * x.prod(dtype=x.dtype)
             elif op is ReduceOp.MAX:
                 expected = max(start, x.max())
             else:
                 expected = min(start, x.min())
         got = out[f"S{number}"][0]
-        if dtype == "float32" and op is ReduceOp.SUM:
+        if dtype == "float32" and op in (ReduceOp.SUM, ReduceOp.PROD):  # reassociated lanes
             assert got == pytest.approx(float(expected), rel=1e-5), (number, dtype, op)
         else:
             assert got == expected, (number, dtype, op)

@@ -294,7 +294,7 @@ class _Walker:
         cost = self._value(stmt.value)
         latency = 1.0 + self._access(stmt.buffer, stmt.indices, cost, load=False)
         if stmt.accumulate is not None:
-            operator = "add" if stmt.accumulate is ReduceOp.SUM else "cmp"
+            operator = {ReduceOp.SUM: "add", ReduceOp.PROD: "mul"}.get(stmt.accumulate, "cmp")
             combine = operator_cost(operator, stmt.buffer.dtype)
             self.usage.add(combine, self.copies)
             latency += combine.latency

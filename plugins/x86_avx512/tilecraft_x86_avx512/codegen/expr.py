@@ -236,21 +236,27 @@ class ExprEmitter:
         """``a op b`` for an accumulating store or a partial result."""
         if op is ReduceOp.SUM:
             return self.binary(BinaryOp.ADD, a, b, dtype)
+        if op is ReduceOp.PROD:
+            return self.binary(BinaryOp.MUL, a, b, dtype)
         return self.binary(BinaryOp.MAX if op is ReduceOp.MAX else BinaryOp.MIN, a, b, dtype)
 
     def horizontal(self, op: ReduceOp, vector: Value, dtype: DType) -> Value:
-        """Combine the lanes of ``vector`` (sums reassociate: a tree, not lane order)."""
+        """Combine the lanes of ``vector`` (sums and products reassociate: a tree, not lane
+        order)."""
         suffix = mangle(vector.elem, vector.lanes)
         if dtype.is_float:
-            if op is ReduceOp.SUM:
-                start = Value(literal(-0.0, DType.FLOAT32), "float")
-                return self.fb.call(f"llvm.vector.reduce.fadd.{suffix}", "float",
+            if op in (ReduceOp.SUM, ReduceOp.PROD):
+                name, start_value = ("fadd", -0.0) if op is ReduceOp.SUM else ("fmul", 1.0)
+                start = Value(literal(start_value, DType.FLOAT32), "float")
+                return self.fb.call(f"llvm.vector.reduce.{name}.{suffix}", "float",
                                     [start, vector], flags="reassoc")
             name = "fmaximum" if op is ReduceOp.MAX else "fminimum"  # NaN-propagating
             return self.fb.call(f"llvm.vector.reduce.{name}.{suffix}", vector.elem, [vector],
                                 flags="nsz")
         elif op is ReduceOp.SUM:
             name = "add"
+        elif op is ReduceOp.PROD:
+            name = "mul"
         else:
             name = ("s" if dtype.is_signed else "u") + ("max" if op is ReduceOp.MAX else "min")
         return self.fb.call(f"llvm.vector.reduce.{name}.{suffix}", vector.elem, [vector])

@@ -111,6 +111,8 @@ def identity(op: ReduceOp, dtype: DType) -> str:
     if op is ReduceOp.SUM:
         # -0.0 is the exact identity of fadd (-0.0 + x == x for every x, x = -0.0 included)
         return float_literal(-0.0) if dtype.is_float else "0"
+    if op is ReduceOp.PROD:
+        return float_literal(1.0) if dtype.is_float else "1"
     if dtype.is_float:
         return float_literal(-math.inf if op is ReduceOp.MAX else math.inf)
     lo, hi = int_range(dtype)
