@@ -408,7 +408,8 @@ def test_rnn_clip_and_sequence_lengths_against_numpy():
 
 def test_gather_and_scatter_by_run_time_indices():
     """GatherElements / GatherND / ScatterElements / ScatterND with negative and repeated
-    indices on prime sizes (ScatterND ``none``: the last update naming an element wins)."""
+    indices on prime sizes (ScatterND ``none``: the last update naming an element wins; ``mul``
+    multiplies every update naming an element)."""
     data = RNG.standard_normal((5, 7)).astype(np.float32)
     index = RNG.integers(-7, 7, (5, 3)).astype(np.int64)
     cases = [
@@ -420,6 +421,10 @@ def test_gather_and_scatter_by_run_time_indices():
                            RNG.standard_normal((3, 7)).astype(np.float32)]),
         ("ScatterND", {"reduction": "add"}, [data, np.array([[2, 6], [2, 6], [0, 0]], np.int64),
                                             RNG.standard_normal(3).astype(np.float32)]),
+        ("ScatterElements", {"axis": 1, "reduction": "mul"},   # repeated indices multiply
+         [data, index, RNG.uniform(0.5, 2.0, (5, 3)).astype(np.float32)]),
+        ("ScatterND", {"reduction": "mul"}, [data, np.array([[2, 6], [2, 6], [0, 0]], np.int64),
+                                            RNG.uniform(-2.0, 2.0, 3).astype(np.float32)]),
     ]
     for op, attrs, arrays in cases:
         names = ["data", "indices", "updates"][:len(arrays)]

@@ -33,8 +33,8 @@ def _wrapped(index: te.Expr, extent: int) -> te.Expr:
 
 def _reduction(ctx: NodeContext) -> str:
     reduction = ctx.attr("reduction", "none")
-    if reduction not in ("none", "add", "max", "min"):
-        raise ctx.unsupported(f"reduction {reduction!r} (none, add, max and min)")
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise ctx.unsupported(f"reduction {reduction!r} (none, add, mul, max and min)")
     return reduction
 
 
@@ -136,9 +136,9 @@ Locate = Callable[[tuple[te.Expr, ...], list[te.Expr]], te.Expr]
 def _scatter(ctx: NodeContext, data: Tensor, updates: Tensor, extents: list[int],
              hit: Locate, at: Callable[..., tuple[te.Expr, ...]]) -> Tensor:
     """``data`` with the updates applied: at each output element, over the update positions
-    (``extents``) whose index names it (``hit``), the updates (read at ``at``) added, or
-    their maximum / minimum taken, or (``none``) the last one, found as the largest matching
-    flat position."""
+    (``extents``) whose index names it (``hit``), the updates (read at ``at``) added or
+    multiplied, or their maximum / minimum taken, or (``none``) the last one, found as the
+    largest matching flat position."""
     reduction = _reduction(ctx)
     name = ctx.out()
     floating = data.dtype.is_float
@@ -152,11 +152,13 @@ def _scatter(ctx: NodeContext, data: Tensor, updates: Tensor, extents: list[int]
         if reduction in ("max", "min") and not floating:
             raise ctx.unsupported(f"a {reduction} scatter of {data.dtype.value} (float only)")
         spots = fresh("u")
-        neutral = zero if reduction == "add" else _NEUTRAL[reduction]
-        pick = {"add": te.sum, "max": te.max, "min": te.min}[reduction]
+        neutral = zero if reduction == "add" else (1.0 if floating else 1) \
+            if reduction == "mul" else _NEUTRAL[reduction]
+        pick = {"add": te.sum, "mul": te.prod, "max": te.max, "min": te.min}[reduction]
         gathered = named_compute(shape, names, lambda *idx: pick(te.select(
             hit(idx, spots), updates[at(idx, spots)], neutral), axis=spots), f"{name}_updates")
-        merge = {"add": lambda a, b: a + b, "max": te.maximum, "min": te.minimum}[reduction]
+        merge = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "max": te.maximum,
+                 "min": te.minimum}[reduction]
         return named_compute(shape, names, lambda *idx: merge(data[idx], gathered[idx]), name)
 
     def flat(positions: list[te.Expr]) -> te.Expr:
