@@ -23,7 +23,7 @@ SUPPORTED = [
     "scatter_elements", "scatternd", "floor", "ceil", "round",
     "quantizelinear", "dequantizelinear", "dynamicquantizelinear",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-    "asinh", "acosh", "atanh", "reduce_prod",
+    "asinh", "acosh", "atanh", "reduce_prod", "l1normalization", "l2normalization",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

@@ -117,7 +117,8 @@ def convert_group_norm(ctx: NodeContext) -> list[Value]:
 
 @converter("LpNormalization")
 def convert_lp_norm(ctx: NodeContext) -> list[Value]:
-    """``x / ||x||_p`` along ``axis``, p 1 or 2."""
+    """``x / ||x||_p`` along ``axis``, p 1 or 2; 0 where the norm is 0 (ONNX's definition,
+    not 0 / 0)."""
     x = ctx.tensor(0)
     axis = int(ctx.attr("axis", -1)) % x.ndim
     p = int(ctx.attr("p", 2))
@@ -134,7 +135,8 @@ def convert_lp_norm(ctx: NodeContext) -> list[Value]:
 
     def body(*idx: te.Expr) -> te.Expr:
         norm = total[tuple(0 if d == axis else i for d, i in enumerate(idx))]
-        return x[idx] / (norm if p == 1 else te.sqrt(norm))
+        zero = te.const(0.0, x.dtype)
+        return te.select(te.eq(norm, zero), zero, x[idx] / (norm if p == 1 else te.sqrt(norm)))
 
     return [named_compute(x.shape, axis_names(x.ndim), body, name)]
 
