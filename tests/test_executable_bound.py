@@ -229,6 +229,55 @@ def test_runners_without_bind_get_the_whole_mapping():
     _check(exe, graph, 6)
 
 
+class _Recorded:
+    """A bound kernel whose type's ``chain`` records what the Executable passes it (the
+    bounds' kernels and ``shared``) and runs them one by one."""
+
+    chains: list[tuple[list[str], frozenset[str]]] = []
+
+    def __init__(self, bound) -> None:
+        self.bound, self.names = bound, bound.names
+
+    def __call__(self, arrays) -> None:
+        self.bound(arrays)
+
+    @staticmethod
+    def chain(bounds, shared):
+        _Recorded.chains.append(([each.bound.kernel.name for each in bounds], shared))
+        return None
+
+
+class _Recording:
+    def __init__(self, runner) -> None:
+        self.runner = runner
+
+    def __call__(self, arrays) -> None:
+        self.runner(arrays)
+
+    def bind(self, fixed) -> _Recorded:
+        return _Recorded(self.runner.bind(fixed))
+
+
+def test_a_chain_is_told_which_bound_arrays_other_kernels_take():
+    """A kernel without ``bind`` between bound ones splits the chain; each side is told the
+    intermediates the other side writes or reads (what a chain in a device's own memory must
+    copy), and nothing else."""
+    graph = deep_net()
+    exe = tc.compile(graph, target="x86_avx512")
+    names = [c.kernel.name for c in exe.compiled]
+    assert {"Y1", "Y2_pad", "S"} <= set(names)
+    compiled = [CompiledKernel(c.kernel, c.source, (lambda arrays, run=c.runner: run(arrays))
+                               if c.kernel.name == "Y2_pad" else _Recording(c.runner))
+                for c in exe.compiled]
+    _Recorded.chains.clear()
+    exe.install(compiled, copy.deepcopy(exe.report.kernels))
+    _check(exe, graph, 11)
+    before, after = _Recorded.chains
+    assert before[0][-1] == "Y1" and before[1] == frozenset({"Y1"})
+    assert after[0][0] == "Y2_bpacked_pack" and after[0][-1] == "S"
+    assert after[1] == frozenset({"Y2_pad"})
+
+
 def test_without_the_native_loop_each_kernel_runs_alone(monkeypatch):
     """Where the chain's C loop cannot be built (no gcc), bound kernels run one call each."""
     from tilecraft_x86_avx512 import bound

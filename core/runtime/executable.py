@@ -304,10 +304,12 @@ class Executable:
         A runner offering ``bind(fixed) -> bound`` (``bound.names``: the parameters each call
         passes, in order; ``bound(arrays)`` runs) checks those arrays once; any other runner
         gets the whole mapping each call. Consecutive bound steps run as one chain where their
-        type offers ``chain(bounds) -> chained | None`` (``chained(arrays)`` runs them in order,
-        with the arrays of each bound's ``names`` one bound after another, and returns each
-        one's seconds): no Python between those kernels, a network's input and output kernels
-        included."""
+        type offers ``chain(bounds, shared) -> chained | None`` (``chained(arrays)`` runs them in
+        order, with the arrays of each bound's ``names`` one bound after another, and returns
+        each one's seconds): no Python between those kernels, a network's input and output
+        kernels included. ``shared``: the bound intermediates and workspaces that steps outside
+        the chain also read or write, the only ones a chain keeping its data in a device's own
+        memory must copy between the host's arrays and its own on each call."""
         kept = {name for step in plan.steps for name, _, _ in step.workspaces}
         fixed = {**self._constants, **plan.precomputed,
                  **{name: array for name, array in workspaces.items() if name in kept}}
@@ -323,10 +325,14 @@ class Executable:
             calls.append(_Call(step.allocations, run,
                                tuple((name, shapes[name]) for name in run.names), step.report))
         chained: list[_Call] = []
+        position = 0
         for kind, group in groupby(calls, lambda call: type(call.run)):
             members = list(group)
+            inside = plan.steps[position:position + len(members)]
+            position += len(members)
             chain = getattr(kind, "chain", None) if len(members) > 1 else None
-            run = chain([call.run for call in members]) if chain is not None else None
+            run = chain([call.run for call in members], _shared(plan.steps, inside, kept)) \
+                if chain is not None else None
             if run is None:
                 chained.extend(members)
             else:
@@ -392,6 +398,15 @@ class _MappingCall:
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         self.runner({**self.fixed, **dict(zip(self.names, arrays))})
+
+
+def _shared(steps: Sequence[_Step], inside: Sequence[_Step], kept: set[str]) -> frozenset[str]:
+    """The intermediates and workspaces (``kept``) that the steps of ``inside`` (a chain) take
+    and that any other step takes too."""
+    outside = {name for step in steps if not any(step is member for member in inside)
+               for name, _ in step.params}
+    return frozenset(name for step in inside for name, _ in step.params
+                     if name in kept and name in outside)
 
 
 def _lifetimes(steps: Sequence[_Step], buffers: Mapping[str, tuple[str, tuple[int, ...], np.dtype]]

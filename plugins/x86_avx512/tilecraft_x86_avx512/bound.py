@@ -113,10 +113,12 @@ class BoundKernel:
         return addresses
 
     @staticmethod
-    def chain(bounds: Sequence[BoundKernel]) -> KernelChain | None:
+    def chain(bounds: Sequence[BoundKernel],
+              shared: frozenset[str] = frozenset()) -> KernelChain | None:
         """``bounds`` run in order by one native call, or ``None`` where that cannot be done
         here (no gcc; a kernel without a native address). The chain takes the arrays of each
-        bound's ``names``, one after another (its ``names``)."""
+        bound's ``names``, one after another (its ``names``). ``shared`` (the bound arrays
+        other kernels take too) needs nothing here: the kernels work in the host's memory."""
         if run_steps() is None or runtime.parallel_for() is None \
                 or any(bound.kernel._address is None for bound in bounds):
             return None

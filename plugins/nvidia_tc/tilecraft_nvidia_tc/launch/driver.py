@@ -15,17 +15,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tilecraft.errors import TargetError
 from tilecraft_nvidia_tc.launch.arguments import (
     KernelParameter,
+    PackedArguments,
     check_arrays,
     pack_arguments,
 )
 from tilecraft_nvidia_tc.toolchain.compiler import CudaBuild
+
+if TYPE_CHECKING:
+    from tilecraft_nvidia_tc.launch.resident import BoundLaunch
 
 #: dynamic shared memory a kernel may use without opting in
 DEFAULT_DYNAMIC_SHARED_BYTES = 48 * 1024
@@ -135,17 +139,36 @@ class DriverLauncher:
                 dynamic), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
 
     def _launch(self, pointers: Mapping[str, int]) -> None:
-        packed = pack_arguments(self.build.kernel_name, self.parameters, pointers, self.scalars)
+        self._launch_packed(pack_arguments(self.build.kernel_name, self.parameters, pointers,
+                                           self.scalars))
+
+    def _launch_packed(self, packed: PackedArguments) -> None:
+        """Launch on the default stream with ``packed`` (kept referenced by the caller until
+        the launch is done)."""
         launch = self.build.launch
         _check(self.driver, self.driver.cuLaunchKernel(
             self.function, *launch.grid, *launch.block, launch.dynamic_shared_bytes, 0,
             packed.address, 0), "cuLaunchKernel")
+
+    def make_current(self) -> None:
+        """Make the device's context current on the calling thread (a thread other than the
+        one that loaded the kernel has none)."""
+        _check(self.driver, self.driver.cuCtxSetCurrent(self.device.context), "cuCtxSetCurrent")
+
+    def bind(self, fixed: Mapping[str, np.ndarray]) -> BoundLaunch:
+        """This kernel with the arrays of ``fixed`` bound (the Executable's protocol: see
+        :mod:`tilecraft_nvidia_tc.launch.resident`, where consecutive bound kernels keep their
+        data in device memory)."""
+        from tilecraft_nvidia_tc.launch.resident import BoundLaunch
+
+        return BoundLaunch(self, fixed)
 
     def run(self, arrays: Mapping[str, np.ndarray], repeat: int = 0) -> list[float]:
         """Copy the inputs to the device, launch once, copy the outputs back; then launch
         ``repeat`` more times between events and return each launch's seconds."""
         driver = self.driver
         checked = check_arrays(self.build.kernel_name, self.parameters, arrays)
+        self.make_current()
         pointers: dict[str, int] = {}
         try:
             for parameter in self.parameters:
