@@ -23,14 +23,15 @@ from tilecraft.models.builder import LayerBuilder, seeded_positive
 class TorchBuilder(LayerBuilder):
     """Values are torch tensors; ``input`` returns the tensor being run."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, device: str = "cpu"):
         super().__init__(seed)
+        self.device = device
         self.x: torch.Tensor | None = None
         self._weights: dict[str, torch.Tensor] = {}
 
     def _param(self, name: str, make: Callable[[], np.ndarray]) -> torch.Tensor:
         if name not in self._weights:
-            self._weights[name] = torch.from_numpy(np.ascontiguousarray(make()))
+            self._weights[name] = torch.from_numpy(np.ascontiguousarray(make())).to(self.device)
         return self._weights[name]
 
     def input(self, name: str, shape: Sequence[int]) -> torch.Tensor:
@@ -105,15 +106,16 @@ class TorchBuilder(LayerBuilder):
         return x.mean(dim=(2, 3))
 
 
-def torch_network(name: str, small: bool = False, seed: int = 0) -> Callable[[Any], Any]:
-    """Network ``name`` as ``forward(x) -> torch.Tensor`` (no autograd), weights drawn on
-    the first call and kept."""
+def torch_network(name: str, small: bool = False, seed: int = 0,
+                  device: str = "cpu") -> Callable[[Any], Any]:
+    """Network ``name`` as ``forward(x) -> torch.Tensor`` (no autograd) on ``device`` (x is
+    moved there; the result stays there), weights drawn on the first call and kept."""
     network = models.get(name)
     build = network.small if small else network.full
-    builder = TorchBuilder(seed)
+    builder = TorchBuilder(seed, device)
 
     def forward(x: Any) -> torch.Tensor:
-        builder.x = torch.as_tensor(x)
+        builder.x = torch.as_tensor(x).to(device)
         with torch.no_grad():
             return build(builder)
 

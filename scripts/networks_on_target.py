@@ -3,7 +3,7 @@ its output with the numpy reference (rtol = atol = 1e-3). Where the target has i
 (an NVIDIA GPU with a driver, say) the kernels run natively; elsewhere they run as the target
 runs them without it (the NVIDIA plugin: its CUDA source against the emulation header).
 
-    python scripts/networks_on_target.py TARGET [--jobs N] [NAME[:full] ...]
+    python scripts/networks_on_target.py TARGET [--jobs N] [--torch DEVICE] [NAME[:full] ...]
 
 A bare NAME is the small configuration, ``NAME:full`` the full size (batch 1, sequence 512,
 224^2); no NAME means every network, small. Each network compiles in a process of its own,
@@ -11,6 +11,9 @@ A bare NAME is the small configuration, ``NAME:full`` the full size (batch 1, se
 compiles the zoo in the time of its slowest network). One line per network: compile time,
 the first and the median of three further calls (wall time, copies included), the largest
 difference from the reference and MATCH or MISMATCH; exit status 1 when any failed.
+``--torch DEVICE`` (``cpu``, ``cuda``) adds PyTorch eager on that device with the same seeded
+weights (bench/torch_networks.py): the median of three calls, the result copied back to the
+host as ours is, and its time over ours (> 1: tilecraft is faster).
 
 Example (H200, 2026-11-28: every network, small and full size, MATCH):
 
@@ -24,6 +27,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -33,7 +37,23 @@ import tilecraft.models as models
 RTOL = ATOL = 1e-3
 
 
-def check(target: str, job: str) -> tuple[bool, str]:
+def torch_seconds(name: str, small: bool, x: np.ndarray, device: str) -> float:
+    """PyTorch eager's median seconds of three calls of network ``name`` on ``device``
+    (after a warm-up call), the result copied to the host."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from torch_networks import torch_network
+
+    forward = torch_network(name, small=small, device=device)
+    forward(x).cpu()
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        forward(x).cpu()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def check(target: str, job: str, torch_device: str | None = None) -> tuple[bool, str]:
     """Compile, run and compare one network (``name`` or ``name:full``); (matched, line)."""
     name, _, size = job.partition(":")
     small = size != "full"
@@ -54,9 +74,14 @@ def check(target: str, job: str) -> tuple[bool, str]:
         expected = tc.reference.run(graph, x=x)
         error = float(np.max(np.abs(out - expected)))
         matched = bool(np.allclose(out, expected, rtol=RTOL, atol=ATOL))
+        ours = statistics.median(times)
+        versus = ""
+        if torch_device is not None:
+            theirs = torch_seconds(name, small, x, torch_device)
+            versus = f"  torch {torch_device} {theirs * 1e3:8.1f} ms ({theirs / ours:.2f}x)"
         return matched, (f"{name:18s} {'small' if small else 'full ':5s} compile "
                          f"{compile_s:6.1f} s  first {first_s * 1e3:9.1f} ms  median "
-                         f"{statistics.median(times) * 1e3:9.1f} ms  max|out-ref| {error:.1e} "
+                         f"{ours * 1e3:9.1f} ms{versus}  max|out-ref| {error:.1e} "
                          f"(max|ref| {float(np.max(np.abs(expected))):.2f})  "
                          f"{'MATCH' if matched else 'MISMATCH'}")
     except Exception as error:  # noqa: BLE001 - one network's failure is reported, not raised
@@ -69,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target")
     parser.add_argument("networks", nargs="*", default=list(models.NETWORKS))
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--torch", metavar="DEVICE", default=None)
     args = parser.parse_intermixed_args(argv)
     for job in args.networks:
         if job.partition(":")[0] not in models.NETWORKS:
@@ -76,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"target {args.target}", flush=True)
     failed = 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for matched, line in pool.map(check, [args.target] * len(args.networks), args.networks):
+        for matched, line in pool.map(check, [args.target] * len(args.networks), args.networks,
+                                      [args.torch] * len(args.networks)):
             failed += not matched
             print(line, flush=True)
     return 1 if failed else 0
