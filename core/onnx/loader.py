@@ -38,6 +38,7 @@ from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_recurrent,
     convert_reduce,
     convert_resize,
+    convert_selection,
     convert_shape,
 )
 from tilecraft.onnx.context import CONVERTERS, ImportState, NodeContext
