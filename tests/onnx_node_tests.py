@@ -24,7 +24,7 @@ SUPPORTED = [
     "quantizelinear", "dequantizelinear", "dynamicquantizelinear",
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
     "asinh", "acosh", "atanh", "reduce_prod", "l1normalization", "l2normalization",
-    "top_k", "col2im",
+    "top_k", "col2im", "rotary_embedding", "swiglu", "tensorscatter", "affine_grid",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
