@@ -25,6 +25,7 @@ SUPPORTED = [
     "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
     "asinh", "acosh", "atanh", "reduce_prod", "l1normalization", "l2normalization",
     "top_k", "col2im", "rotary_embedding", "swiglu", "tensorscatter", "affine_grid",
+    "edge_pad", "reflect_pad", "wrap_pad", "cumprod", "reversesequence",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
@@ -57,8 +58,9 @@ EXCLUDE = [
     # every ReduceLogSumExp node test is float64 too; tests/test_onnx_more_ops.py checks
     # the converter against numpy in float32
     r"test_reduce_log_sum_exp_",
-    # and so are the float CumSum tests (its int32 ones run), and EyeLike's with a dtype
-    r"test_cumsum_(1d|2d)_(?!int32)", r"test_eyelike_with_dtype",
+    # and so are the float CumSum / CumProd tests (their int32 ones run), and EyeLike's with a
+    # dtype
+    r"test_cum(sum|prod)_(1d|2d)_(?!int32)", r"test_eyelike_with_dtype",
     # features not supported, each refused with a named reason by the importer
     r"_dilations",  # dilated pooling windows
     r"test_(averagepool|maxpool|lppool)_3d",  # 3-d pooling (1-d and 2-d are)

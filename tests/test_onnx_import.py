@@ -109,7 +109,7 @@ def test_every_unsupported_node_is_listed_at_once():
              helper.make_node("Pad", ["x", "pads"], ["d"], mode="reflect", name="second_bad"),
              helper.make_node("Add", ["c", "d"], ["y"])]
     model = _model(nodes, [_value("x", [2, 3])], [_value("y", [2, 3])],
-                   {"pads": np.zeros(4, np.int64)})
+                   {"pads": np.array([0, 3, 0, 3], np.int64)})  # reflect past the extent
     with pytest.raises(OnnxImportError) as err:
         tc.from_onnx(model)
     message = str(err.value)

@@ -1,5 +1,5 @@
-"""ONNX operators that index by values: GatherElements, GatherND, ScatterElements and
-ScatterND, with run-time indices (negative ones wrapped).
+"""ONNX operators that index by values: GatherElements, GatherND, ScatterElements,
+ScatterND and ReverseSequence, with run-time indices (negative ones wrapped) or lengths.
 
 te has no indirect loads, so each output element finds its source by comparing: a gather sums
 ``select(index == position, data[position], 0)`` over the positions the index can take; a
@@ -15,7 +15,10 @@ models carry (boxes, classes, cache slots), not for large gathers.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
+
+import numpy as np
 
 from tilecraft import te
 from tilecraft.onnx.context import NodeContext, converter
@@ -176,3 +179,76 @@ def _scatter(ctx: NodeContext, data: Tensor, updates: Tensor, extents: list[int]
         f"{name}_chosen")
     return named_compute(shape, names, lambda *idx: te.select(last[idx] < 0, data[idx],
                                                               chosen[idx]), name)
+
+
+@converter("ReverseSequence")
+def convert_reverse_sequence(ctx: NodeContext) -> list[Value]:
+    """Each batch entry's first ``lens[b]`` time steps reversed, the rest kept:
+    ``out[t, b] = x[lens[b] - 1 - t, b]`` where ``t < lens[b]``, else ``x[t, b]`` (time and
+    batch axes 0 and 1 in either order, any trailing dimensions). Lengths above the time
+    extent count as the whole sequence, as in onnx's reference; negative run-time lengths as 0
+    (negative constant ones are refused).
+
+    Lengths known at import time become index arithmetic (one ``select`` on the batch index
+    per entry whose length differs from the most common one); run-time lengths a
+    comparison-sum over the time positions.
+
+    >>> # ReverseSequence(x[T, B], lens) with run-time lens becomes
+    >>> # out[t, b] = sum over p < T of select(p == select(t < lens[b], lens[b] - 1 - t, t),
+    >>> #                                      x[p, b], 0)
+    """
+    x = ctx.tensor(0)
+    time_axis, batch_axis = int(ctx.attr("time_axis", 0)), int(ctx.attr("batch_axis", 1))
+    if x.ndim < 2 or {time_axis, batch_axis} != {0, 1}:
+        raise ctx.unsupported(f"time_axis {time_axis} and batch_axis {batch_axis} for an input "
+                              f"of shape {x.shape} (the axes are 0 and 1, in either order)")
+    steps, batch = x.shape[time_axis], x.shape[batch_axis]
+    names = axis_names(x.ndim)
+
+    def load(idx: tuple[te.Expr, ...], time: te.Expr) -> te.Expr:
+        return x[tuple(time if d == time_axis else i for d, i in enumerate(idx))]
+
+    if ctx.is_const(1):
+        lengths = np.asarray(ctx.const(1, "sequence_lens")).reshape(-1)
+        if lengths.shape != (batch,) or (lengths < 0).any():
+            raise ctx.unsupported(f"sequence_lens {lengths.tolist()} for batch {batch} "
+                                  "(one length >= 0 per batch entry)")
+        known = [min(int(n), steps) for n in lengths]
+        return [named_compute(x.shape, names, lambda *idx: load(idx, _reversed_time(
+            idx[time_axis], idx[batch_axis], known, steps)), ctx.out())]
+
+    lens = ctx.tensor(1)
+    if lens.shape != (batch,) or lens.dtype.is_float:
+        raise ctx.unsupported(f"sequence_lens of shape {lens.shape} ({lens.dtype.value}) for "
+                              f"batch {batch} (integers, one per batch entry)")
+    p = te.reduce_axis(steps, "p")
+    zero = 0.0 if x.dtype.is_float else 0
+
+    def body(*idx: te.Expr) -> te.Expr:
+        t = idx[time_axis]
+        length = te.minimum(te.maximum(lens[(idx[batch_axis],)], 0), steps)
+        source = te.select(t < length, length - 1 - t, t)
+        return te.sum(te.select(te.eq(source, p), load(idx, p), zero), axis=[p])
+
+    return [named_compute(x.shape, names, body, ctx.out())]
+
+
+def _reversed_time(t: te.Expr, b: te.Expr, lengths: list[int], steps: int) -> te.Expr:
+    """The source time step of output step ``t`` of batch entry ``b``, for lengths known at
+    import time (at most ``steps``): the most common length is the default, the others each
+    one ``select`` on ``b`` (``b == 2 ? 4 - t : ...``); a length of 0 or 1 leaves its entry
+    as it is, and the whole sequence needs no ``select`` on ``t``."""
+
+    def source(length: int) -> te.Expr:
+        if length <= 1:  # nothing to reverse
+            return t
+        if length == steps:
+            return (length - 1) - t
+        return te.select(t < length, (length - 1) - t, t)
+
+    common = Counter(lengths).most_common(1)[0][0]
+    index = source(common)
+    for entry, length in enumerate(lengths):
+        if length != common and max(length, common) > 1:
+            index = te.select(te.eq(b, entry), source(length), index)
+    return index

@@ -1,6 +1,7 @@
 """ONNX reductions: ReduceMean / Sum / Prod / Max / Min, the norms and logs (ReduceL1, ReduceL2,
-ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), and the arg reductions (ArgMax, ArgMin,
-Hardmax), through :func:`tilecraft.ops.reduction.reduce_compute`.
+ReduceSumSquare, ReduceLogSum, ReduceLogSumExp), the arg reductions (ArgMax, ArgMin,
+Hardmax) and the running sums and products (CumSum, CumProd), through
+:func:`tilecraft.ops.reduction.reduce_compute`.
 
 An arg reduction is two reductions: the extreme value over the axis, then the smallest (or,
 with ``select_last_index``, the largest) position holding it. ReduceLogSumExp subtracts the
@@ -168,20 +169,36 @@ def convert_hardmax(ctx: NodeContext) -> list[Value]:
     return [named_compute(x.shape, axis_names(x.ndim), body, name)]
 
 
-@converter("CumSum")
-def convert_cumsum(ctx: NodeContext) -> list[Value]:
-    """Running sums along ``axis`` (input 1, known at import time): ``out[i]`` sums the
-    positions ``r <= i`` (``r < i`` with ``exclusive``; from the other end with ``reverse``).
-    Each output is its own reduction over the whole axis with the others masked out (te has no
-    scan): ``n^2`` additions along an axis of ``n``, for the short axes models cumulate over
-    (positions, masks)."""
+@converter("CumSum", "CumProd")
+def convert_cumulative(ctx: NodeContext) -> list[Value]:
+    """Running sums (CumSum) or products (CumProd, opset 26) along ``axis`` (input 1, known
+    at import time): ``out[i]`` combines the positions ``r <= i`` (``r < i`` with
+    ``exclusive``; from the other end with ``reverse``)."""
     x = ctx.tensor(0)
     axis = int(ctx.const(1, "axis").reshape(-1)[0]) % x.ndim
     exclusive = bool(int(ctx.attr("exclusive", 0)))
     reverse = bool(int(ctx.attr("reverse", 0)))
-    extent = x.shape[axis]
-    r = te.reduce_axis(extent, "r")
-    zero = 0.0 if x.dtype.is_float else 0
+    op = ReduceOp.SUM if ctx.op_type == "CumSum" else ReduceOp.PROD
+    return [cumulative(x, axis, op, exclusive, reverse, ctx.out())]
+
+
+def cumulative(x: Tensor, axis: int, op: ReduceOp, exclusive: bool, reverse: bool,
+               name: str) -> Tensor:
+    """The running ``op`` (a sum or a product) of ``x`` along ``axis``. Each output is its own
+    reduction over the whole axis, with the positions outside its prefix (suffix with
+    ``reverse``) replaced by the reduction's neutral element (te has no scan): ``n^2``
+    operations along an axis of ``n``, for the short axes models cumulate over (positions,
+    masks). The empty prefix of an exclusive scan gives the neutral element (0 or 1).
+
+    >>> # CumProd(x[5], exclusive=1) becomes out[i] = prod over r < 5 of select(r < i, x[r], 1)
+    """
+    pick = {ReduceOp.SUM: te.sum, ReduceOp.PROD: te.prod}[op]
+    floating = x.dtype.is_float
+    if op is ReduceOp.PROD:
+        neutral: float | int = 1.0 if floating else 1
+    else:
+        neutral = 0.0 if floating else 0
+    r = te.reduce_axis(x.shape[axis], "r")
 
     def body(*idx: te.Expr) -> te.Expr:
         i = idx[axis]
@@ -190,6 +207,6 @@ def convert_cumsum(ctx: NodeContext) -> list[Value]:
         else:
             wanted = r < i if exclusive else r <= i
         source = tuple(r if d == axis else e for d, e in enumerate(idx))
-        return te.sum(te.select(wanted, x[source], zero), axis=[r])
+        return pick(te.select(wanted, x[source], neutral), axis=[r])
 
-    return [named_compute(x.shape, axis_names(x.ndim), body, ctx.out())]
+    return named_compute(x.shape, axis_names(x.ndim), body, name)

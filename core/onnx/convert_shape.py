@@ -1,5 +1,5 @@
 """ONNX shape and data-movement operators (Reshape, Transpose, Concat, Split, Slice, Gather,
-Flatten, Squeeze / Unsqueeze, Expand, Pad, DepthToSpace / SpaceToDepth, Shape), through
+Flatten, Squeeze / Unsqueeze, Expand, Pad (every mode), DepthToSpace / SpaceToDepth, Shape), through
 :mod:`tilecraft.ops` (the reductions: :mod:`tilecraft.onnx.convert_reduce`).
 
 Shape-like inputs (a Reshape's shape, Slice's starts, the axes) must be known at import time.
@@ -20,6 +20,7 @@ from tilecraft.onnx.convert_nn import expanded
 from tilecraft.onnx.values import Value, ints
 from tilecraft.ops.building import named_compute
 from tilecraft.ops.elementwise import axis_names
+from tilecraft.ops.layout import PAD_MODES
 from tilecraft.te.tensor import Tensor
 
 
@@ -207,8 +208,8 @@ def convert_expand(ctx: NodeContext) -> list[Value]:
 def convert_pad(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
     mode = ctx.attr("mode", "constant")
-    if mode != "constant":
-        raise ctx.unsupported(f"mode={mode!r} (only 'constant' is supported)")
+    if mode not in PAD_MODES:
+        raise ctx.unsupported(f"mode={mode!r} ({', '.join(PAD_MODES)} are supported)")
     flat = ints(ctx.const(1, "pads"))
     axes = axes_input(ctx, 3, x.ndim) or list(range(x.ndim))
     pairs = [(0, 0)] * x.ndim
@@ -220,7 +221,12 @@ def convert_pad(ctx: NodeContext) -> list[Value]:
     if ctx.has(2):
         value = np.asarray(ctx.const(2, "constant_value")).reshape(-1)[0].item()
     value = float(value) if x.dtype.is_float else int(value)
-    return [ops.pad(x, pairs, value=value, name=ctx.out())]
+    if mode == "reflect":
+        for axis, (before, after) in enumerate(pairs):
+            if max(before, after) >= x.shape[axis]:
+                raise ctx.unsupported(f"reflect pads ({before}, {after}) on axis {axis} of "
+                                      f"extent {x.shape[axis]} (at most {x.shape[axis] - 1})")
+    return [ops.pad(x, pairs, value=value, name=ctx.out(), mode=mode)]
 
 
 @converter("DepthToSpace", "SpaceToDepth")

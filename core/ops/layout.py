@@ -1,7 +1,8 @@
-"""Data-layout operators: pad, transpose, reshape, depth_to_space, space_to_depth, concat.
+"""Data-layout operators: pad (constant, edge, reflect and wrap), transpose, reshape,
+depth_to_space, space_to_depth, concat.
 
 All are single computes of loads with affine or floordiv/mod index arithmetic; pad and concat
-guard their loads with ``select``.
+guard their loads with ``select`` (pad's edge and reflect modes clamp or mirror the index).
 
 >>> from tilecraft import te
 >>> x = te.placeholder((2, 3), name="x")
@@ -51,14 +52,54 @@ def _pad_pairs(x: Tensor, pad_width: PadWidth) -> tuple[tuple[int, int], ...]:
     return tuple(result)
 
 
-def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0,
-        name: str | None = None) -> Tensor:
-    """``x`` surrounded by ``value``: ``pad_width`` holds one (before, after) per dimension.
+#: how :func:`pad` fills the border: numpy's ``np.pad`` modes of the same names
+PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
-    ``value`` may be ``-inf``/``inf`` for float tensors; integer tensors need an integer value.
+
+def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0, name: str | None = None,
+        mode: str = "constant") -> Tensor:
+    """``x`` with a border: ``pad_width`` holds one (before, after) per dimension, and ``mode``
+    says what the border holds, as in ``np.pad``:
+
+    - ``"constant"``: ``value`` (``-inf``/``inf`` allowed for float tensors; integer tensors
+      need an integer value);
+    - ``"edge"``: the nearest element on that axis (the source index clamped into range);
+    - ``"reflect"``: the mirror image about the edge element, which is not repeated; each
+      pad must be smaller than the axis's extent (a :class:`ShapeError` otherwise);
+    - ``"wrap"``: the elements from the other end (the source index modulo the extent), for
+      pads of any size.
+
+    ``value`` is only used by ``"constant"``. Along an axis of extent 4 padded by (2, 2):
+
+    >>> # [a b c d] -> constant 0: [0 0 a b c d 0 0]      edge: [a a a b c d d d]
+    >>> #              reflect:    [c b a b c d c b]      wrap: [c d a b c d a b]
     """
     check_tensor(x, "pad", "x")
     pairs = _pad_pairs(x, pad_width)
+    if mode not in PAD_MODES:
+        raise ShapeError(f"pad: mode {mode!r} for {x.name} is not one of {', '.join(PAD_MODES)}")
+    shape = tuple(extent + b + a for extent, (b, a) in zip(x.shape, pairs))
+    label = output_name(name, "pad")
+    if mode == "constant":
+        return _pad_constant(x, pairs, value, shape, label)
+    if mode == "reflect":
+        for d, (extent, (before, after)) in enumerate(zip(x.shape, pairs)):
+            if max(before, after) >= extent:
+                raise ShapeError(f"pad: reflect pads ({before}, {after}) on axis {d} of "
+                                 f"{x.name} {x.shape} must be smaller than its extent "
+                                 f"{extent} (at most {extent - 1}); use mode 'edge' or "
+                                 "'wrap', or pad in several steps")
+    source_index = {"edge": _edge_index, "reflect": _reflect_index, "wrap": _wrap_index}[mode]
+
+    def body(*idx: te.Expr) -> te.Expr:
+        return x[tuple(source_index(axis, extent, before, after) if before or after else axis
+                       for axis, extent, (before, after) in zip(idx, x.shape, pairs))]
+
+    return named_compute(shape, axis_names(x.ndim), body, label)
+
+
+def _pad_constant(x: Tensor, pairs: Sequence[tuple[int, int]], value: float | int,
+                  shape: tuple[int, ...], name: str) -> Tensor:
     if x.dtype.is_float:
         fill = te.const(float(value), x.dtype)
     else:
@@ -66,7 +107,6 @@ def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0,
             raise DTypeError(f"pad: value {value} is not an integer but {x.name} is "
                              f"{x.dtype.value}; pass an integer fill value")
         fill = te.const(int(value), x.dtype)
-    shape = tuple(extent + b + a for extent, (b, a) in zip(x.shape, pairs))
 
     def body(*idx: te.Expr) -> te.Expr:
         conditions = []
@@ -82,7 +122,37 @@ def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0,
             return load
         return te.select(te.all_of(*conditions), load, fill)
 
-    return named_compute(shape, axis_names(x.ndim), body, output_name(name, "pad"))
+    return named_compute(shape, axis_names(x.ndim), body, name)
+
+
+def _edge_index(axis: te.Expr, extent: int, before: int, after: int) -> te.Expr:
+    """``clamp(axis - before, 0, extent - 1)``: the nearest element of the input."""
+    index = axis - before if before else axis
+    if before:
+        index = te.maximum(index, 0)
+    if after:
+        index = te.minimum(index, extent - 1)
+    return index
+
+
+def _reflect_index(axis: te.Expr, extent: int, before: int, after: int) -> te.Expr:
+    """``axis - before`` mirrored about ``0`` and ``extent - 1`` (pads below ``extent``, so
+    one reflection at most): ``-1 -> 1`` and ``extent -> extent - 2``."""
+    index = axis - before if before else axis
+    if after:
+        index = te.select(axis > before + extent - 1, (2 * extent - 2 + before) - axis, index)
+    if before:
+        index = te.select(axis < before, before - axis, index)
+    return index
+
+
+def _wrap_index(axis: te.Expr, extent: int, before: int, after: int) -> te.Expr:
+    """``(axis - before) mod extent``, with a multiple of ``extent`` added so that the operand
+    of ``%`` never goes negative (any pad size)."""
+    if extent == 1:
+        return te.const(0)
+    shift = -before % extent
+    return (axis + shift) % extent if shift else axis % extent
 
 
 def transpose(x: Tensor, perm: Sequence[int] | None = None, name: str | None = None) -> Tensor:
