@@ -19,6 +19,7 @@ import math
 
 from tilecraft.errors import AutodiffError
 from tilecraft.te.expr import (
+    BITWISE_BINARY,
     ROUNDING_UNARY,
     Binary,
     BinaryOp,
@@ -64,6 +65,19 @@ def _neg(a: Expr | None) -> Expr | None:
     return None if a is None else Unary(UnaryOp.NEG, a)
 
 
+def _refuse_bitwise(expr: Expr, load: Load, compute: str) -> None:
+    """Raise AutodiffError naming the bitwise operation of ``expr`` that reads ``load``, if
+    any (and, or, xor, not, shifts: integer bit patterns have no derivative)."""
+    for node in walk(expr):
+        bitwise = (isinstance(node, Binary) and node.op in BITWISE_BINARY) or \
+            (isinstance(node, Unary) and node.op is UnaryOp.BITWISE_NOT)
+        if bitwise and any(inner == load for inner in walk(node)):
+            raise AutodiffError(
+                f"compute {compute}: the bitwise operation '{node.op.value}' in {node} reads "
+                f"{load}; bitwise operations are not differentiable (integer bit patterns), "
+                "stop the gradient before this compute")
+
+
 def derivative(expr: Expr, load: Load, compute: str = "?") -> Expr | None:
     """d expr / d load, or ``None`` for zero."""
     if expr == load:
@@ -72,6 +86,7 @@ def derivative(expr: Expr, load: Load, compute: str = "?") -> Expr | None:
         return None
     if not expr.dtype.is_float:
         if any(node == load for node in walk(expr)):
+            _refuse_bitwise(expr, load, compute)
             raise AutodiffError(
                 f"compute {compute}: {expr} turns {load} into the integer type "
                 f"{expr.dtype.value}, which has no derivative; keep the path to the output "

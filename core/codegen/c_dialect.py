@@ -149,3 +149,32 @@ class CDialect:
         if source is target:
             return value
         return f"(({self.storage[target]})({value}))"
+
+    # bitwise shifts ------------------------------------------------------------------------
+    def shift_left(self, value: str, amount: str, dtype: DType) -> str:
+        """``value << amount`` of an integer ``dtype`` held in ``int``, as te defines it
+        (:mod:`tilecraft.reference.bitwise`): shifted as ``unsigned`` (a negative value's
+        shift is undefined in C) and 0 for an amount outside ``[0, bits)`` (C leaves those
+        undefined); a narrow result still needs :meth:`wrap_integer`.
+
+        >>> CDialect().shift_left("a", "b", DType.INT8)
+        '(((unsigned)b < 8u) ? ((int)((unsigned)a << b)) : 0)'
+        """
+        return (f"(((unsigned){amount} < {dtype.bits}u) ? "
+                f"((int)((unsigned){value} << {amount})) : 0)")
+
+    def shift_right(self, value: str, amount: str, dtype: DType) -> str:
+        """``value >> amount`` as te defines it: arithmetic for a signed ``dtype`` (an amount
+        outside ``[0, bits)`` shifts by ``bits - 1``: the sign fills), logical for an unsigned
+        one (0 for an amount outside the range). The ``int`` holding an 8-bit value is
+        sign- or zero-extended, so its own ``>>`` is the narrow type's.
+
+        >>> CDialect().shift_right("a", "b", DType.INT32)
+        '(a >> (((unsigned)b < 32u) ? b : 31))'
+        >>> CDialect().shift_right("a", "b", DType.UINT8)
+        '(((unsigned)b < 8u) ? (a >> b) : 0)'
+        """
+        in_range = f"((unsigned){amount} < {dtype.bits}u)"
+        if dtype.is_signed:
+            return f"({value} >> ({in_range} ? {amount} : {dtype.bits - 1}))"
+        return f"({in_range} ? ({value} >> {amount}) : 0)"

@@ -6,9 +6,10 @@ combining step of an accumulation. What differs between the languages is its
 Every sub-expression is parenthesised (no precedence to get wrong). Semantics follow the
 Kernel IR interpreter (:mod:`tilecraft.kernel_ir.interpreter_expr`): integer ``//`` and ``%``
 floor (Python's), a zero divisor giving 0 — plain C ``/`` and ``%`` only where the dividend is
-provably non-negative and the divisor a positive constant; float ``max`` / ``min`` propagate
-NaN (numpy's ``maximum``; C's ``fmaxf`` would drop it); selects and logical operators
-short-circuit, so a guarded load stays guarded.
+provably non-negative and the divisor a positive constant; the bitwise ``& | ^ ~`` are C's and
+the shifts are total (the dialect's ``shift_left`` / ``shift_right``: no undefined shift);
+float ``max`` / ``min`` propagate NaN (numpy's ``maximum``; C's ``fmaxf`` would drop it);
+selects and logical operators short-circuit, so a guarded load stays guarded.
 
 >>> from tilecraft.te import Var
 >>> i = Var("i")
@@ -222,6 +223,10 @@ class CExprPrinter:
             text = self._floor_division(expr, a, b)
         elif op is BinaryOp.DIV and dtype.is_int:
             raise self.fail(f"'/' on integers ({expr})", "use // (floor division)")
+        elif op is BinaryOp.SHIFT_LEFT:
+            text = self.dialect.shift_left(a, b, dtype)
+        elif op is BinaryOp.SHIFT_RIGHT:
+            text = self.dialect.shift_right(a, b, dtype)
         else:
             text = f"({a} {op.value} {b})"
         return self.dialect.wrap_integer(text, dtype) if dtype.is_int else text
@@ -242,6 +247,8 @@ class CExprPrinter:
             return wrap(f"(-{x})", dtype) if dtype.is_int else f"(-{x})"
         if op is UnaryOp.ABS and dtype.is_int:
             return wrap(f"tc_abs({x})", dtype)
+        if op is UnaryOp.BITWISE_NOT:   # ~ of the sign- or zero-extended int, wrapped back
+            return wrap(f"(~{x})", dtype)
         if not dtype.is_float:
             raise self.fail(f"{op.value} of the {dtype} value {expr.x}", "cast it to float32")
         if op is UnaryOp.SIGMOID:

@@ -33,6 +33,7 @@ from tilecraft.dtypes import DType
 from tilecraft.errors import IndexBoundsError, LoweringError
 from tilecraft.kernel_ir.concurrency import LaneReduce
 from tilecraft.kernel_ir.nodes import Allocate, Buffer, BufferLoad
+from tilecraft.reference.bitwise import bitwise_not, shift_left, shift_right
 from tilecraft.reference.numerics import cast_values, const_array
 from tilecraft.reference.numerics import erf as reference_erf
 from tilecraft.te.expr import (
@@ -156,7 +157,21 @@ def _binary_fn(op: BinaryOp, dtype: DType, vector: bool) -> Callable[[Any, Any],
         return operator.mod if vector else _int_mod
     if op is BinaryOp.MAX:
         return max if dtype.is_int and not vector else np.maximum
-    return min if dtype.is_int and not vector else np.minimum
+    if op is BinaryOp.MIN:
+        return min if dtype.is_int and not vector else np.minimum
+    if op in _BITWISE:
+        return _BITWISE[op]
+    if op is BinaryOp.SHIFT_LEFT:   # total: an amount outside [0, bits) is defined (ONNX's)
+        return lambda a, b: shift_left(a, b, dtype)
+    if op is BinaryOp.SHIFT_RIGHT:
+        return lambda a, b: shift_right(a, b, dtype)
+    raise LoweringError(f"the interpreter does not know the binary operator '{op.value}'")
+
+
+_BITWISE: dict[BinaryOp, Callable[[Any, Any], Any]] = {
+    BinaryOp.BITWISE_AND: operator.and_, BinaryOp.BITWISE_OR: operator.or_,
+    BinaryOp.BITWISE_XOR: operator.xor,
+}
 
 
 def allocation_fill(alloc: Allocate) -> Any:
@@ -260,7 +275,11 @@ class ExprCompiler:
             a, b = self.compile(expr.a, vector), self.compile(expr.b, vector)
             return lambda env: fn(a(env), b(env))
         if isinstance(expr, Unary):
-            ufn, x = _UNARY[expr.op], self.compile(expr.x, vector)
+            x = self.compile(expr.x, vector)
+            if expr.op is UnaryOp.BITWISE_NOT:   # in the operand's width (a loop variable is
+                dtype = expr.dtype                # a Python int)
+                return lambda env: bitwise_not(x(env), dtype)
+            ufn = _UNARY[expr.op]
             return lambda env: ufn(x(env))
         if isinstance(expr, Compare):
             cfn = _COMPARE[expr.op]

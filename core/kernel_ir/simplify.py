@@ -28,7 +28,9 @@ from collections.abc import Callable
 from tilecraft.dtypes import DType
 from tilecraft.kernel_ir.nodes import BufferLoad, Stmt
 from tilecraft.kernel_ir.visitor import KernelTransformer
+from tilecraft.reference.bitwise import fold_shift_left, fold_shift_right
 from tilecraft.te.expr import (
+    SHIFT_BINARY,
     Binary,
     BinaryOp,
     Cast,
@@ -54,6 +56,10 @@ _INT_FOLD: dict[BinaryOp, Callable[[int, int], int]] = {
     BinaryOp.MOD: operator.mod,
     BinaryOp.MAX: max,
     BinaryOp.MIN: min,
+    # Python's & | ^ on in-range values are the two's-complement ones of any width
+    BinaryOp.BITWISE_AND: operator.and_,
+    BinaryOp.BITWISE_OR: operator.or_,
+    BinaryOp.BITWISE_XOR: operator.xor,
 }
 
 _COMPARE_FOLD: dict[CompareOp, Callable[[object, object], bool]] = {
@@ -108,10 +114,11 @@ def _int_const(expr: Expr) -> int | None:
 def _simplify_node(expr: Expr) -> Expr:
     if isinstance(expr, Binary) and expr.dtype.is_int:
         return _simplify_int_binary(expr)
-    if isinstance(expr, Unary) and expr.op is UnaryOp.NEG:
+    if isinstance(expr, Unary) and expr.op in (UnaryOp.NEG, UnaryOp.BITWISE_NOT):
         value = _int_const(expr.x)
         if value is not None:
-            return Const(wrap_int(-value, expr.dtype), expr.dtype)
+            folded = -value if expr.op is UnaryOp.NEG else ~value
+            return Const(wrap_int(folded, expr.dtype), expr.dtype)
     if isinstance(expr, Cast):
         value = _int_const(expr.x)
         if value is not None and expr.to.is_int:
@@ -146,6 +153,9 @@ def _simplify_int_binary(expr: Binary) -> Expr:
     if ca is not None and cb is not None:
         if op in (BinaryOp.FLOORDIV, BinaryOp.MOD) and cb == 0:
             return expr
+        if op in SHIFT_BINARY:   # ONNX's total shifts (tilecraft.reference.bitwise)
+            shift = fold_shift_left if op is BinaryOp.SHIFT_LEFT else fold_shift_right
+            return Const(shift(wrap_int(ca, dtype), wrap_int(cb, dtype), dtype), dtype)
         return Const(wrap_int(_INT_FOLD[op](ca, cb), dtype), dtype)
     if op is BinaryOp.ADD:
         if ca == 0:

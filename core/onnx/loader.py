@@ -29,6 +29,7 @@ from tilecraft import te
 from tilecraft.graph import Graph
 from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_attention,
+    convert_bitwise,
     convert_indexing,
     convert_loss,
     convert_math,

@@ -43,6 +43,7 @@ import numpy as np
 
 from tilecraft.dtypes import DType
 from tilecraft.errors import ExpressionError, InputError
+from tilecraft.reference.bitwise import shift_left, shift_right
 from tilecraft.reference.numerics import cast_values, const_array, erf
 from tilecraft.te.bounds import Affine, affine, interval
 from tilecraft.te.expr import (
@@ -77,6 +78,10 @@ _BINARY = {
     BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply,
     BinaryOp.DIV: np.divide, BinaryOp.FLOORDIV: np.floor_divide, BinaryOp.MOD: np.mod,
     BinaryOp.MAX: np.maximum, BinaryOp.MIN: np.minimum,
+    BinaryOp.BITWISE_AND: np.bitwise_and, BinaryOp.BITWISE_OR: np.bitwise_or,
+    BinaryOp.BITWISE_XOR: np.bitwise_xor,
+    # ONNX BitShift: an amount outside [0, bits) gives 0 / the sign (tilecraft.reference.bitwise)
+    BinaryOp.SHIFT_LEFT: shift_left, BinaryOp.SHIFT_RIGHT: shift_right,
 }
 _COMPARE = {
     CompareOp.LT: np.less, CompareOp.LE: np.less_equal, CompareOp.GT: np.greater,
@@ -104,7 +109,7 @@ _UNARY = {
     UnaryOp.SIN: np.sin, UnaryOp.COS: np.cos, UnaryOp.TAN: np.tan, UnaryOp.ASIN: np.arcsin,
     UnaryOp.ACOS: np.arccos, UnaryOp.ATAN: np.arctan, UnaryOp.SINH: np.sinh,
     UnaryOp.COSH: np.cosh, UnaryOp.ASINH: np.arcsinh, UnaryOp.ACOSH: np.arccosh,
-    UnaryOp.ATANH: np.arctanh,
+    UnaryOp.ATANH: np.arctanh, UnaryOp.BITWISE_NOT: np.invert,
 }
 
 

@@ -7,6 +7,14 @@
 B[i, j] = max(A[i, j], 0.0)
 """
 
+from tilecraft.te.bitwise import (
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    left_shift,
+    right_shift,
+)
 from tilecraft.te.expr import (
     AxisKind,
     Binary,
@@ -84,5 +92,6 @@ __all__ = [
     "cast", "compute", "const", "eq", "erf", "exp", "log", "max", "maximum", "min", "minimum",
     "ne", "neg", "placeholder", "prod", "reduce_axis", "select", "sigmoid", "sqrt", "sum", "tanh",
     "ceil", "floor", "round_even", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-    "asinh", "acosh", "atanh",
+    "asinh", "acosh", "atanh", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "left_shift", "right_shift",
 ]

@@ -20,7 +20,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tilecraft.te.bitwise import bitwise_interval, bitwise_not_interval
 from tilecraft.te.expr import (
+    BITWISE_BINARY,
     Binary,
     BinaryOp,
     Cast,
@@ -66,6 +68,8 @@ def interval(expr: Expr, ranges: Ranges | None = None) -> Interval | None:
         b = interval(expr.b, ranges)
         if a is None or b is None:
             return None
+        if expr.op in BITWISE_BINARY:
+            return bitwise_interval(expr.op, a, b, expr.dtype)
         return _binary_interval(expr.op, a, b)
     if isinstance(expr, Unary):
         x = interval(expr.x, ranges)
@@ -83,6 +87,8 @@ def interval(expr: Expr, ranges: Ranges | None = None) -> Interval | None:
             return math.floor(x[0]), math.floor(x[1])
         if expr.op is UnaryOp.CEIL:
             return math.ceil(x[0]), math.ceil(x[1])
+        if expr.op is UnaryOp.BITWISE_NOT:
+            return bitwise_not_interval(x, expr.dtype)
         return None
     if isinstance(expr, Select):
         # each branch is only taken where the condition (or its negation) holds

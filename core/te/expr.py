@@ -42,6 +42,22 @@ class BinaryOp(str, enum.Enum):
     MOD = "%"
     MAX = "max"
     MIN = "min"
+    # integers only; the shifts are total (ONNX BitShift): see tilecraft.te.bitwise
+    BITWISE_AND = "&"
+    BITWISE_OR = "|"
+    BITWISE_XOR = "^"
+    SHIFT_LEFT = "<<"
+    SHIFT_RIGHT = ">>"
+
+
+#: the bitwise binary ops (and, or, xor, the two shifts): integer operands only
+BITWISE_BINARY = frozenset({BinaryOp.BITWISE_AND, BinaryOp.BITWISE_OR, BinaryOp.BITWISE_XOR,
+                            BinaryOp.SHIFT_LEFT, BinaryOp.SHIFT_RIGHT})
+#: the shifts: a shift amount outside ``[0, bits)`` gives 0 (left, and right of a non-negative
+#: value) or -1 (right of a negative value), never undefined behaviour
+SHIFT_BINARY = frozenset({BinaryOp.SHIFT_LEFT, BinaryOp.SHIFT_RIGHT})
+#: binary ops defined only on integer operands
+INT_ONLY_BINARY = BITWISE_BINARY | {BinaryOp.FLOORDIV, BinaryOp.MOD}
 
 
 class UnaryOp(str, enum.Enum):
@@ -67,6 +83,7 @@ class UnaryOp(str, enum.Enum):
     ASINH = "asinh"
     ACOSH = "acosh"
     ATANH = "atanh"
+    BITWISE_NOT = "bitwise_not"   # integers only: every bit flipped (~x)
 
 
 #: unary ops defined only on floating-point operands
@@ -80,6 +97,8 @@ TRIGONOMETRIC_UNARY = frozenset({UnaryOp.SIN, UnaryOp.COS, UnaryOp.TAN, UnaryOp.
                                  UnaryOp.ACOS, UnaryOp.ATAN, UnaryOp.SINH, UnaryOp.COSH})
 #: the inverse hyperbolic unary ops (libm's asinhf, acoshf, atanhf; LLVM has no intrinsics)
 INVERSE_HYPERBOLIC_UNARY = frozenset({UnaryOp.ASINH, UnaryOp.ACOSH, UnaryOp.ATANH})
+#: unary ops defined only on integer operands
+INT_ONLY_UNARY = frozenset({UnaryOp.BITWISE_NOT})
 #: unary ops whose value is a whole number: piecewise constant, derivative 0
 ROUNDING_UNARY = frozenset({UnaryOp.FLOOR, UnaryOp.CEIL, UnaryOp.ROUND})
 
@@ -459,8 +478,9 @@ def binary(op: BinaryOp, a: ExprLike, b: ExprLike) -> Expr:
     if op is BinaryOp.DIV and dt.is_int:
         raise DTypeError(f"'/' on integers ({left} / {right}); use // (floor division) for "
                          "integers or cast to a float type")
-    if op in (BinaryOp.FLOORDIV, BinaryOp.MOD) and not dt.is_int:
-        raise DTypeError(f"'{op.value}' needs integer operands, got {dt} ({left}, {right})")
+    if op in INT_ONLY_BINARY and not dt.is_int:
+        raise DTypeError(f"'{op.value}' needs integer operands, got {dt} ({left}, {right}); "
+                         "cast both with .astype('int32')")
     if op in (BinaryOp.FLOORDIV, BinaryOp.MOD) and isinstance(right, Const) and right.value == 0:
         raise ExpressionError(f"'{op.value}' by zero in {left} {op.value} {right}")
     return Binary(op, left, right)
@@ -472,6 +492,9 @@ def unary(op: UnaryOp, x: ExprLike) -> Expr:
     if op in FLOAT_ONLY_UNARY and not value.dtype.is_float:
         raise DTypeError(f"{op.value}({value}) needs a float operand, got {value.dtype}; "
                          "cast with .astype('float32')")
+    if op in INT_ONLY_UNARY and not value.dtype.is_int:
+        raise DTypeError(f"{op.value}({value}) needs an integer operand, got {value.dtype}; "
+                         "cast with .astype('int32')")
     if value.dtype == DType.BOOL:
         raise DTypeError(f"{op.value} of a condition ({value})")
     if op is UnaryOp.NEG and value.dtype == DType.UINT8:

@@ -90,7 +90,10 @@ SRL_DEPTH = 32
 
 _BINARY_OPERATOR = {BinaryOp.ADD: "add", BinaryOp.SUB: "add", BinaryOp.MUL: "mul",
                     BinaryOp.DIV: "div", BinaryOp.FLOORDIV: "div", BinaryOp.MOD: "div",
-                    BinaryOp.MAX: "cmp", BinaryOp.MIN: "cmp"}
+                    BinaryOp.MAX: "cmp", BinaryOp.MIN: "cmp",
+                    BinaryOp.BITWISE_AND: "bitwise", BinaryOp.BITWISE_OR: "bitwise",
+                    BinaryOp.BITWISE_XOR: "bitwise", BinaryOp.SHIFT_LEFT: "shift",
+                    BinaryOp.SHIFT_RIGHT: "shift"}
 _UNARY_OPERATOR = {UnaryOp.EXP: "exp", UnaryOp.LOG: "log", UnaryOp.SQRT: "sqrt"}
 
 
@@ -350,7 +353,7 @@ class _Walker:
             operator = "cmp"  # a multiplexer, about a comparator's cost
         elif isinstance(expr, Unary):
             operator = _UNARY_OPERATOR.get(expr.op) or (
-                None if expr.op in (UnaryOp.NEG, UnaryOp.ABS) else
+                None if expr.op in (UnaryOp.NEG, UnaryOp.ABS, UnaryOp.BITWISE_NOT) else
                 "cast" if expr.op in ROUNDING_UNARY else "transcendental")
         elif isinstance(expr, Cast) and (expr.to.is_float != expr.x.dtype.is_float or
                                          expr.to is not expr.x.dtype and expr.to.is_float):

@@ -56,6 +56,12 @@ OPERATORS: dict[tuple[str, str], OperatorCost] = {
     ("mul", "int32"): OperatorCost(3, 3, 40, 60),
     ("div", "int32"): OperatorCost(36, 0, 1000, 1200),
     ("cmp", "int32"): OperatorCost(1, 0, 32, 2),
+    # and / or / xor: one LUT per bit; a shift by a run-time amount: a barrel shifter of
+    # log2(bits) 2:1 multiplexer levels (the out-of-range test and select on top), one cycle
+    ("bitwise", "int8"): OperatorCost(1, 0, 8, 8),
+    ("bitwise", "int32"): OperatorCost(1, 0, 32, 32),
+    ("shift", "int8"): OperatorCost(1, 0, 16, 8),
+    ("shift", "int32"): OperatorCost(1, 0, 96, 32),
 }
 
 

@@ -54,6 +54,8 @@ _BINARY = {
     BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply,
     BinaryOp.FLOORDIV: np.floor_divide, BinaryOp.MOD: np.mod,
     BinaryOp.MAX: np.maximum, BinaryOp.MIN: np.minimum,
+    BinaryOp.BITWISE_AND: np.bitwise_and, BinaryOp.BITWISE_OR: np.bitwise_or,
+    BinaryOp.BITWISE_XOR: np.bitwise_xor,
 }
 _COMPARE = {
     CompareOp.LT: np.less, CompareOp.LE: np.less_equal, CompareOp.GT: np.greater,

@@ -21,6 +21,7 @@ from tilecraft.dtypes import DType
 from tilecraft.kernel_ir.nodes import BufferLoad
 from tilecraft.te.expr import (
     INVERSE_HYPERBOLIC_UNARY,
+    SHIFT_BINARY,
     TRIGONOMETRIC_UNARY,
     Binary,
     BinaryOp,
@@ -48,6 +49,9 @@ from tilecraft_x86_avx512.codegen.types import INDEX, compute_type, literal, man
 _FLOAT_OPS = {BinaryOp.ADD: "fadd", BinaryOp.SUB: "fsub", BinaryOp.MUL: "fmul",
               BinaryOp.DIV: "fdiv"}
 _INT_OPS = {BinaryOp.ADD: "add", BinaryOp.SUB: "sub", BinaryOp.MUL: "mul"}
+#: and, or, xor: exact on the sign-extended i64 of an index as on the i32 itself
+_BITWISE_OPS = {BinaryOp.BITWISE_AND: "and", BinaryOp.BITWISE_OR: "or",
+                BinaryOp.BITWISE_XOR: "xor"}
 _FLOAT_PREDICATES = {CompareOp.LT: "olt", CompareOp.LE: "ole", CompareOp.GT: "ogt",
                      CompareOp.GE: "oge", CompareOp.EQ: "oeq", CompareOp.NE: "une"}
 _INT_PREDICATES = {CompareOp.LT: "lt", CompareOp.LE: "le", CompareOp.GT: "gt",
@@ -122,7 +126,9 @@ class ExprEmitter:
             return Value(str(int(expr.value)), INDEX)
         if isinstance(expr, Var):
             return self.variable(expr)
-        if isinstance(expr, Binary) and expr.dtype is DType.INT32:
+        # a shift is computed in i32 (its out-of-range rule and wrap-around depend on the width)
+        if isinstance(expr, Binary) and expr.dtype is DType.INT32 \
+                and expr.op not in SHIFT_BINARY:
             a, b = self.index(expr.a), self.index(expr.b)
             if expr.op in _INT_OPS:
                 return self.fb.binop(_INT_OPS[expr.op], a, b, "nsw")
@@ -159,6 +165,8 @@ class ExprEmitter:
             raise self.ctx.error("'/' on integers; use // (floor division)")
         if op in _INT_OPS:
             return self.fb.binop(_INT_OPS[op], a, b)
+        if op in SHIFT_BINARY:
+            return self.shift(op, a, b, dtype)
         return self.int_binary(op, a, b, signed=dtype.is_signed)
 
     def int_binary(self, op: BinaryOp, a: Value, b: Value, signed: bool) -> Value:
@@ -170,7 +178,26 @@ class ExprEmitter:
             return self.floor_divmod(a, b, signed, modulo=op is BinaryOp.MOD)
         if op in _INT_OPS:
             return self.fb.binop(_INT_OPS[op], a, b)
+        if op in _BITWISE_OPS:
+            return self.fb.binop(_BITWISE_OPS[op], a, b)
         raise self.ctx.error(f"'{op.value}' is not defined on integers")
+
+    def shift(self, op: BinaryOp, a: Value, b: Value, dtype: DType) -> Value:
+        """``a << b`` or ``a >> b`` of ``dtype`` values as te defines them (ONNX BitShift,
+        :mod:`tilecraft.reference.bitwise`). LLVM's ``shl`` / ``lshr`` / ``ashr`` give poison
+        for an amount of the width or more (and a negative amount is such an amount unsigned),
+        so the amount is clamped into range first: right shifts of a signed type by
+        ``bits - 1`` (the sign fills, as the reference's -1 / 0), the others by 0 and then
+        replaced by 0. For int32 vectors LLVM folds the clamps into AVX-512's ``vpsllvd`` /
+        ``vpsravd`` (which saturate the amount the same way): one instruction a vector."""
+        fb = self.fb
+        in_range = fb.compare("icmp", "ult", b, Value(str(dtype.bits), b.elem))
+        if op is BinaryOp.SHIFT_RIGHT and dtype.is_signed:
+            amount = fb.select(in_range, b, Value(str(dtype.bits - 1), b.elem))
+            return fb.binop("ashr", a, amount)
+        amount = fb.select(in_range, b, Value("0", b.elem))
+        shifted = fb.binop("shl" if op is BinaryOp.SHIFT_LEFT else "lshr", a, amount)
+        return fb.select(in_range, shifted, Value("0", a.elem))
 
     def floor_divmod(self, a: Value, b: Value, signed: bool, modulo: bool) -> Value:
         """Python-style ``a // b`` or ``a % b``; by zero gives 0, ``MIN // -1`` wraps to MIN
@@ -209,6 +236,8 @@ class ExprEmitter:
                 return x
             name = f"llvm.abs.{mangle(x.elem, x.lanes)}"
             return self.fb.call(name, x.elem, [x, Value("false", "i1")], x.lanes)
+        if op is UnaryOp.BITWISE_NOT and dtype.is_int:
+            return self.fb.binop("xor", x, Value("-1", x.elem))
         if not dtype.is_float:
             raise self.ctx.error(f"{op.value} needs a float operand, got {dtype}")
         if op in _INTRINSICS:
