@@ -7,9 +7,11 @@ The notation is one Python-syntax statement over the intrinsic's operands and lo
 - ``Dst[i1, i2] += expr`` accumulates: ``Dst_out = Dst_in + sum(expr over the reduce loops)``;
 - ``Dst[i] = sum(expr)`` / ``prod(expr)`` / ``max(expr)`` / ``min(expr)`` reduces over the
   reduce loops without reading ``Dst``;
-- ``expr`` uses ``+ - * / // %``, comparisons (``0 <= i < 4`` chains), ``& | ~`` on conditions,
-  and the functions ``cast(dtype, x)``, ``exp log sqrt tanh erf sigmoid abs``, ``max(a, b)``,
-  ``min(a, b)``, ``select(cond, a, b)`` — one way to write each thing, as in te.
+- ``expr`` uses ``+ - * / // %``, the integer shifts and xor ``<< >> ^`` (te's total shifts),
+  comparisons (``0 <= i < 4`` chains), ``& | ~`` on conditions, and the functions
+  ``cast(dtype, x)``, ``exp log sqrt tanh erf sigmoid abs``, ``max(a, b)``, ``min(a, b)``,
+  ``select(cond, a, b)``, ``bitwise_and bitwise_or bitwise_not`` on integers (the packed
+  operands of int4 intrinsics, say) — one way to write each thing, as in te.
 
 >>> from tilecraft.te import AxisKind
 >>> from tilecraft.dtypes import DType
@@ -63,13 +65,17 @@ _UNARY_FUNCTIONS = {"exp": UnaryOp.EXP, "log": UnaryOp.LOG, "sqrt": UnaryOp.SQRT
 _REDUCTIONS: dict[str, Callable[..., Expr]] = {"sum": tef.sum, "max": tef.max, "min": tef.min,
                                                "prod": tef.prod}
 _BINARY_OPS = {ast.Add: BinaryOp.ADD, ast.Sub: BinaryOp.SUB, ast.Mult: BinaryOp.MUL,
-               ast.Div: BinaryOp.DIV, ast.FloorDiv: BinaryOp.FLOORDIV, ast.Mod: BinaryOp.MOD}
+               ast.Div: BinaryOp.DIV, ast.FloorDiv: BinaryOp.FLOORDIV, ast.Mod: BinaryOp.MOD,
+               ast.LShift: BinaryOp.SHIFT_LEFT, ast.RShift: BinaryOp.SHIFT_RIGHT,
+               ast.BitXor: BinaryOp.BITWISE_XOR}
+#: integer bit operations written as functions (``&`` ``|`` ``~`` are logical on conditions)
+_BITWISE_FUNCTIONS = {"bitwise_and": BinaryOp.BITWISE_AND, "bitwise_or": BinaryOp.BITWISE_OR}
 _COMPARE_OPS = {ast.Lt: CompareOp.LT, ast.LtE: CompareOp.LE, ast.Gt: CompareOp.GT,
                 ast.GtE: CompareOp.GE, ast.Eq: CompareOp.EQ, ast.NotEq: CompareOp.NE}
 _DTYPE_NAMES = {dtype.value for dtype in DType if dtype is not DType.BOOL}
 #: names an operand or loop may not take: they mean something else in the notation
 RESERVED_NAMES = frozenset({*_UNARY_FUNCTIONS, *_REDUCTIONS, "cast", "select", *_DTYPE_NAMES,
-                            "True", "False", "None"})
+                            *_BITWISE_FUNCTIONS, "bitwise_not", "True", "False", "None"})
 
 
 @dataclass(frozen=True)
@@ -222,7 +228,7 @@ class _Converter:
             op = _BINARY_OPS.get(type(node.op))
             if op is None:
                 raise self.fail(node, f"operator {type(node.op).__name__} is not supported; "
-                                      "use + - * / // % or a function")
+                                      "use + - * / // % << >> ^ or a function")
             return binary(op, left, right)
         if isinstance(node, ast.UnaryOp):
             operand = self.convert(node.operand)
@@ -307,6 +313,13 @@ class _Converter:
         if name in _UNARY_FUNCTIONS:
             arity(1)
             return unary(_UNARY_FUNCTIONS[name], self.convert(args[0]))
+        if name in _BITWISE_FUNCTIONS:
+            arity(2)
+            return binary(_BITWISE_FUNCTIONS[name], self.convert(args[0]),
+                          self.convert(args[1]))
+        if name == "bitwise_not":
+            arity(1)
+            return unary(UnaryOp.BITWISE_NOT, self.convert(args[0]))
         if name in ("max", "min") and len(args) == 2:
             op = BinaryOp.MAX if name == "max" else BinaryOp.MIN
             return binary(op, self.convert(args[0]), self.convert(args[1]))
@@ -317,7 +330,8 @@ class _Converter:
             arity(3)
             return select(*(self.convert(arg) for arg in args))
         raise self.fail(node, f"unknown function {name}; allowed: cast, select, max, min, "
-                              f"{', '.join(_UNARY_FUNCTIONS)}")
+                              f"{', '.join(_UNARY_FUNCTIONS)}, {', '.join(_BITWISE_FUNCTIONS)}, "
+                              "bitwise_not")
 
 
 def _named_function(names: Sequence[str], body: Callable[..., Any]) -> Callable[..., Any]:
