@@ -118,6 +118,18 @@ def test_every_unsupported_node_is_listed_at_once():
     assert "'second_bad' (Pad, opset 17)" in message and "reflect" in message
 
 
+def test_an_older_opset_is_converted_by_onnx_version_converter():
+    """Opset 11: Softmax's axis coerced the input to 2-d and Squeeze took its axes as an
+    attribute; the converter's adapters rewrite both, so the import reads them as opset 13."""
+    nodes = [helper.make_node("Softmax", ["x"], ["s"], axis=1),
+             helper.make_node("Squeeze", ["s"], ["y"], axes=[1])]
+    model = _model(nodes, [_value("x", [2, 1, 5])], [_value("y", [2, 5])], {}, opset=11)
+    x = RNG.standard_normal((2, 1, 5)).astype(np.float32)
+    graph = tc.from_onnx(model)
+    want = _onnxruntime(model, x=x)[0]
+    np.testing.assert_allclose(tc.reference.run(graph, x=x), want, rtol=1e-5, atol=1e-6)
+
+
 def test_shape_arithmetic_is_folded_at_import():
     """Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as exporters write a flatten."""
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
@@ -139,10 +151,16 @@ def test_bad_input_is_a_tilecraft_error(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(OnnxImportError, match="cannot read the ONNX model"):
         tc.from_onnx(bad)
-    old = _model([helper.make_node("Relu", ["x"], ["y"])], [_value("x", [2])],
-                 [_value("y", [2])], {}, opset=11)
-    with pytest.raises(OnnxImportError, match="opset 11"):
-        tc.from_onnx(old)
+    unknown = _model([helper.make_node("Relu", ["x"], ["a"]),
+                      helper.make_node("NotAnOp", ["a"], ["y"], name="odd")],
+                     [_value("x", [2])], [_value("y", [2])], {}, opset=11)
+    with pytest.raises(OnnxImportError, match=r"'odd' \(NotAnOp, opset 11\)"):
+        tc.from_onnx(unknown)
+    dangling = _model([helper.make_node("Resize", ["x", "scales"], ["y"])],
+                      [_value("x", [2])], [_value("y", [2])], {}, opset=10)
+    with pytest.raises(OnnxImportError, match="opset 10.*version converter could not bring "
+                                              "it there .*scales is undefined"):
+        tc.from_onnx(dangling)
     dynamic = _model([helper.make_node("Relu", ["x"], ["y"])], [_value("x", ["batch", 3])],
                      [_value("y", ["batch", 3])], {})
     with pytest.raises(OnnxImportError, match="input_shapes"):

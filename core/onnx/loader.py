@@ -53,7 +53,8 @@ from tilecraft.onnx.values import (
     tilecraft_dtype,
 )
 
-#: the oldest default-domain opset imported (operators are read at the version in force)
+#: the oldest default-domain opset read (operators are read at the version in force); an older
+#: model is converted to it first (:func:`upgraded`)
 MIN_OPSET = 13
 #: operators whose nodes are evaluated at import time when their inputs are known, whatever
 #: they are (they have no run-time converter)
@@ -90,6 +91,42 @@ def default_opset(model: Any) -> int:
                           "model.opset_import")
 
 
+def upgraded(model: Any, opset: int) -> Any:
+    """``model`` (written at ``opset``, older than :data:`MIN_OPSET`) converted to
+    :data:`MIN_OPSET` by onnx's version converter, whose adapters rewrite the operators whose
+    definition changed (Split's sizes and Squeeze's axes becoming inputs, Softmax's axis, ...);
+    an OnnxImportError naming the converter's complaint where it cannot.
+
+    >>> from onnx import helper, TensorProto
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    >>> old = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+    ...                                           "g", [x], [y]),
+    ...                         opset_imports=[helper.make_opsetid("", 11)])
+    >>> default_opset(upgraded(old, 11))
+    13
+    """
+    from onnx import version_converter
+
+    unknown = [f"{node.name or node.output[0]!r} ({node.op_type}, opset {opset})"
+               for node in model.graph.node
+               if node.domain not in ("", "ai.onnx") or _operator_version(node.op_type, opset) < 0]
+    if unknown:  # the converter would stop at the first, without naming it
+        raise OnnxImportError(f"{len(unknown)} node(s) of the opset {opset} model cannot be "
+                              f"converted to opset {MIN_OPSET} (not operators of opset "
+                              f"{opset}'s default domain): {', '.join(unknown)}")
+    try:
+        return version_converter.convert_version(model, MIN_OPSET)
+    except Exception as err:  # the converter's C++ errors surface as RuntimeError & co
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise OnnxImportError(
+            f"the model uses opset {opset}; tilecraft reads operators as opset {MIN_OPSET} "
+            f"and newer define them, and onnx's version converter could not bring it there "
+            f"({first}); convert it with onnx.version_converter.convert_version(model, "
+            f"{MIN_OPSET}) after fixing that, or export it again at opset {MIN_OPSET} or "
+            "newer") from None
+
+
 def from_onnx(model: Any, initializers: str = "constants",
               input_values: Mapping[str, np.ndarray] | None = None,
               input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
@@ -106,9 +143,7 @@ def from_onnx(model: Any, initializers: str = "constants",
     proto = load_model(model)
     opset = default_opset(proto)
     if opset < MIN_OPSET:
-        raise OnnxImportError(f"the model uses opset {opset}; tilecraft imports opset "
-                              f"{MIN_OPSET} and newer: convert it with "
-                              "onnx.version_converter.convert_version(model, 13)")
+        proto, opset = upgraded(proto, opset), MIN_OPSET
     graph = proto.graph
     state = ImportState()
     env: dict[str, Value] = {}
