@@ -2,50 +2,29 @@
 shapes (batch 1, update length 1, prime sizes, spatial size 1): each model imported, run by
 tilecraft's numpy reference and compiled for x86, against onnx's reference evaluator."""
 
+import functools
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+from onnx import TensorProto, helper  # noqa: E402
+from onnx_single_node import check_against_evaluator as _check  # noqa: E402
+from onnx_single_node import node_model  # noqa: E402
+from onnx_single_node import value_info as _value  # noqa: E402
 
 import tilecraft as tc  # noqa: E402
 from tilecraft.onnx import ConstantRequired, OnnxImportError  # noqa: E402
 from tilecraft.reference import run  # noqa: E402
-from tilecraft.target.registry import get_target  # noqa: E402
 
 RNG = np.random.default_rng(29)
-X86 = get_target("x86_avx512").available().execute
 
 
-def _model(node, inputs, outputs, initializers=None, opset=24):
-    graph = helper.make_graph([node], "g", inputs, outputs, [
-        numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _value(name, shape, elem=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def _check(model, feeds, rtol=1e-5, atol=1e-6):
-    """tilecraft's reference and its x86 build against onnx's evaluator (int64 inputs are
-    passed to tilecraft as the int32 it holds them in)."""
-    want = ReferenceEvaluator(model).run(None, feeds)
-    feeds = {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in feeds.items()}
-    graph = tc.from_onnx(model)
-    assert [t.name for t in graph.outputs] == ["y"]  # the ONNX output's name is kept
-    got = run(graph, feeds)
-    got = got if isinstance(got, tuple) else (got,)
-    for each, wanted in zip(got, want):
-        np.testing.assert_allclose(each, wanted.astype(each.dtype), rtol=rtol, atol=atol)
-    if X86:
-        built = tc.compile(graph, target="x86_avx512")(**feeds)
-        built = built if isinstance(built, tuple) else (built,)
-        for each, wanted in zip(built, want):
-            np.testing.assert_allclose(each, wanted.astype(each.dtype), rtol=rtol, atol=atol)
-    return graph
+_model = functools.partial(node_model, opset=24)
 
 
 def _scatter_model(cache_shape, update_shape, with_indices=True, initializers=None, **attrs):

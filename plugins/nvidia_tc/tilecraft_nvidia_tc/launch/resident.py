@@ -114,8 +114,7 @@ class ResidentChain:
         for start, end in regions(owners):
             pointer = int(_check(self.driver, self.driver.cuMemAlloc(end - start), "cuMemAlloc"))
             self._allocations.append(pointer)
-            _check(self.driver, self.driver.cuMemcpyHtoD(pointer, start, end - start),
-                   "cuMemcpyHtoD")
+            _to_device(self.driver, [(start, pointer, end - start)])
             self._regions.append((start, end, pointer))
         #: per bound, its fixed parameters' device pointers
         self._fixed_pointers = [{name: self._device(_span(array)[0])
@@ -177,12 +176,8 @@ class ResidentChain:
                                              "cuMemAlloc"))
                         buffers[address] = (pointer, array)
                     (written if name in outputs else read).add(address)
-            for address in read:
-                pointer, array = buffers[address]
-                _check(driver, driver.cuMemcpyHtoD(pointer, address, array.nbytes),
-                       "cuMemcpyHtoD")
-            for host, pointer, size in self._copy_in:
-                _check(driver, driver.cuMemcpyHtoD(pointer, host, size), "cuMemcpyHtoD")
+            _to_device(driver, [(address, buffers[address][0], buffers[address][1].nbytes)
+                                for address in read] + self._copy_in)
             events = self._events
             _check(driver, driver.cuEventRecord(events[0], 0), "cuEventRecord")
             packs = []
@@ -197,18 +192,26 @@ class ResidentChain:
                 launcher._launch_packed(packed)
                 _check(driver, driver.cuEventRecord(events[index + 1], 0), "cuEventRecord")
             _check(driver, driver.cuEventSynchronize(events[-1]), "cuEventSynchronize")
-            for address in written:
-                pointer, array = buffers[address]
-                _check(driver, driver.cuMemcpyDtoH(address, pointer, array.nbytes),
-                       "cuMemcpyDtoH")
-            for host, pointer, size in self._copy_out:
-                _check(driver, driver.cuMemcpyDtoH(host, pointer, size), "cuMemcpyDtoH")
+            _to_host(driver, [(address, buffers[address][0], buffers[address][1].nbytes)
+                              for address in written] + self._copy_out)
             return [float(_check(driver, driver.cuEventElapsedTime(events[k], events[k + 1]),
                                  "cuEventElapsedTime")) / 1e3
                     for k in range(len(self.bounds))]
         finally:
             for pointer, _ in buffers.values():
                 driver.cuMemFree(pointer)
+
+
+def _to_device(driver: Any, copies: Sequence[tuple[int, int, int]]) -> None:
+    """Each ``(host address, device pointer, bytes)`` copied host to device."""
+    for host, pointer, size in copies:
+        _check(driver, driver.cuMemcpyHtoD(pointer, host, size), "cuMemcpyHtoD")
+
+
+def _to_host(driver: Any, copies: Sequence[tuple[int, int, int]]) -> None:
+    """Each ``(host address, device pointer, bytes)`` copied device to host."""
+    for host, pointer, size in copies:
+        _check(driver, driver.cuMemcpyDtoH(host, pointer, size), "cuMemcpyDtoH")
 
 
 def _release(driver: Any, allocations: list[int], events: list[Any]) -> None:
