@@ -103,6 +103,19 @@ def test_tensor_scatter_refuses_an_update_longer_than_the_cache():
         tc.from_onnx(model)
 
 
+@pytest.mark.parametrize("at", [[4], [-1]])
+def test_tensor_scatter_refuses_known_linear_writes_past_the_cache(at):
+    """ONNX requires each linear write to lie inside the cache; a known index that does not is
+    refused at import (circular mode wraps it instead)."""
+    model = _scatter_model((1, 2, 5, 3), (1, 2, 2, 3), True, {"at": np.array(at, np.int64)})
+    with pytest.raises(OnnxImportError, match=rf"write_indices \[{at[0]}\].*\[0, 3\]"):
+        tc.from_onnx(model)
+    circular = _scatter_model((1, 2, 5, 3), (1, 2, 2, 3), True, {"at": np.array(at, np.int64)},
+                              mode="circular")
+    _check(circular, {"cache": RNG.standard_normal((1, 2, 5, 3)).astype(np.float32),
+                      "update": RNG.standard_normal((1, 2, 2, 3)).astype(np.float32)})
+
+
 def _affine_model(theta_shape, size, **attrs):
     node = helper.make_node("AffineGrid", ["theta", "size"], ["y"], **attrs)
     return _model(node, [_value("theta", theta_shape)], [_value("y", None)],

@@ -239,6 +239,17 @@ def convert_tensor_scatter(ctx: NodeContext) -> list[Value]:
 
     names, out = axis_names(rank), ctx.out()
     start = _known_starts(ctx, past.shape[0])
+    if start is not None and not circular and ctx.has(2):
+        # ONNX requires 0 <= write_indices[b] and write_indices[b] + length <= capacity in
+        # linear mode (onnx's reference raises or wraps outside it); a run-time index outside
+        # it writes nothing of the update's part past the cache
+        outside = [int(v) for v in ctx.const(2, "write_indices").reshape(-1)
+                   if not 0 <= int(v) <= capacity - length]
+        if outside:
+            raise ctx.unsupported(f"write_indices {outside} with an update of {length} into a "
+                                  f"cache of {capacity} on axis {axis} in linear mode (each "
+                                  f"must lie in [0, {capacity - length}]; use circular mode "
+                                  "to wrap)")
     if start is not None:
         def direct(*idx: te.Expr) -> te.Expr:
             shift = shift_of(idx[axis], start(idx[0]))
