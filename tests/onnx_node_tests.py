@@ -28,7 +28,7 @@ SUPPORTED = [
     "edge_pad", "reflect_pad", "wrap_pad", "cumprod", "reversesequence", "bitwise", "bitshift",
     # opset 7-12 models, brought to opset 13 by onnx's version converter at import
     "and2d", "and3d", "and4d", "or2d", "or3d", "or4d", "xor2d", "xor3d", "xor4d", "upsample",
-    "scatter",
+    "scatter", "dft", "stft",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 
@@ -73,5 +73,8 @@ EXCLUDE = [
     r"test_pow_types_int",  # integer Pow
     r"test_mod_.*float",  # floating-point fmod (te has no truncation)
     r"test_split_to_sequence",
+    # the expected output holds numpy's complex64 FFT rounding (1.9e-7 where the exact value,
+    # which tilecraft gives, is 0), above the runner's atol of 1e-7
+    r"^test_dft_inverse(_opset19)?_cpu$",
     r"test_identity_(opt|sequence)",  # other operators / optional and sequence types
 ]

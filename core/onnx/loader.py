@@ -41,6 +41,7 @@ from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_resize,
     convert_selection,
     convert_shape,
+    convert_spectral,
     convert_transformer_ops,
 )
 from tilecraft.onnx.context import CONVERTERS, ImportState, NodeContext
