@@ -31,6 +31,7 @@ from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_attention,
     convert_bitwise,
     convert_indexing,
+    convert_integer_ops,
     convert_loss,
     convert_math,
     convert_nn,
