@@ -22,7 +22,8 @@ ones compile looks up. BERT-base layer on x86, 1 thread: 41 -> 25 computes, 99 -
 
 A consumer that is a sum of products (a matrix product, a convolution) never takes it: its
 operands stay tensors, as the targets' contraction templates pack them. The result is exact:
-the same arithmetic on the same values, in the same order per element.
+the same arithmetic on the same values, in the same order per element, and a float16 or
+bfloat16 body rounded where the compute would have stored it.
 
 >>> from tilecraft import te
 >>> from tilecraft.graph import Graph
@@ -39,6 +40,7 @@ R[i, j] = (A[i, j] + B[j]) * 2.0
 
 from __future__ import annotations
 
+from tilecraft.dtypes import DType
 from tilecraft.graph import Graph
 from tilecraft.passes.rewriting import rebuild_graph, with_body
 from tilecraft.te.expr import Binary, BinaryOp, Cast, Expr, Load, Reduce, ReduceOp, Unary, UnaryOp
@@ -114,7 +116,13 @@ class InlineElementwise:
             reads_inlined = any(t in bodies for t in tensor.inputs)
             body = expand(tensor.op.body) if reads_inlined else tensor.op.body
             if tensor in inlined:
-                bodies[tensor] = body if body.dtype == tensor.dtype else Cast(tensor.dtype, body)
+                # a half type's arithmetic runs unrounded in float32 and is rounded when the
+                # compute stores it: the inlined body keeps that rounding as a Cast (which
+                # rounds even from the same half type, tilecraft.reference.numerics)
+                rounds = tensor.dtype in (DType.FLOAT16, DType.BFLOAT16) \
+                    and not isinstance(body, Load)
+                bodies[tensor] = body if body.dtype == tensor.dtype and not rounds \
+                    else Cast(tensor.dtype, body)
             elif reads_inlined:
                 replacements[tensor] = with_body(tensor, body)
         return rebuild_graph(graph, replacements)

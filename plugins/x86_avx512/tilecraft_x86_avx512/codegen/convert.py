@@ -80,8 +80,10 @@ def round_to(fb: FunctionBuilder, value: Value, dtype: DType) -> Value:
 
 
 def cast(fb: FunctionBuilder, value: Value, source: DType, target: DType) -> Value:
-    """te ``Cast(target, x)`` where ``x`` of dtype ``source`` evaluated to ``value``."""
-    if source == target:
+    """te ``Cast(target, x)`` where ``x`` of dtype ``source`` evaluated to ``value``. A half
+    type's arithmetic runs unrounded in float, so a cast to it rounds even from the same half
+    type (the reference's meaning: an inlined float16 compute is rounded where it was stored)."""
+    if source == target and target not in (DType.FLOAT16, DType.BFLOAT16):
         return value
     lanes = value.lanes
     if target is DType.BOOL:
