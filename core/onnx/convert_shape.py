@@ -233,8 +233,8 @@ def convert_pad(ctx: NodeContext) -> list[Value]:
 def convert_depth_space(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
     block = int(ctx.attr("blocksize"))
-    if ctx.op_type == "SpaceToDepth":
-        return [ops.space_to_depth(x, block, mode="DCR", name=ctx.out())]
+    if ctx.op_type == "SpaceToDepth":  # its mode attribute came at opset 28 (DCR before)
+        return [ops.space_to_depth(x, block, mode=ctx.attr("mode", "DCR"), name=ctx.out())]
     return [ops.depth_to_space(x, block, mode=ctx.attr("mode", "DCR"), name=ctx.out())]
 
 
