@@ -210,7 +210,7 @@ def test_helpers() -> None:
     ("import os", "must be 'Dst"),
     ("Dst[i1 + 1, i2] += 1", "must be a plain spatial loop name"),
     ("Dst[i1, i2] += exp(cast(int32, Src1[i1, r1]))", "exp.* needs a float operand"),
-    ("Dst[i1, i2] += 1 << 2", "operator LShift is not supported"),
+    ("Dst[i1, i2] += 1 ** 2", "operator Pow is not supported"),
     ("Dst[i1, i2] += select(i1 < 2 and i2 < 2, 1, 0)", "write conditions with & | ~ as in te"),
     ("Dst[i1, i2] += select(not i1 < 2, 1, 0)", "write ~cond, not 'not cond'"),
     ("Dst[i1, i2] += 1 if i1 < 2 else 0", r"write select\(cond, a, b\)"),
