@@ -2,7 +2,7 @@
 MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv.
 
 The product-sum runs on the uint8 / int8 operands themselves (``ops.matmul`` / ``ops.conv*d``
-with an int32 result: the form the x86 target runs on its int8 dot-product (VNNI) kernels), and
+with an int32 result: the form targets map onto their int8 dot-product instructions), and
 the zero points are taken out around it, exactly in wrapping int32 arithmetic::
 
     sum_k (a - za)(b - zb) = sum_k a*b - zb * sum_k a - za * (sum_k b - K*zb)
@@ -47,7 +47,8 @@ FLOAT32 = DType.FLOAT32
 #: the operand types of the integer products
 BYTE_TYPES = (DType.UINT8, DType.INT8)
 #: numpy's range of each byte type, in the order a folded weight prefers them (int8 first:
-#: the x86 dot product multiplies unsigned activations by signed weights)
+#: unsigned activations times signed weights is the usual int8 product, the quantizers' default
+#: and the operand pair of the common dot-product instructions)
 _BYTE_RANGES = ((DType.INT8, -128, 127), (DType.UINT8, 0, 255))
 _CONV = {1: ops.conv1d, 2: ops.conv2d, 3: ops.conv3d}
 
