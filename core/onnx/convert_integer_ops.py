@@ -402,23 +402,9 @@ def _padded_with(ctx: NodeContext, x: Tensor, padding: Sequence[tuple[int, int]]
                  fill: ZeroPoint, name: str) -> Tensor:
     """``x`` (N, C, *spatial) with ``padding`` around its spatial axes holding ``fill``."""
     pairs = [(0, 0), (0, 0), *padding]
-    if isinstance(fill.value, int):
-        return ops.pad(x, pairs, value=fill.value, name=ctx.state.unique(f"{name}_pad"))
-    fill_tensor = fill.value
-
-    def body(*idx: te.Expr) -> te.Expr:
-        conditions, source = [], []
-        for axis, extent, (before, after) in zip(idx, x.shape, pairs):
-            if before:
-                conditions.append(axis >= before)
-            if after:
-                conditions.append(axis < before + extent)
-            source.append(axis - before if before else axis)
-        return te.select(te.all_of(*conditions), x[tuple(source)],
-                         fill_tensor[(0,) * fill_tensor.ndim].astype(x.dtype))
-
-    shape = tuple(e + b + a for e, (b, a) in zip(x.shape, pairs))
-    return named_compute(shape, axis_names(x.ndim), body, ctx.state.unique(f"{name}_pad"))
+    value = fill.value if isinstance(fill.value, int) else \
+        fill.value[(0,) * fill.value.ndim]   # a run-time zero point: its one element
+    return ops.pad(x, pairs, value=value, name=ctx.state.unique(f"{name}_pad"))
 
 
 @dataclass(frozen=True)

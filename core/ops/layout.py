@@ -56,13 +56,14 @@ def _pad_pairs(x: Tensor, pad_width: PadWidth) -> tuple[tuple[int, int], ...]:
 PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
 
-def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0, name: str | None = None,
-        mode: str = "constant") -> Tensor:
+def pad(x: Tensor, pad_width: PadWidth, value: float | int | te.Expr = 0.0,
+        name: str | None = None, mode: str = "constant") -> Tensor:
     """``x`` with a border: ``pad_width`` holds one (before, after) per dimension, and ``mode``
     says what the border holds, as in ``np.pad``:
 
     - ``"constant"``: ``value`` (``-inf``/``inf`` allowed for float tensors; integer tensors
-      need an integer value);
+      need an integer value), or a scalar te expression, e.g. a load of a run-time zero
+      point, converted to ``x``'s dtype;
     - ``"edge"``: the nearest element on that axis (the source index clamped into range);
     - ``"reflect"``: the mirror image about the edge element, which is not repeated; each
       pad must be smaller than the axis's extent (a :class:`ShapeError` otherwise);
@@ -98,9 +99,11 @@ def pad(x: Tensor, pad_width: PadWidth, value: float | int = 0.0, name: str | No
     return named_compute(shape, axis_names(x.ndim), body, label)
 
 
-def _pad_constant(x: Tensor, pairs: Sequence[tuple[int, int]], value: float | int,
+def _pad_constant(x: Tensor, pairs: Sequence[tuple[int, int]], value: float | int | te.Expr,
                   shape: tuple[int, ...], name: str) -> Tensor:
-    if x.dtype.is_float:
+    if isinstance(value, te.Expr):
+        fill = value if value.dtype == x.dtype else value.astype(x.dtype)
+    elif x.dtype.is_float:
         fill = te.const(float(value), x.dtype)
     else:
         if isinstance(value, float) and not value.is_integer():
