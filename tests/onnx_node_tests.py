@@ -63,8 +63,6 @@ EXCLUDE = [
     # dtype
     r"test_cum(sum|prod)_(1d|2d)_(?!int32)", r"test_eyelike_with_dtype",
     # features not supported, each refused with a named reason by the importer
-    r"test_(averagepool|maxpool|lppool)_.*dilations",  # dilated pooling windows
-    r"test_(averagepool|maxpool|lppool)_3d",  # 3-d pooling (1-d and 2-d are)
     r"test_maxpool_with_argmax",  # MaxPool's Indices output
     r"test_resize_tf_crop_and_resize",  # extrapolated values: not a linear map of the input
     r"test_resize_.*_not_(larger|smaller)",  # keep_aspect_ratio_policy other than stretch

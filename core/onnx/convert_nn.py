@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tilecraft import ops, te
 from tilecraft.onnx.context import NodeContext, converter
 from tilecraft.onnx.convert_math import broadcast
 from tilecraft.onnx.values import Value
-from tilecraft.ops.building import named_compute
+from tilecraft.ops.building import accumulation_dtype, named_compute
 from tilecraft.ops.elementwise import axis_names, map_unary
+from tilecraft.ops.pooling import pool_windows
+from tilecraft.te.expr import ReduceOp, int_range
 from tilecraft.te.tensor import Tensor
 
 
@@ -214,31 +217,104 @@ def convert_softmax(ctx: NodeContext) -> list[Value]:
     return [fn(x, axis=int(ctx.attr("axis", -1)), name=ctx.out())]
 
 
-def _pool_geometry(ctx: NodeContext, x: Tensor) -> tuple[list[int], list[int],
-                                                        list[tuple[int, int]]]:
+@dataclass(frozen=True)
+class _PoolAxis:
+    """One spatial axis of an ONNX pool. In the input padded by ``pads`` (the model's, or
+    auto_pad's), output ``o`` reduces the taps ``o * stride + k * dilation`` for
+    ``k < kernel``; ceil mode's last window may run ``extra`` past that padded input.
+
+    >>> axis = _PoolAxis(extent=4, kernel=2, stride=2, dilation=2, pads=(0, 0), outputs=2)
+    >>> axis.extra, axis.cells(1, real_only=True)  # output 1's taps 2 and 4: 4 is past the end
+    (1, 1)
+    """
+
+    extent: int
+    kernel: int
+    stride: int
+    dilation: int
+    pads: tuple[int, int]
+    outputs: int
+
+    @property
+    def span(self) -> int:
+        return (self.kernel - 1) * self.dilation + 1
+
+    @property
+    def padded(self) -> int:
+        return self.extent + self.pads[0] + self.pads[1]
+
+    @property
+    def extra(self) -> int:
+        return max((self.outputs - 1) * self.stride + self.span - self.padded, 0)
+
+    def counted(self, real_only: bool) -> tuple[int, int]:
+        """The [low, high) range of padded positions a window's mean counts: the input's
+        (``count_include_pad=0``) or the padded input's (never ceil mode's extra)."""
+        return (self.pads[0], self.pads[0] + self.extent) if real_only else (0, self.padded)
+
+    def cells(self, o: int, real_only: bool) -> int:
+        """How many of output ``o``'s taps are counted (onnx's reference, enumerated)."""
+        low, high = self.counted(real_only)
+        return sum(low <= o * self.stride + k * self.dilation < high for k in range(self.kernel))
+
+    def cells_expr(self, o: te.Expr, real_only: bool) -> te.Expr | int:
+        """:meth:`cells` as an expression of the output index ``o`` (an int where every
+        window counts all its taps)."""
+        counts = [self.cells(i, real_only) for i in range(self.outputs)]
+        if all(c == self.kernel for c in counts):
+            return self.kernel
+        low, high = self.counted(real_only)
+        d, start = self.dilation, o * self.stride if self.stride != 1 else o
+
+        def taps_below(bound: int) -> te.Expr:  # taps at positions < bound: ceil((bound-start)/d)
+            ahead = bound - start + (d - 1)  # clamped to 0 and to kernel where that can bind
+            if bound - (self.outputs - 1) * self.stride + d - 1 < 0:
+                ahead = te.maximum(ahead, 0)
+            taps = ahead // d if d != 1 else ahead
+            return te.minimum(taps, self.kernel) if (bound + d - 1) // d > self.kernel else taps
+
+        cells = taps_below(high) - taps_below(low) if low > 0 else taps_below(high)
+        return te.maximum(cells, 0) if min(counts) == 0 else cells
+
+
+def _pool_axes(ctx: NodeContext, x: Tensor) -> list[_PoolAxis]:
+    """Each spatial axis's window, padding and output count, as onnx's reference computes
+    them (``ceil_mode`` rounds the count up unless the last window would start past the input
+    and its begin padding)."""
     kernel = [int(v) for v in ctx.attr("kernel_shape")]
     nd = len(kernel)
+    if nd not in (1, 2, 3) or x.ndim != nd + 2:
+        raise ctx.unsupported(f"a {nd}-d kernel_shape on a rank-{x.ndim} input (1-d to 3-d "
+                              "pools, the input having 2 more dimensions than kernel_shape)")
     strides = [int(v) for v in ctx.attr("strides", [1] * nd)]
-    if any(int(d) != 1 for d in ctx.attr("dilations", [1] * nd)):
-        raise ctx.unsupported("dilated pooling windows")
-    padding = spatial_padding(ctx, x.shape[2:], kernel, strides, [1] * nd)
-    if int(ctx.attr("ceil_mode", 0)):  # more padding at the end gives ceil's extra window
-        for d, (size, k, s) in enumerate(zip(x.shape[2:], kernel, strides)):
-            before, after = padding[d]
-            span = size + before + after - k
-            windows = -(-span // s) + 1
-            if (windows - 1) * s >= size + before:
-                windows -= 1  # a last window starting in the end padding is dropped (ONNX)
-            padding[d] = (before, after + max((windows - 1) * s - span, 0))
-    return kernel, strides, padding
-
-
-def _as_2d(ctx: NodeContext, x: Tensor) -> Tensor:
-    if x.ndim == 4:
-        return x
-    if x.ndim == 3:
-        return reshaped(ctx, x, (x.shape[0], x.shape[1], 1, x.shape[2]), "as2d")
-    raise ctx.unsupported(f"{x.ndim - 2}-d pooling (1-d and 2-d are supported)")
+    dilations = [int(v) for v in ctx.attr("dilations", [1] * nd)]
+    if min(kernel + strides + dilations) < 1:
+        raise ctx.unsupported(f"kernel_shape {kernel}, strides {strides}, dilations "
+                              f"{dilations} (all must be at least 1)")
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") and max(dilations) > 1:
+        # onnxruntime and onnx's reference size these pads by the undilated kernel, and
+        # then disagree with each other and with the spec on the output's size
+        raise ctx.unsupported(f"auto_pad={auto_pad} with dilations {dilations} (give "
+                              "explicit pads, or auto_pad with dilations 1)")
+    padding = spatial_padding(ctx, x.shape[2:], kernel, strides, dilations)
+    if min(v for pair in padding for v in pair) < 0:
+        raise ctx.unsupported(f"negative pads {padding} (pads must be at least 0)")
+    ceil_mode = bool(int(ctx.attr("ceil_mode", 0)))
+    axes = []
+    for d, (extent, k, s, dil, pads) in enumerate(zip(x.shape[2:], kernel, strides, dilations,
+                                                      padding)):
+        axis = _PoolAxis(extent, k, s, dil, pads, 0)
+        room = axis.padded - axis.span
+        outputs = -(-room // s) + 1 if ceil_mode else room // s + 1
+        if ceil_mode and (outputs - 1) * s >= extent + pads[0]:
+            outputs -= 1  # the last window must start inside the input or its begin padding
+        if outputs < 1:
+            raise ctx.unsupported(f"a window {axis.span} wide (kernel {k}, dilation {dil}) on "
+                                  f"spatial axis {d} of extent {extent} padded by {pads}: no "
+                                  "output (the window must fit in the padded input)")
+        axes.append(_PoolAxis(extent, k, s, dil, pads, outputs))
+    return axes
 
 
 def _lp_power(p: int) -> tuple[Callable[[te.Expr], te.Expr], Callable[[te.Expr], te.Expr]]:
@@ -260,77 +336,66 @@ def _lp_power(p: int) -> tuple[Callable[[te.Expr], te.Expr], Callable[[te.Expr],
 
 @converter("MaxPool", "AveragePool", "LpPool")
 def convert_pool(ctx: NodeContext) -> list[Value]:
+    """MaxPool, AveragePool and LpPool over 1 to 3 spatial axes, with strides, dilations,
+    pads / auto_pad and ceil_mode, as onnx's reference defines them: a ``pad`` compute (by the
+    pads plus ceil mode's extra end) and a max or sum over the dilated windows; AveragePool
+    divides each sum by its counted cells (``count_include_pad``: inside the pads too),
+    LpPool takes ``(kernel size * sum / cells)^(1/p)`` of ``|x|^p``, the cells being inside
+    the pads (so a plain ``sum^(1/p)`` but for ceil mode's last windows, where onnxruntime
+    keeps ``sum^(1/p)``). Ceil mode's extra always goes at the end (onnx's reference
+    AveragePool / LpPool moves half of an extra of 2 or more to the begin, shifting every
+    window; onnxruntime and its MaxPool do not). MaxPool's Indices output, and auto_pad SAME
+    with dilations, are not supported."""
     if len([o for o in ctx.node.output if o]) > 1:
         raise ctx.unsupported("MaxPool's Indices output is not supported")
     x = ctx.tensor(0)
-    kernel, strides, padding = _pool_geometry(ctx, x)
-    if ctx.op_type == "LpPool":  # (sum of |x|^p over the window, zeros padded)^(1/p)
+    axes = _pool_axes(ctx, x)
+    final = ctx.out()
+    kernel = [a.kernel for a in axes]
+    strides = [a.stride for a in axes]
+    dilations = [a.dilation for a in axes]
+    borders = [(0, 0), (0, 0), *((a.pads[0], a.pads[1] + a.extra) for a in axes)]
+    if ctx.op_type == "MaxPool":
+        fill: float | int = -math.inf if x.dtype.is_float else int_range(x.dtype)[0]
+        source = _pool_padded(ctx, x, borders, fill, final)
+        return [pool_windows(source, kernel, strides, dilations, ReduceOp.MAX, name=final)]
+    if not x.dtype.is_float:
+        raise ctx.unsupported(f"{ctx.op_type} on {x.dtype.value} (float types only)")
+    root: Callable[[te.Expr], te.Expr] = lambda s: s  # noqa: E731
+    if ctx.op_type == "LpPool":  # (sum of |x|^p over the window)^(1/p), as ONNX defines it
+        # and onnxruntime computes it (onnx's reference scales a window clipped by ceil mode
+        # by kernel size / cells, an artefact of computing it as an average)
         p = int(ctx.attr("p", 2))
-        if p < 1 or p > 8 or not x.dtype.is_float:
-            raise ctx.unsupported(f"p = {p} on {x.dtype.value} (1 <= p <= 8, float)")
+        if p < 1 or p > 8:
+            raise ctx.unsupported(f"p = {p} (1 <= p <= 8)")
         power, root = _lp_power(p)
         x = map_unary(x, power, "lp_power", ctx.state.unique(f"{ctx.node.output[0]}_power"))
-    # the model's own pads (ceil mode's extra end padding is no part of a window's count)
-    explicit = spatial_padding(ctx, x.shape[2:], kernel, strides, [1] * len(kernel))
-    source = _as_2d(ctx, x)
-    if x.ndim == 3:
-        kernel, strides, padding = [1, *kernel], [1, *strides], [(0, 0), *padding]
-        explicit = [(0, 0), *explicit]
-    final = ctx.out()
-    pooled_name = final if x.ndim == 4 else ctx.state.unique(f"{final}_2d")
-    if any(padding[d][0] or padding[d][1] for d in range(2)):
-        fill = -math.inf if x.dtype.is_float else 0
-        if ctx.op_type in ("AveragePool", "LpPool"):
-            fill = 0.0
-        source = ops.pad(source, [(0, 0), (0, 0), *padding], value=fill,
-                         name=ctx.state.unique(f"{final}_pad"))
-    if ctx.op_type == "MaxPool":
-        y = ops.max_pool2d(source, tuple(kernel), tuple(strides), name=pooled_name)
-    elif ctx.op_type == "LpPool":
-        window = float(math.prod(kernel))
-        mean = ops.avg_pool2d(source, tuple(kernel), tuple(strides),
-                              name=ctx.state.unique(f"{final}_mean"))
-        y = map_unary(mean, lambda s: root(s * window), "lp_root", pooled_name)
-    else:
-        include_pad = bool(int(ctx.attr("count_include_pad", 0)))
-        padded = any(b or a for b, a in padding)
-        if not padded or include_pad and not int(ctx.attr("ceil_mode", 0)):
-            y = ops.avg_pool2d(source, tuple(kernel), tuple(strides), name=pooled_name)
-        else:
-            y = _average_real_elements(ctx, x.shape[2:] if x.ndim == 4 else (1, x.shape[2]),
-                                       source, kernel, strides, padding, explicit,
-                                       include_pad, pooled_name)
-    if x.ndim == 3:
-        return [ops.reshape(y, (y.shape[0], y.shape[1], y.shape[3]), name=final)]
-    return [y]
+    source = _pool_padded(ctx, x, borders, 0.0, final)
+    total = pool_windows(source, kernel, strides, dilations, ReduceOp.SUM,
+                         name=ctx.state.unique(f"{final}_sum"),
+                         dtype=accumulation_dtype(x.dtype))
+    real_only = ctx.op_type == "AveragePool" and not int(ctx.attr("count_include_pad", 0))
+
+    def body(n: te.Expr, c: te.Expr, *out: te.Expr) -> te.Expr:
+        per_axis = [axis.cells_expr(o, real_only) for axis, o in zip(axes, out)]
+        cells: te.Expr | int = math.prod(count for count in per_axis if isinstance(count, int))
+        for count in per_axis:
+            if not isinstance(count, int):
+                cells = count if isinstance(cells, int) and cells == 1 else cells * count
+        value = total[(n, c, *out)]
+        if ctx.op_type == "LpPool":  # the window's Lp norm, padding counting as zeros
+            return root(value).astype(x.dtype)
+        divisor = float(cells) if isinstance(cells, int) else cells.astype(total.dtype)
+        return (value / divisor).astype(x.dtype)
+
+    return [named_compute(total.shape, axis_names(total.ndim), body, final)]
 
 
-def _average_real_elements(ctx: NodeContext, in_spatial: Sequence[int], padded: Tensor,
-                           kernel: Sequence[int], strides: Sequence[int],
-                           padding: Sequence[tuple[int, int]],
-                           explicit: Sequence[tuple[int, int]], include_pad: bool,
-                           name: str) -> Tensor:
-    """The mean over each window's elements that are not padding (ONNX's
-    ``count_include_pad=0``), or that are inside the model's own pads (``=1`` with ceil mode:
-    ``padding`` also holds ceil mode's extra end padding, ``explicit`` only the model's pads,
-    and onnxruntime divides by the window clipped to those)."""
-    window_mean = ops.avg_pool2d(padded, tuple(kernel), tuple(strides),
-                                 name=ctx.state.unique(f"{name}_mean"))
-    area = float(kernel[0] * kernel[1])
-    explicit = [(int(before), int(after)) for before, after in explicit]
-    starts = [int(before) for before, _ in padding]
-
-    def count(o: te.Expr, d: int) -> te.Expr:
-        start = o * strides[d] - starts[d]
-        low = 0 if not include_pad else -explicit[d][0]
-        high = in_spatial[d] if not include_pad else in_spatial[d] + explicit[d][1]
-        return te.minimum(start + kernel[d], high) - te.maximum(start, low)
-
-    def body(n: te.Expr, c: te.Expr, h: te.Expr, w: te.Expr) -> te.Expr:
-        cells = (count(h, 0) * count(w, 1)).astype(window_mean.dtype)
-        return window_mean[n, c, h, w] * area / cells
-
-    return named_compute(window_mean.shape, ["n", "c", "h", "w"], body, name)
+def _pool_padded(ctx: NodeContext, x: Tensor, borders: Sequence[tuple[int, int]],
+                 fill: float | int, final: str) -> Tensor:
+    if not any(before or after for before, after in borders):
+        return x
+    return ops.pad(x, borders, value=fill, name=ctx.state.unique(f"{final}_pad"))
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")

@@ -1,4 +1,6 @@
-"""Pooling over NCHW tensors: max_pool2d, avg_pool2d, global_avg_pool2d (PyTorch defaults).
+"""Pooling over NCHW tensors: max_pool2d, avg_pool2d, global_avg_pool2d (PyTorch defaults),
+and pool_windows, the max or sum over dilated windows of an N-d input (1 to 3 spatial axes)
+that they and ONNX's pools are built on.
 
 Padding is a ``pad`` compute in front (``-inf`` for max pooling, the type's minimum for
 integers; 0 for average pooling, which counts the padding: ``count_include_pad=True``).
@@ -38,6 +40,49 @@ from tilecraft.te.tensor import Tensor
 IntOrTuple = int | Sequence[int]
 
 
+_SPATIAL_AXES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
+
+
+def pool_windows(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None = None,
+                 dilation: IntOrTuple = 1, reduce: ReduceOp = ReduceOp.MAX,
+                 name: str | None = None, dtype: DType | None = None) -> Tensor:
+    """The max (``reduce=ReduceOp.MAX``) or sum (``ReduceOp.SUM``) over each window of ``x``
+    (N, C, *spatial with 1 to 3 spatial axes), which is not padded here: pad it first. On a
+    spatial axis output ``o`` reduces the input positions ``o * stride + k * dilation`` for
+    ``k < kernel``, so an axis of extent ``n`` gives ``(n - (kernel - 1) * dilation - 1) //
+    stride + 1`` outputs. ``stride`` defaults to ``kernel``; ``dtype`` is the type the values
+    are reduced in (``x``'s by default).
+
+    >>> x = te.placeholder((1, 2, 11), name="x")
+    >>> y = pool_windows(x, 3, stride=4, dilation=2, name="y")
+    >>> y.shape
+    (1, 2, 2)
+    >>> print(y.statement())
+    y[n, c, w] = max(x[n, c, ((w * 4) + (rw * 2))], axis=[rw])
+    """
+    op = "pool_windows"
+    check_tensor(x, op, "x", (3, 4, 5))
+    nd = x.ndim - 2
+    kernels = normalize_tuple(kernel, nd, op, "kernel")
+    strides = kernels if stride is None else normalize_tuple(stride, nd, op, "stride")
+    if reduce not in (ReduceOp.MAX, ReduceOp.SUM):
+        raise ShapeError(f"{op}: reduce={reduce!r} for {x.name} must be ReduceOp.MAX or "
+                         "ReduceOp.SUM")
+    geometry = conv_geometry(op, x, x.shape[2:], kernels, strides, 0, dilation)
+    names = _SPATIAL_AXES[nd]
+    taps = [te.reduce_axis(k, f"r{axis}") for k, axis in zip(kernels, names)]
+    reducer = te.max if reduce is ReduceOp.MAX else te.sum
+    value_dtype = dtype or x.dtype
+
+    def body(n: te.Expr, c: te.Expr, *out: te.Expr) -> te.Expr:
+        index = [window_index(o, s, tap, d)
+                 for o, s, tap, d in zip(out, geometry.stride, taps, geometry.dilation)]
+        return reducer(x[(n, c, *index)].astype(value_dtype), axis=taps)
+
+    return named_compute((x.shape[0], x.shape[1], *geometry.out_spatial), ["n", "c", *names],
+                         body, output_name(name, op))
+
+
 def _pool2d(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None, padding: IntOrTuple,
             op: str, reduce: ReduceOp, name: str, dtype: DType | None = None) -> Tensor:
     check_tensor(x, op, "x", 4)
@@ -56,18 +101,7 @@ def _pool2d(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None, padding: I
         fill = 0.0
     source = (pad(x, [(0, 0), (0, 0), *geometry.padding], value=fill, name=f"{name}_pad")
               if geometry.padded else x)
-    rh = te.reduce_axis(kernels[0], "rh")
-    rw = te.reduce_axis(kernels[1], "rw")
-    (sh, sw) = geometry.stride
-    reducer = te.max if reduce is ReduceOp.MAX else te.sum
-    value_dtype = dtype or x.dtype
-
-    def body(n: te.Expr, c: te.Expr, h: te.Expr, w: te.Expr) -> te.Expr:
-        value = source[n, c, window_index(h, sh, rh, 1), window_index(w, sw, rw, 1)]
-        return reducer(value.astype(value_dtype), axis=[rh, rw])
-
-    return named_compute((x.shape[0], x.shape[1], *geometry.out_spatial), ["n", "c", "h", "w"],
-                         body, name)
+    return pool_windows(source, kernels, strides, 1, reduce, name, dtype)
 
 
 def max_pool2d(x: Tensor, kernel: IntOrTuple, stride: IntOrTuple | None = None,
