@@ -63,7 +63,6 @@ EXCLUDE = [
     # dtype
     r"test_cum(sum|prod)_(1d|2d)_(?!int32)", r"test_eyelike_with_dtype",
     # features not supported, each refused with a named reason by the importer
-    r"test_maxpool_with_argmax",  # MaxPool's Indices output
     r"test_resize_tf_crop_and_resize",  # extrapolated values: not a linear map of the input
     r"test_resize_.*_not_(larger|smaller)",  # keep_aspect_ratio_policy other than stretch
     r"_training_mode",  # BatchNormalization in training mode

@@ -252,7 +252,8 @@ def test_float16_average_pool():
 
 
 @pytest.mark.parametrize(("op", "shape", "attrs", "outputs", "message"), [
-    ("MaxPool", (1, 1, 5, 5), {"kernel_shape": [2, 2]}, ("y", "i"), "Indices output"),
+    ("MaxPool", (1, 1, 5, 5), {"kernel_shape": [2, 2], "storage_order": 2}, ("y", "i"),
+     "storage_order 2"),
     ("MaxPool", (1, 1, 5), {"kernel_shape": [3], "dilations": [3]}, ("y",),
      "window 7 wide"),
     ("AveragePool", (1, 1, 2, 2, 2, 2), {"kernel_shape": [1, 1, 1, 1]}, ("y",),
@@ -263,3 +264,31 @@ def test_refusals_name_what_is_supported(op, shape, attrs, outputs, message):
     model = _model(op, shape, outputs=outputs, **attrs)
     with pytest.raises(TilecraftError, match=message):
         tc.from_onnx(model)
+
+
+@pytest.mark.parametrize(("shape", "kernel", "strides", "pads", "dilations", "order"), [
+    ((1, 2, 13), [3], [2], [1, 2], [2], 0),
+    ((2, 3, 7, 5), [3, 2], [2, 3], [1, 0, 2, 1], [2, 1], 0),
+    ((2, 3, 7, 5), [3, 2], [2, 3], [1, 0, 2, 1], [2, 1], 1),
+    ((1, 2, 5, 6, 7), [2, 3, 2], [2, 2, 3], [0, 1, 1, 1, 0, 0], [1, 2, 2], 0),
+    ((1, 2, 5, 6, 7), [2, 3, 2], [2, 2, 3], [0, 1, 1, 1, 0, 0], [1, 2, 2], 1),
+])
+def test_max_pool_indices_match_onnx_reference(shape, kernel, strides, pads, dilations, order):
+    """MaxPool's second output: the flat index of each window's first maximum (row- or
+    column-major); ties (values rounded to halves) keep the first tap in window order."""
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=kernel, strides=strides,
+                            pads=pads, dilations=dilations, storage_order=order)
+    graph = helper.make_graph(
+        [node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+    x = (np.round(RNG.standard_normal(shape) * 2) / 2).astype(np.float32)
+    want_y, want_i = ReferenceEvaluator(model).run(None, {"x": x})
+    graph = tc.from_onnx(model)
+    runs = {"reference": run(graph, {"x": x})}
+    if X86:
+        runs["x86"] = tc.compile(graph, target="x86_avx512")(x=x)
+    for how, (got_y, got_i) in runs.items():
+        np.testing.assert_array_equal(got_y, want_y, err_msg=how)
+        np.testing.assert_array_equal(got_i, want_i, err_msg=how)

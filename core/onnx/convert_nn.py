@@ -340,14 +340,12 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
     pads / auto_pad and ceil_mode, as onnx's reference defines them: a ``pad`` compute (by the
     pads plus ceil mode's extra end) and a max or sum over the dilated windows; AveragePool
     divides each sum by its counted cells (``count_include_pad``: inside the pads too),
-    LpPool takes ``(kernel size * sum / cells)^(1/p)`` of ``|x|^p``, the cells being inside
-    the pads (so a plain ``sum^(1/p)`` but for ceil mode's last windows, where onnxruntime
-    keeps ``sum^(1/p)``). Ceil mode's extra always goes at the end (onnx's reference
-    AveragePool / LpPool moves half of an extra of 2 or more to the begin, shifting every
-    window; onnxruntime and its MaxPool do not). MaxPool's Indices output, and auto_pad SAME
-    with dilations, are not supported."""
-    if len([o for o in ctx.node.output if o]) > 1:
-        raise ctx.unsupported("MaxPool's Indices output is not supported")
+    LpPool takes ``sum^(1/p)`` of ``|x|^p`` (also where ceil mode clips a window, as
+    onnxruntime does; onnx's reference scales those by kernel size / cells). Ceil mode's extra
+    always goes at the end (onnx's reference AveragePool / LpPool moves half of an extra of 2
+    or more to the begin, shifting every window; onnxruntime and its MaxPool do not).
+    MaxPool's Indices output (:func:`_max_indices`) is supported; auto_pad SAME with
+    dilations is not."""
     x = ctx.tensor(0)
     axes = _pool_axes(ctx, x)
     final = ctx.out()
@@ -358,7 +356,10 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
     if ctx.op_type == "MaxPool":
         fill: float | int = -math.inf if x.dtype.is_float else int_range(x.dtype)[0]
         source = _pool_padded(ctx, x, borders, fill, final)
-        return [pool_windows(source, kernel, strides, dilations, ReduceOp.MAX, name=final)]
+        y = pool_windows(source, kernel, strides, dilations, ReduceOp.MAX, name=final)
+        if len(ctx.node.output) > 1 and ctx.node.output[1]:
+            return [y, _max_indices(ctx, x, y, axes, int(ctx.attr("storage_order", 0)))]
+        return [y]
     if not x.dtype.is_float:
         raise ctx.unsupported(f"{ctx.op_type} on {x.dtype.value} (float types only)")
     root: Callable[[te.Expr], te.Expr] = lambda s: s  # noqa: E731
@@ -389,6 +390,56 @@ def convert_pool(ctx: NodeContext) -> list[Value]:
         return (value / divisor).astype(x.dtype)
 
     return [named_compute(total.shape, axis_names(total.ndim), body, final)]
+
+
+def _max_indices(ctx: NodeContext, x: Tensor, y: Tensor, axes: Sequence[_PoolAxis],
+                 storage_order: int) -> Tensor:
+    """MaxPool's Indices: per window, the flat index into ``x`` (row-major with
+    ``storage_order=0``, column-major over the spatial axes with 1, after ``n * C + c`` whole
+    maps) of its first tap in row-major window order that holds the maximum ``y``, as onnx's
+    reference picks it (a later equal value does not replace it); -1 for a window of padding
+    only. Two computes: the first matching tap's number (a min over the window), then its
+    position. int64 indices are held as int32, as tilecraft holds every int64.
+
+    >>> # x[1, 1, 4], kernel 2, stride 2: first[0, 0, o] = min over t < 2 of
+    >>> #   select(x[0, 0, 2o + t] == y[0, 0, o], t, 2); indices = 2o + first
+    """
+    if storage_order not in (0, 1):
+        raise ctx.unsupported(f"storage_order {storage_order} (0 or 1)")
+    spatial = x.shape[2:]
+    kernels = [axis.kernel for axis in axes]
+    count = math.prod(kernels)
+    taps = [te.reduce_axis(k, f"t{d}") for d, k in enumerate(kernels)]
+    name = ctx.out(1)
+
+    def position(o: te.Expr, t: te.Expr, axis: _PoolAxis) -> te.Expr:
+        return o * axis.stride - axis.pads[0] + t * axis.dilation
+
+    def first_body(n: te.Expr, c: te.Expr, *out: te.Expr) -> te.Expr:
+        places = [position(o, t, axis) for o, t, axis in zip(out, taps, axes)]
+        inside = te.all_of(*(cond for p, extent in zip(places, spatial)
+                             for cond in (p >= 0, p < extent)))
+        clamped = [te.minimum(te.maximum(p, 0), extent - 1) for p, extent in zip(places, spatial)]
+        number: te.Expr = taps[0]
+        for t, k in zip(taps[1:], kernels[1:]):
+            number = number * k + t
+        hit = inside & te.eq(x[(n, c, *clamped)], y[(n, c, *out)])
+        return te.min(te.select(hit, number, count), axis=taps)
+
+    first = named_compute(y.shape, axis_names(y.ndim), first_body,
+                          ctx.state.unique(f"{name}_first"))
+    weights = [math.prod(spatial[d + 1:]) if storage_order == 0 else math.prod(spatial[:d])
+               for d in range(len(spatial))]
+
+    def index_body(n: te.Expr, c: te.Expr, *out: te.Expr) -> te.Expr:
+        number = first[(n, c, *out)]
+        offset: te.Expr = (n * x.shape[1] + c) * math.prod(spatial)
+        for d, (o, axis, weight) in enumerate(zip(out, axes, weights)):
+            t = number // math.prod(kernels[d + 1:]) % axis.kernel
+            offset = offset + position(o, t, axis) * weight
+        return te.select(te.eq(number, count), -1, offset)
+
+    return named_compute(y.shape, axis_names(y.ndim), index_body, name)
 
 
 def _pool_padded(ctx: NodeContext, x: Tensor, borders: Sequence[tuple[int, int]],
