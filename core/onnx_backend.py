@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from onnx.backend.base import Backend, BackendRep
 
+from tilecraft.errors import TargetError
 from tilecraft.onnx.loader import from_onnx, load_model
 from tilecraft.onnx.values import ConstantRequired, narrow
 from tilecraft.target.base import Target
@@ -119,7 +120,11 @@ def _as_onnx(array: np.ndarray, info: Any) -> np.ndarray:
         dims = tensor_type.shape.dim
         if all(d.HasField("dim_value") for d in dims):
             shape = tuple(int(d.dim_value) for d in dims)
-            if int(np.prod(shape)) == array.size:
+            if shape != array.shape:
+                # tilecraft holds an ONNX scalar as one element: the only difference allowed
+                if array.size != 1 or int(np.prod(shape)) != 1:
+                    raise TargetError(f"output {info.name!r} came out {array.shape}, but the "
+                                      f"model declares {shape}")
                 array = array.reshape(shape)
     return array
 

@@ -173,3 +173,24 @@ def test_onnx_reflect_pads_too_large_are_unsupported():
     model = _pad_model((3, 4), [0, 4, 0, 0], "reflect", TensorProto.FLOAT)
     with pytest.raises(tc.TilecraftError, match="reflect pads.*axis 1.*at most 3"):
         tc.from_onnx(model)
+
+
+def test_onnx_pad_with_a_run_time_constant_value():
+    """constant_value as a graph input (what ONNX's expanded Attention function writes): its
+    one element fills the border, read when the kernel runs."""
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads", "fill"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 5)),
+         helper.make_tensor_value_info("fill", TensorProto.FLOAT, ())],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([1, 0, 2, 3], np.int64), "pads")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    data = _data((3, 5), "float32")
+    for fill in (-np.inf, 2.5):
+        feeds = {"x": data, "fill": np.array(fill, np.float32)}
+        want = ReferenceEvaluator(model).run(None, feeds)[0]
+        imported = tc.from_onnx(model)
+        ours = {"x": data, "fill": np.array([fill], np.float32)}  # a scalar held as one element
+        np.testing.assert_array_equal(run(imported, **ours), want)
+        if X86:
+            np.testing.assert_array_equal(tc.compile(imported, target="x86_avx512")(**ours), want)

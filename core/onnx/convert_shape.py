@@ -47,7 +47,10 @@ def convert_reshape(ctx: NodeContext) -> list[Value]:
 @converter("Flatten")
 def convert_flatten(ctx: NodeContext) -> list[Value]:
     x = ctx.tensor(0)
-    axis = int(ctx.attr("axis", 1)) % (x.ndim + 1) if x.ndim else 0
+    axis = int(ctx.attr("axis", 1))
+    if not -x.ndim <= axis <= x.ndim:
+        raise ctx.unsupported(f"axis {axis} for a rank-{x.ndim} input (in [-{x.ndim}, {x.ndim}])")
+    axis = axis + x.ndim if axis < 0 else axis   # counted from the back, as ONNX defines it
     shape = (math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
     return [_copy_or_reshape(ctx, x, shape)]
 
@@ -217,10 +220,16 @@ def convert_pad(ctx: NodeContext) -> list[Value]:
         pairs[axis] = (flat[k], flat[k + len(axes)])
     if any(v < 0 for pair in pairs for v in pair):
         raise ctx.unsupported("negative pads (cropping)")
-    value: float | int = 0
-    if ctx.has(2):
-        value = np.asarray(ctx.const(2, "constant_value")).reshape(-1)[0].item()
-    value = float(value) if x.dtype.is_float else int(value)
+    value: float | int | te.Expr = 0
+    if ctx.has(2) and not ctx.is_const(2):  # a run-time scalar: its one element
+        fill = ctx.tensor(2)
+        if fill.size != 1:
+            raise ctx.unsupported(f"constant_value of shape {fill.shape} (one value)")
+        value = fill[(0,) * fill.ndim]
+    else:
+        if ctx.has(2):
+            value = np.asarray(ctx.const(2, "constant_value")).reshape(-1)[0].item()
+        value = float(value) if x.dtype.is_float else int(value)
     if mode == "reflect":
         for axis, (before, after) in enumerate(pairs):
             if max(before, after) >= x.shape[axis]:
