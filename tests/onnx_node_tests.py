@@ -41,9 +41,20 @@ EXCLUDE = [
     r"UINT2|FLOAT16|BFLOAT16|FLOAT_|float16_to|bfloat16_to|e8m0|E8M0)",
     # the same, where the name spells the type short (int16 / uint64) or not at all (uint16)
     r"test_bitwise_(and|xor)_i16_3d", r"test_bitwise_(and|or|xor)_ui64_", r"test_bitwise_not_3d",
-    # the function-expanded forms use operators not imported (Range, CastLike, ReduceLogSumExp,
-    # If, Loop, Sequence*) or are whole reference implementations
-    r"_expanded(_ver18)?_cpu$",
+    # the function-expanded forms (ONNX's own function bodies) that need what tilecraft lacks:
+    r"test_affine_grid_.*_expanded", r"test_range_.*_expanded",  # If, Loop
+    r"test_(blackman|hamming|hann)window(_symmetric)?_expanded",  # a length given at run time
+    r"test_center_crop_pad_.*_expanded",  # pads from the crop shape, a run-time input
+    # a Gather of the class weights by run-time labels
+    r"test_nllloss_(NCd1_mean_weight_negative_ii|NCd1_weight_ii|NCd1d2_with_weight|"
+    r"NCd1d2_with_weight_reduction_(mean|sum|sum_ii)|NCd1d2d3_sum_weight_high_ii|"
+    r"NCd1d2d3d4d5_mean_weight)_expanded",
+    r"test_reduce_(l1|l2|sum_square|log_sum)_default.*_expanded",  # an empty axes tensor
+    r"test_rotary_embedding(_.*)?_expanded",  # a Split with a zero-size piece
+    r"test_attention_local_window_gqa_rank4_mask_expanded",  # a Cast to float64
+    # float16 rounded after each operator (onnx's reference) or each fused compute
+    # (tilecraft): 2 of 192 values 1 ulp apart, past the runner's rtol
+    r"test_attention_4d_causal_fp16_expanded",
     # zero-sized tensors: tilecraft tensors have at least one element
     r"test_reshape_allowzero_reordered", r"_empty", r"test_slice_start_out_of_bounds",
     r"test_squeeze_negative_axes_empty", r"zero_size", r"test_constant_pad_negative",

@@ -31,8 +31,9 @@ def value_info(name: str, shape: list[Any], elem: int | None = None) -> Any:
 def check_against_evaluator(model: Any, feeds: dict[str, np.ndarray], rtol: float = 1e-5,
                             atol: float = 1e-6) -> Any:
     """tilecraft's reference and its x86 build against onnx's evaluator (int64 inputs are
-    passed to tilecraft as the int32 it holds them in); the model's one output is ``y`` and
-    keeps that name. Returns the imported graph."""
+    passed to tilecraft as the int32 it holds them in, bool ones as uint8, and only those the
+    graph reads); the model's one output is ``y`` and keeps that name. Returns the imported
+    graph."""
     from onnx.reference import ReferenceEvaluator
 
     import tilecraft as tc
@@ -40,9 +41,12 @@ def check_against_evaluator(model: Any, feeds: dict[str, np.ndarray], rtol: floa
     from tilecraft.target.registry import get_target
 
     want = ReferenceEvaluator(model).run(None, feeds)
-    feeds = {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in feeds.items()}
+    feeds = {k: v.astype(np.int32) if v.dtype == np.int64 else
+             v.astype(np.uint8) if v.dtype == np.bool_ else v for k, v in feeds.items()}
     graph = tc.from_onnx(model)
     assert [t.name for t in graph.outputs] == ["y"]  # the ONNX output's name is kept
+    # an input whose values nothing reads (CastLike's second) is no input of the graph
+    feeds = {t.name: feeds[t.name] for t in graph.inputs}
     runs = [run(graph, feeds)]
     if get_target("x86_avx512").available().execute:
         runs.append(tc.compile(graph, target="x86_avx512")(**feeds))

@@ -52,6 +52,9 @@ class ImportState:
 
     used_names: set[str] = field(default_factory=set)
     _materialized: dict[int, Tensor] = field(default_factory=dict)
+    #: the ONNX element type of each value onnx's shape inference could type (bool and uint8
+    #: are both held as uint8: CastLike needs to know which)
+    elem_types: dict[str, int] = field(default_factory=dict)
 
     def unique(self, name: str) -> str:
         base = safe_name(name)

@@ -335,17 +335,49 @@ def convert_where(ctx: NodeContext) -> list[Value]:
 
 @converter("Cast")
 def convert_cast(ctx: NodeContext) -> list[Value]:
-    x = ctx.tensor(0)
-    onnx_to = int(ctx.attr("to"))
+    return [_cast(ctx, ctx.tensor(0), int(ctx.attr("to")))]
+
+
+@converter("CastLike")
+def convert_cast_like(ctx: NodeContext) -> list[Value]:
+    """Cast to the element type of input 1, as onnx's shape inference types it (bool and uint8
+    are both held as uint8, and casting to them differs); where it does not, the dtype input 1
+    is held in, unless that is uint8 (then which one is unknown: refused)."""
+    like = ctx.node.input[1]
+    onnx_to = ctx.state.elem_types.get(like)
+    if onnx_to is None:
+        from onnx import TensorProto
+
+        held = ctx.value(1)
+        dtype = held.dtype if not isinstance(held, np.ndarray) else tilecraft_dtype(
+            _onnx_elem(held.dtype), f"{ctx.label}'s input {like!r}")
+        if dtype is DType.UINT8:
+            raise ctx.unsupported(f"input {like!r} is uint8 or bool, and no ONNX type says which "
+                                  "(give the model value_info for it, or use Cast)")
+        onnx_to = {DType.FLOAT32: TensorProto.FLOAT, DType.FLOAT16: TensorProto.FLOAT16,
+                   DType.BFLOAT16: TensorProto.BFLOAT16, DType.INT8: TensorProto.INT8,
+                   DType.INT32: TensorProto.INT32}[dtype]
+    return [_cast(ctx, ctx.tensor(0), onnx_to)]
+
+
+def _onnx_elem(dtype: np.dtype) -> int:
+    """The ONNX element type of a numpy dtype."""
+    from onnx import helper
+
+    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+
+
+def _cast(ctx: NodeContext, x: Tensor, onnx_to: int) -> Tensor:
+    """``x`` cast to ONNX element type ``onnx_to`` (to bool: 1 where non-zero, as uint8)."""
     target = tilecraft_dtype(onnx_to, f"{ctx.label}'s target type")
     from onnx import TensorProto
 
     if onnx_to == TensorProto.BOOL:
-        return [broadcast([x], lambda v: te.select(te.ne(v, 0), 1, 0), ctx.out(),
-                          dtype=DType.UINT8)]
+        return broadcast([x], lambda v: te.select(te.ne(v, 0), 1, 0), ctx.out(),
+                         dtype=DType.UINT8)
     if target == x.dtype:
-        return [map_unary(x, lambda v: v, "cast", ctx.out())]
-    return [ops.cast(x, target, name=ctx.out())]
+        return map_unary(x, lambda v: v, "cast", ctx.out())
+    return ops.cast(x, target, name=ctx.out())
 
 
 @converter("Mod")

@@ -129,6 +129,23 @@ def upgraded(model: Any, opset: int) -> Any:
             "newer") from None
 
 
+def elem_types(model: Any) -> dict[str, int]:
+    """The ONNX element type of every value of ``model``'s graph that onnx's shape inference
+    (or the model itself) types: inputs, initializers, outputs, intermediates."""
+    import onnx
+
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - an untypeable model keeps the types it declares
+        typed = model
+    graph = typed.graph
+    types = {init.name: int(init.data_type) for init in graph.initializer}
+    for info in (*graph.input, *graph.value_info, *graph.output):
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+            types[info.name] = int(info.type.tensor_type.elem_type)
+    return types
+
+
 def from_onnx(model: Any, initializers: str = "constants",
               input_values: Mapping[str, np.ndarray] | None = None,
               input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
@@ -147,7 +164,7 @@ def from_onnx(model: Any, initializers: str = "constants",
     if opset < MIN_OPSET:
         proto, opset = upgraded(proto, opset), MIN_OPSET
     graph = proto.graph
-    state = ImportState()
+    state = ImportState(elem_types=elem_types(proto))
     env: dict[str, Value] = {}
     values = dict(input_values or {})
     shapes = dict(input_shapes or {})
