@@ -184,3 +184,35 @@ def test_flatten_counts_a_negative_axis_from_the_back(shape, axis, flat):
     with pytest.raises(OnnxImportError, match=r"axis 5 for a rank-4 input"):
         tc.from_onnx(_model([helper.make_node("Flatten", ["x"], ["y"], axis=5)],
                             [_value("x", [2, 3, 4, 5])], [_value("y", None)], {}))
+
+
+def _if_model(condition_from_shape: bool):
+    """y = If(cond, then: Relu(x) * 2, else: Neg(x)); cond is Size(x) > 5 (known at import:
+    x is 2x3) or a graph input (run time)."""
+    then_graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["t"])],
+        "then", [], [_value("t", [2, 3])], [numpy_helper.from_array(np.float32(2.0), "two")])
+    else_graph = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                                   [_value("e", [2, 3])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_graph,
+                              else_branch=else_graph, name="branchy")]
+    inputs = [_value("x", [2, 3])]
+    if condition_from_shape:
+        nodes[:0] = [helper.make_node("Size", ["x"], ["n"]),
+                     helper.make_node("Greater", ["n", "five"], ["cond"])]
+        initializers = {"five": np.array(5, np.int64)}
+    else:
+        inputs.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+        initializers = {}
+    return _model(nodes, inputs, [_value("y", [2, 3])], initializers)
+
+
+def test_an_if_known_at_import_becomes_the_branch_it_takes():
+    model = _if_model(condition_from_shape=True)
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    graph = tc.from_onnx(model)
+    np.testing.assert_allclose(tc.reference.run(graph, x=x), _onnxruntime(model, x=x)[0])
+    np.testing.assert_allclose(tc.reference.run(graph, x=x), np.maximum(x, 0) * 2)
+    with pytest.raises(OnnxImportError, match=r"'branchy' \(If, opset 17\): its condition "
+                                              r"'cond' is computed at run time"):
+        tc.from_onnx(_if_model(condition_from_shape=False))

@@ -250,6 +250,10 @@ def _convert_nodes(graph: Any, opset: int, state: ImportState,
             problems.append(f"{label}: operator domain {node.domain!r} is not supported")
             poisoned.update(node.output)
             continue
+        if node.op_type == "If" and node.domain in ("", "ai.onnx") \
+                and not any(name in poisoned for name in node.input):
+            problems += _inline_if(node, label, opset, state, env, poisoned)
+            continue
         known = node.op_type in CONVERTERS or node.op_type in FOLD_ONLY
         version = _operator_version(node.op_type, opset)
         if not known or version < 0:
@@ -298,6 +302,35 @@ def _convert_nodes(graph: Any, opset: int, state: ImportState,
         for name, value in zip(node.output, outputs):
             if name:
                 env[name] = value
+    return problems
+
+
+def _inline_if(node: Any, label: str, opset: int, state: ImportState,
+               env: dict[str, Value], poisoned: set[str]) -> list[str]:
+    """An If whose condition is known at import time (a shape test, an attribute a function
+    body branches on) becomes the nodes of the branch it takes, converted in place (its
+    names read the enclosing graph's values, as ONNX scopes them); its outputs are the
+    branch's. A condition computed at run time is refused: tilecraft programs have no
+    control flow. The problems of the branch's nodes, if any."""
+    from onnx import helper
+
+    condition = env.get(node.input[0])
+    if not isinstance(condition, np.ndarray) or condition.size != 1:
+        poisoned.update(node.output)
+        return [f"{label}: its condition {node.input[0]!r} is computed at run time (tilecraft "
+                "programs have no control flow: only an If whose condition is known at import "
+                "time is imported, as the branch it takes)"]
+    branches = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    branch = branches["then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"]
+    _bind_initializers(branch, "constants", state, env)
+    problems = _convert_nodes(branch, opset, state, env)
+    for name, info in zip(node.output, branch.output):
+        if not name:
+            continue
+        if info.name in env and not problems:
+            env[name] = env[info.name]
+        else:
+            poisoned.add(name)
     return problems
 
 
