@@ -29,6 +29,7 @@ SUPPORTED = [
     # opset 7-12 models, brought to opset 13 by onnx's version converter at import
     "and2d", "and3d", "and4d", "or2d", "or3d", "or4d", "xor2d", "xor3d", "xor4d", "upsample",
     "scatter", "dft", "stft", "matmulinteger", "convinteger", "qlinearmatmul", "qlinearconv",
+    "det",
 ]
 INCLUDE = [rf"^test_{name}(_.*)?_cpu$" for name in SUPPORTED]
 

@@ -32,6 +32,7 @@ from tilecraft.onnx import (  # noqa: F401 (registers the converters)
     convert_bitwise,
     convert_indexing,
     convert_integer_ops,
+    convert_linalg,
     convert_loss,
     convert_math,
     convert_nn,
