@@ -131,6 +131,11 @@ class ResidentChain:
                     target = self._copy_out if parameter.output else self._copy_in
                     if item not in target:
                         target.append(item)
+        # a kernel every array of which is bound (a network's inner kernels) has the same
+        # arguments each call: packed once here, not per call
+        self._packed = [None if bound.names else pack_arguments(
+            bound.launcher.build.kernel_name, bound.launcher.parameters, pointers,
+            bound.launcher.scalars) for bound, pointers in zip(self.bounds, self._fixed_pointers)]
         for _ in range(len(self.bounds) + 1):
             self._events.append(_check(self.driver, self.driver.cuEventCreate(0),
                                        "cuEventCreate"))
@@ -182,13 +187,15 @@ class ResidentChain:
             _check(driver, driver.cuEventRecord(events[0], 0), "cuEventRecord")
             packs = []
             for index, (bound, given) in enumerate(zip(self.bounds, passed)):
-                pointers = dict(self._fixed_pointers[index])
-                pointers.update((name, buffers[_span(array)[0]][0])
-                                for name, array in given.items())
                 launcher = bound.launcher
-                packed = pack_arguments(launcher.build.kernel_name, launcher.parameters,
-                                        pointers, launcher.scalars)
-                packs.append(packed)  # referenced until the launches are done
+                packed = self._packed[index]
+                if packed is None:
+                    pointers = dict(self._fixed_pointers[index])
+                    pointers.update((name, buffers[_span(array)[0]][0])
+                                    for name, array in given.items())
+                    packed = pack_arguments(launcher.build.kernel_name, launcher.parameters,
+                                            pointers, launcher.scalars)
+                    packs.append(packed)  # referenced until the launches are done
                 launcher._launch_packed(packed)
                 _check(driver, driver.cuEventRecord(events[index + 1], 0), "cuEventRecord")
             _check(driver, driver.cuEventSynchronize(events[-1]), "cuEventSynchronize")
